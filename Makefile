@@ -1,0 +1,33 @@
+# blobdex: make install | run | test | bench. The venv lives in .venv; the CLI is .venv/bin/blobdex.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build of torch by default (a plain `torch` pulls a multi-GB CUDA build).
+# On a GPU machine: make install TORCH=torch   (or any pip requirement, e.g. torch==2.13.0+cu128)
+TORCH ?= torch==2.13.0
+SAMPLE_QUERY ?= where is the snapshot published atomically
+
+.PHONY: install run test bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+run: install
+	test -f blobdex.toml || $(BIN)/blobdex init
+	$(BIN)/blobdex index
+	$(BIN)/blobdex search "$(SAMPLE_QUERY)" -n 5
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python ci/bench.py
+
+clean:
+	rm -rf $(VENV) .blobdex *.egg-info

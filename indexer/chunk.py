@@ -1,0 +1,262 @@
+"""Chunking: one blob's text into spans named by symbol (tree-sitter), heading (markdown) or lines.
+
+A pure function of (blob bytes, language, CHUNKER_VERSION): its output is cached by blob_id.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from tree_sitter import Node
+from tree_sitter_language_pack import get_parser
+
+from indexer.languages import GRAMMARS, IDENTIFIER_RE, NEEDS_BODY, Grammar
+
+# 1: initial chunker.
+CHUNKER_VERSION = 1
+
+# all-MiniLM-L6-v2 reads 256 tokens, about 950 characters of code; a little over that keeps
+# whole small functions together while losing only a short tail to truncation.
+MAX_CHUNK_CHARS = 1200
+MAX_CHUNK_LINES = 60
+PARSE_TIMEOUT_SECONDS = 2.0  # tree-sitter parses 3-7 MB/s; a 1 MiB file needs well under this
+READ_CALLBACK_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A span of one blob; (blob_id, index) is its identity everywhere."""
+
+    index: int
+    symbol: str  # `Class.method`, `Install > From source`, or "" for file-level text
+    kind: str  # function | method | class | definition | module | section | text
+    line_start: int  # 1-based, inclusive
+    line_end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int  # 0-based line numbers, inclusive
+    end: int
+    symbol: str
+    kind: str
+
+
+class ParseTimeout(Exception):
+    pass
+
+
+def chunk_text(text: str, lang: str) -> tuple[list[Chunk], str | None]:
+    """Chunk decoded text; returns the chunks and a fallback reason (`parse_timeout`) or None."""
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    fallback = None
+    if lang in GRAMMARS:
+        try:
+            spans = _syntax_spans(text.encode("utf-8"), lines, GRAMMARS[lang])
+        except ParseTimeout:
+            spans, fallback = _windows(lines, 0, len(lines) - 1, "", "text"), "parse_timeout"
+    elif lang == "markdown":
+        spans = _markdown_spans(lines)
+    else:
+        spans = _windows(lines, 0, len(lines) - 1, "", "text")
+    chunks = []
+    for span in sorted(spans, key=lambda s: (s.start, s.end)):
+        body = "\n".join(lines[span.start:span.end + 1])
+        if not body.strip():
+            continue
+        chunks.append(Chunk(len(chunks), span.symbol, span.kind, span.start + 1, span.end + 1, body))
+    return chunks, fallback
+
+
+def _windows(lines: list[str], start: int, end: int, symbol: str, kind: str) -> list[Span]:
+    """Split lines[start..end] into spans of at most MAX_CHUNK_CHARS / MAX_CHUNK_LINES."""
+    spans, first, size = [], start, 0
+    for i in range(start, end + 1):
+        size += len(lines[i]) + 1
+        if i > first and (size > MAX_CHUNK_CHARS or i - first >= MAX_CHUNK_LINES):
+            spans.append(Span(first, i - 1, symbol, kind))
+            first, size = i, len(lines[i]) + 1
+    if first <= end:
+        spans.append(Span(first, end, symbol, kind))
+    return spans
+
+
+def _size(lines: list[str], start: int, end: int) -> int:
+    return sum(len(lines[i]) + 1 for i in range(start, end + 1))
+
+
+def _parse(source: bytes, grammar: Grammar):
+    parser = get_parser(grammar.name)
+    deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
+
+    def read(offset: int, _point) -> bytes:
+        return source[offset:offset + READ_CALLBACK_BYTES]
+
+    try:
+        # The progress callback is only honoured with the read-callback form of parse().
+        tree = parser.parse(read, progress_callback=lambda *_: time.monotonic() > deadline)
+    except ValueError as exc:
+        raise ParseTimeout() from exc
+    if tree is None:
+        raise ParseTimeout()
+    return tree
+
+
+def _is_def(node: Node, g: Grammar) -> bool:
+    t = node.type
+    if t in g.functions or t in g.containers:
+        return t not in NEEDS_BODY or node.child_by_field_name("body") is not None
+    if t == "variable_declarator" and g.arrow_values:
+        value = node.child_by_field_name("value")
+        return value is not None and value.type in g.arrow_values
+    return False
+
+
+def _defs_under(node: Node, g: Grammar):
+    """Definition nodes below `node`, not descending into definitions (iterative: trees can be deep)."""
+    stack = list(reversed(node.children))
+    while stack:
+        child = stack.pop()
+        if _is_def(child, g):
+            yield child
+        else:
+            stack.extend(reversed(child.children))
+
+
+def _outer(node: Node, g: Grammar) -> Node:
+    while node.parent is not None and node.parent.type in g.wrappers:
+        node = node.parent
+    return node
+
+
+def _text(node: Node | None) -> str:
+    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
+
+
+def _innermost_name(node: Node | None) -> str:
+    """C/C++ declarators nest (`*f(int)`): follow `declarator` fields down to the name."""
+    while node is not None and node.child_by_field_name("declarator") is not None:
+        node = node.child_by_field_name("declarator")
+    return _text(node)
+
+
+def _name(node: Node) -> str:
+    t = node.type
+    if t == "impl_item":
+        return _text(node.child_by_field_name("type"))
+    if t == "type_declaration":
+        spec = next((c for c in node.children if c.type in ("type_spec", "type_alias")), None)
+        return _text(spec.child_by_field_name("name")) if spec is not None else ""
+    if t == "method_declaration" and node.child_by_field_name("receiver") is not None:
+        receiver = _text(node.child_by_field_name("receiver"))
+        types = IDENTIFIER_RE.findall(receiver)
+        name = _text(node.child_by_field_name("name"))
+        return f"{types[-1]}.{name}" if types else name
+    name = node.child_by_field_name("name")
+    if name is not None:
+        return _text(name)
+    declarator = node.child_by_field_name("declarator")
+    if declarator is not None:
+        return _innermost_name(declarator)
+    first_line = _text(node).split("\n", 1)[0]
+    words = [w for w in IDENTIFIER_RE.findall(first_line) if w not in _KEYWORDS]
+    return words[0] if words else ""
+
+
+_KEYWORDS = frozenset({"def", "class", "function", "fn", "func", "pub", "public", "private", "protected",
+                       "static", "async", "export", "default", "const", "let", "var", "struct", "enum",
+                       "impl", "trait", "interface", "type", "module", "namespace", "template", "typedef"})
+
+
+def _syntax_spans(source: bytes, lines: list[str], g: Grammar) -> list[Span]:
+    tree = _parse(source, g)
+    spans: list[Span] = []
+    containers: list[tuple[int, int, str]] = []  # (start, end, qualified name), for file-level gaps
+
+    def visit(parent: Node, prefix: str) -> None:
+        for node in _defs_under(parent, g):
+            outer = _outer(node, g)
+            start, end = outer.start_point[0], outer.end_point[0]
+            if end >= len(lines):
+                end = len(lines) - 1
+            name = _name(node)
+            qname = f"{prefix}{name}" if name else prefix.rstrip(".")
+            if node.type in g.containers:
+                kind = "class"
+            elif node.type in g.functions and not _is_function_type(node.type):
+                kind = "definition"
+            else:
+                kind = "method" if prefix or "." in name else "function"
+            if node.type in g.containers and _size(lines, start, end) > MAX_CHUNK_CHARS:
+                containers.append((start, end, qname))
+                visit(node, f"{qname}.")
+            elif _size(lines, start, end) > MAX_CHUNK_CHARS or end - start >= MAX_CHUNK_LINES:
+                spans.extend(_windows(lines, start, end, qname, kind))
+            else:
+                spans.append(Span(start, end, qname, kind))
+
+    visit(tree.root_node, "")
+    spans.extend(_gap_spans(lines, spans, containers))
+    return spans
+
+
+def _is_function_type(node_type: str) -> bool:
+    return any(w in node_type for w in ("function", "method", "constructor", "macro", "init_declaration"))
+
+
+_TRIVIAL_RE = re.compile(r"[\s\W]*(end)?[\s\W]*")
+
+
+def _gap_spans(lines: list[str], spans: list[Span], containers: list[tuple[int, int, str]]) -> list[Span]:
+    """Lines no definition covers: file-level code (imports, constants) or a class's own lines."""
+    covered = bytearray(len(lines))
+    for s in spans:
+        covered[s.start:s.end + 1] = b"\x01" * (s.end - s.start + 1)
+
+    def owner(i: int) -> str:
+        inner = [c for c in containers if c[0] <= i <= c[1]]
+        return min(inner, key=lambda c: c[1] - c[0])[2] if inner else ""
+
+    out: list[Span] = []
+    i = 0
+    while i < len(lines):
+        if covered[i]:
+            i += 1
+            continue
+        symbol, j = owner(i), i
+        while j + 1 < len(lines) and not covered[j + 1] and owner(j + 1) == symbol:
+            j += 1
+        if not _TRIVIAL_RE.fullmatch("\n".join(lines[i:j + 1])):
+            out.extend(_windows(lines, i, j, symbol, "class" if symbol else "module"))
+        i = j + 1
+    return out
+
+
+_HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE_RE = re.compile(r"^\s*(```|~~~)")
+
+
+def _markdown_spans(lines: list[str]) -> list[Span]:
+    """One section per ATX heading (outside code fences), named by its heading path."""
+    heads: list[tuple[int, int, str]] = []  # (line, level, title)
+    in_fence = False
+    for i, line in enumerate(lines):
+        if _FENCE_RE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (m := _HEADING_RE.match(line)):
+            heads.append((i, len(m.group(1)), m.group(2)))
+    spans: list[Span] = []
+    if not heads or heads[0][0] > 0:
+        end = heads[0][0] - 1 if heads else len(lines) - 1
+        spans.extend(_windows(lines, 0, end, "", "section"))
+    path: list[tuple[int, str]] = []
+    for n, (line, level, title) in enumerate(heads):
+        path = [p for p in path if p[0] < level] + [(level, title)]
+        end = heads[n + 1][0] - 1 if n + 1 < len(heads) else len(lines) - 1
+        spans.extend(_windows(lines, line, end, " > ".join(t for _, t in path), "section"))
+    return spans

@@ -1,0 +1,381 @@
+"""One index run: mirror -> scan -> (new blobs only) chunk + embed -> write -> publish.
+
+Safe to run from cron on every push: a lock keeps runs apart, caches make unchanged content
+free, and a repo that fails keeps the content the previous snapshot had for it (marked stale).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import shutil
+import time
+from collections import Counter, defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from indexer import mirror, snapshot
+from indexer.cache import BlobEntry, Cache, text_id
+from indexer.chunk import CHUNKER_VERSION, chunk_text
+from indexer.config import Config, RepoSpec
+from indexer.errors import BlobdexError
+from indexer.embed import Embedder, embed_text, load_embedder, model_id_for
+from indexer.ignore import POLICY_VERSION, SkipReason, skip_for_content
+from indexer.progress import Progress
+from indexer.report import Report, RepoReport
+from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
+from indexer.secrets import credential_kind
+from indexer.snapshot import Manifest, RefState, RepoState
+from indexer.tokenize import TOKENIZER_VERSION
+from indexer.write import write_chunks, write_files, write_lexical
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 256  # texts per model call; vectors are cached after every batch, so a crash loses little
+CHUNK_CACHE_BATCH = 500
+
+
+class RunError(BlobdexError):
+    """The run as a whole cannot proceed (lock held, no repos); per-repo failures are report data."""
+
+
+@dataclass
+class _RepoWork:
+    spec: RepoSpec
+    report: RepoReport
+    scans: list[RefScan] = field(default_factory=list)
+    mirror_path: Path | None = None
+
+
+@contextmanager
+def _lock(data_dir: Path):
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "index.lock"
+    with open(path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise RunError(f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}); "
+                              f"wait for it to finish") from exc
+        yield
+
+
+def run(cfg: Config, full: bool = False, embedder: Embedder | None = None, show_progress: bool = True) -> Report:
+    if not cfg.repos:
+        raise RunError(f"no repos configured in {str(cfg.path)!r}: add one with 'blobdex repo add NAME URL'")
+    with _lock(cfg.data_dir):
+        return _run(cfg, full, embedder, show_progress)
+
+
+def _previous(data_dir: Path) -> tuple[Path | None, Manifest | None]:
+    try:
+        return snapshot.open_manifest(data_dir)
+    except snapshot.SnapshotError as exc:
+        if snapshot.current_id(data_dir) is not None:
+            log.warning("previous snapshot is unreadable, building from scratch: %s", exc)
+        return None, None
+
+
+def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool) -> Report:
+    model_id = embedder.model_id if embedder else model_id_for(cfg.model)
+    report = Report(model=model_id)
+    prev_path, prev = _previous(cfg.data_dir)
+    report.previous_snapshot_id = prev.snapshot_id if prev else None
+    work = [_RepoWork(s, RepoReport(s.org, s.name, mirror.redact(s.url), "ok")) for s in cfg.repos]
+    report.repos = [w.report for w in work]
+
+    t0 = time.monotonic()
+    for w in work:
+        try:
+            w.mirror_path = mirror.fetch(cfg.data_dir, w.spec)
+        except mirror.MirrorError as exc:
+            _mark_stale(w, str(exc))
+    report.seconds["mirror"] = time.monotonic() - t0
+
+    t0 = time.monotonic()
+    for w in work:
+        if w.report.status != "ok":
+            continue
+        try:
+            with mirror.open_mirror(w.mirror_path) as repo:
+                for ref in (w.spec.refs or (None,)):
+                    full_ref, commit_id = resolve_ref(repo, ref, w.spec.name)
+                    w.scans.append(scan_commit(repo, full_ref, commit_id))
+                    w.report.refs.append({"ref": full_ref, "commit_id": commit_id})
+        except (ScanError, mirror.MirrorError) as exc:
+            _mark_stale(w, str(exc))
+    report.seconds["scan"] = time.monotonic() - t0
+
+    wanted = _wanted(cfg, work)
+    report.blobs = len(wanted)
+    if not full and prev is not None and _unchanged(cfg, prev, work, model_id):
+        report.unchanged = True
+        report.snapshot_id = prev.snapshot_id
+        _fill_from_manifest(report, prev)
+        return report
+
+    cache = Cache(cfg.data_dir / "cache")
+    try:
+        return _build(cfg, report, work, wanted, cache, prev_path, prev, embedder, model_id, show_progress)
+    finally:
+        cache.close()
+
+
+def _mark_stale(w: _RepoWork, error: str) -> None:
+    log.error("%s/%s: %s", w.spec.org, w.spec.name, error)
+    w.report.status, w.report.error = "stale", error
+    w.scans, w.report.refs = [], []
+
+
+def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
+    """True when a rebuild would reproduce `prev`: same repos at the same commits, same tools."""
+    if (prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version) != (
+            model_id, CHUNKER_VERSION, POLICY_VERSION, TOKENIZER_VERSION):
+        return False
+    if {(r.org, r.name) for r in prev.repos} != {w.spec.key for w in work}:
+        return False
+    for w in work:
+        before = prev.repo(*w.spec.key)
+        if w.report.status != "ok" or before.status != "ok" or before.url != w.report.url:
+            return False
+        if [(r.ref, r.commit_id) for r in before.refs] != [(s.ref, s.commit_id) for s in w.scans]:
+            return False
+    return True
+
+
+def _fill_from_manifest(report: Report, prev: Manifest) -> None:
+    report.repos = [RepoReport(r.org, r.name, r.url, r.status, r.error,
+                               [{"ref": x.ref, "commit_id": x.commit_id} for x in r.refs],
+                               r.files, r.files_indexed, r.chunks) for r in prev.repos]
+    report.chunks_reused = prev.chunks
+    _totals(report, prev)
+
+
+def _chunk_blob(data: bytes, lang: str, max_bytes: int) -> BlobEntry:
+    skip = skip_for_content(data, max_bytes)
+    if skip is not None:
+        return BlobEntry(len(data), skip.value, None, 0, ())
+    chunks, fallback = chunk_text(data.decode("utf-8", "replace"), lang)
+    kept = tuple(c for c in chunks if credential_kind(c.text) is None)
+    return BlobEntry(len(data), None, fallback, len(chunks) - len(kept), kept)
+
+
+def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, str]]:
+    """Every (blob, language) the scans reach that its path does not rule out: cache key -> where to read it."""
+    wanted: dict[str, tuple[Path, str, str]] = {}
+    for w in work:
+        for scan in w.scans:
+            for f in scan.files:
+                if f.skip is None:
+                    key = Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)
+                    wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang))
+    return wanted
+
+
+def _chunk_stage(cfg: Config, report: Report, wanted: dict[str, tuple[Path, str, str]], cache: Cache,
+                 show_progress: bool) -> dict[str, BlobEntry]:
+    """Each wanted blob's entry, from the cache or chunked now (new blobs only)."""
+    entries = cache.get_blobs(list(wanted))
+    missing = [k for k in wanted if k not in entries]
+    report.blobs_new = len(missing)
+    by_mirror: dict[Path, list[str]] = defaultdict(list)
+    for key in missing:
+        by_mirror[wanted[key][0]].append(key)
+    with Progress("chunk", len(missing), show_progress) as bar:
+        for mirror_path, keys in by_mirror.items():
+            with mirror.open_mirror(mirror_path) as repo:
+                pending: dict[str, BlobEntry] = {}
+                for key in keys:
+                    _, blob_id, lang = wanted[key]
+                    try:
+                        data = repo.object_store[blob_id.encode()].as_raw_string()
+                        pending[key] = _chunk_blob(data, lang, cfg.max_blob_bytes)
+                    except Exception as exc:  # one bad file is recorded, never aborts a repo
+                        log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
+                        pending[key] = BlobEntry(0, SkipReason.UNREADABLE.value, None, 0, ())
+                    bar.advance()
+                    if len(pending) >= CHUNK_CACHE_BATCH:
+                        cache.put_blobs(pending)
+                        entries.update(pending)
+                        pending = {}
+                cache.put_blobs(pending)
+                entries.update(pending)
+    return entries
+
+
+_COLUMNS = ("org", "repo", "path", "blob_id", "chunk_index", "refs", "lang", "kind", "symbol",
+            "line_start", "line_end", "text")
+
+
+def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry],
+          report: Report) -> tuple[dict[str, list], dict[str, list], dict[tuple[str, str], RepoState]]:
+    """Chunk rows and file rows for the repos scanned this run; one chunk row per (path, blob) across refs."""
+    cols: dict[str, list] = {c: [] for c in _COLUMNS}
+    files: dict[str, list] = {c: [] for c in snapshot.FILES_SCHEMA.names}
+    states: dict[tuple[str, str], RepoState] = {}
+    for w in work:
+        if w.report.status != "ok":
+            continue
+        state = RepoState(w.spec.org, w.spec.name, w.report.url, "ok", None, snapshot.now_iso(),
+                          [RefState(s.ref, s.commit_id) for s in w.scans])
+        refs_of: dict[tuple[str, str], list[str]] = defaultdict(list)
+        lang_of: dict[tuple[str, str], str] = {}
+        skipped: Counter = Counter()
+        for scan in w.scans:
+            for f in scan.files:
+                entry = None
+                if f.skip is None:
+                    entry = entries[Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)]
+                skip = f.skip.value if f.skip is not None else entry.skip
+                state.files += 1
+                if skip:
+                    skipped[skip] += 1
+                else:
+                    state.files_indexed += 1
+                    refs_of[(f.path, f.blob_id)].append(scan.ref)
+                    lang_of[(f.path, f.blob_id)] = f.lang
+                for name, value in (("org", w.spec.org), ("repo", w.spec.name), ("ref", scan.ref),
+                                    ("commit_id", scan.commit_id), ("path", f.path), ("blob_id", f.blob_id),
+                                    ("lang", f.lang), ("bytes", entry.size if entry else None), ("skip", skip),
+                                    ("chunks", len(entry.chunks) if entry and not skip else 0)):
+                    files[name].append(value)
+        for (path, blob_id), refs in refs_of.items():
+            lang = lang_of[(path, blob_id)]
+            entry = entries[Cache.blob_key(blob_id, lang, cfg.max_blob_bytes)]
+            state.secrets_held_back += entry.secrets_held_back
+            state.parse_fallbacks += entry.fallback is not None
+            for c in entry.chunks:
+                for name, value in (("org", w.spec.org), ("repo", w.spec.name), ("path", path),
+                                    ("blob_id", blob_id), ("chunk_index", c.index), ("refs", refs),
+                                    ("lang", lang), ("kind", c.kind), ("symbol", c.symbol),
+                                    ("line_start", c.line_start), ("line_end", c.line_end), ("text", c.text)):
+                    cols[name].append(value)
+                state.chunks += 1
+        state.files_skipped = dict(sorted(skipped.items()))
+        states[w.spec.key] = state
+        w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
+    return cols, files, states
+
+
+def _embed_stage(cfg: Config, report: Report, cols: dict[str, list], cache: Cache, embedder: Embedder | None,
+                 model_id: str, dim_hint: int | None, show_progress: bool) -> tuple[np.ndarray, Embedder | None]:
+    texts = [embed_text(s, t) for s, t in zip(cols["symbol"], cols["text"])]
+    ids = [text_id(t) for t in texts]
+    unique = list(dict.fromkeys(ids))
+    dim = embedder.dim if embedder else dim_hint
+    found = cache.get_vectors(model_id, unique, dim) if dim else {}
+    missing = [i for i in unique if i not in found]
+    if missing or dim is None:
+        embedder = embedder or load_embedder(cfg.model)
+        dim = embedder.dim
+        if not found:
+            found = cache.get_vectors(model_id, unique, dim)
+            missing = [i for i in unique if i not in found]
+    text_of = dict(zip(ids, texts))
+    with Progress("embed", len(missing), show_progress) as bar:
+        for start in range(0, len(missing), EMBED_BATCH):
+            batch = missing[start:start + EMBED_BATCH]
+            vectors = embedder.embed([text_of[i] for i in batch])
+            new = dict(zip(batch, vectors))
+            cache.put_vectors(model_id, new)
+            found.update(new)
+            bar.advance(len(batch))
+    report.chunks_embedded = len(missing)
+    report.chunks_reused = len(ids) - len(missing)
+    matrix = np.stack([found[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
+    return matrix.astype(np.float32, copy=False), embedder
+
+
+def _carried(prev_path: Path | None, prev: Manifest | None, work: list[_RepoWork], model_id: str):
+    """Rows of the previous snapshot for repos that failed this run, so they keep serving their content."""
+    stale = [w for w in work if w.report.status != "ok"]
+    if not stale or prev is None or prev.model_id != model_id:
+        return None, None, {}
+    table = lancedb.connect(str(prev_path / snapshot.VECTORS_DIR)).open_table(snapshot.CHUNKS_TABLE).to_arrow()
+    files = pq.read_table(prev_path / snapshot.FILES)
+    keep_rows = keep_files = None
+    states = {}
+    for w in stale:
+        before = prev.repo(*w.spec.key)
+        if before is None:
+            continue
+        m = pc.and_(pc.equal(table["org"], w.spec.org), pc.equal(table["repo"], w.spec.name))
+        keep_rows = m if keep_rows is None else pc.or_(keep_rows, m)
+        f = pc.and_(pc.equal(files["org"], w.spec.org), pc.equal(files["repo"], w.spec.name))
+        keep_files = f if keep_files is None else pc.or_(keep_files, f)
+        states[w.spec.key] = RepoState(**{**before.__dict__, "status": "stale", "error": w.report.error})
+        w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in before.refs]
+        w.report.files, w.report.files_indexed, w.report.chunks = before.files, before.files_indexed, before.chunks
+    if keep_rows is None:
+        return None, None, states
+    return table.filter(keep_rows), files.filter(keep_files), states
+
+
+def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cache: Cache, prev_path: Path | None,
+           prev: Manifest | None, embedder: Embedder | None, model_id: str, show_progress: bool) -> Report:
+    t0 = time.monotonic()
+    entries = _chunk_stage(cfg, report, wanted, cache, show_progress)
+    cols, files, states = _rows(cfg, work, entries, report)
+    report.seconds["chunk"] = time.monotonic() - t0
+
+    t0 = time.monotonic()
+    dim_hint = prev.dim if prev is not None and prev.model_id == model_id else None
+    vectors, embedder = _embed_stage(cfg, report, cols, cache, embedder, model_id, dim_hint, show_progress)
+    report.seconds["embed"] = time.monotonic() - t0
+
+    t0 = time.monotonic()
+    old_rows, old_files, old_states = _carried(prev_path, prev, work, model_id)
+    states.update(old_states)
+    if old_rows is not None and old_rows.num_rows:
+        for name in _COLUMNS:
+            cols[name].extend(old_rows.column(name).to_pylist())
+        old_vectors = old_rows.column("vector").combine_chunks().flatten().to_numpy().reshape(old_rows.num_rows, -1)
+        vectors = np.concatenate([vectors, old_vectors]) if len(vectors) else old_vectors
+    if old_files is not None:
+        for name in files:
+            files[name].extend(old_files.column(name).to_pylist())
+    for w in work:
+        if w.spec.key not in states:  # failed, and nothing earlier to keep serving
+            states[w.spec.key] = RepoState(w.spec.org, w.spec.name, w.report.url, "stale", w.report.error, None)
+    snapshot_id = snapshot.new_snapshot_id()
+    built = snapshot.build_dir(cfg.data_dir, snapshot_id)
+    try:
+        dim = vectors.shape[1] if len(vectors) else (embedder.dim if embedder else (dim_hint or 0))
+        if dim == 0:
+            embedder = embedder or load_embedder(cfg.model)
+            dim = embedder.dim
+        table = write_chunks(built, cols, vectors.reshape(-1, dim))
+        with Progress("lexical", table.num_rows, show_progress) as bar:
+            write_lexical(built, table, bar)
+        write_files(built, files)
+        report.seconds["write"] = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        manifest = Manifest(snapshot_id, snapshot.now_iso(), model_id, dim, CHUNKER_VERSION, POLICY_VERSION,
+                            TOKENIZER_VERSION, [states[w.spec.key] for w in work])
+        snapshot.publish(cfg.data_dir, built, manifest)
+    except BaseException:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    snapshot.prune(cfg.data_dir, cfg.keep_snapshots)
+    report.seconds["publish"] = time.monotonic() - t0
+    report.snapshot_id, report.published = snapshot_id, True
+    _totals(report, manifest)
+    return report
+
+
+def _totals(report: Report, manifest: Manifest) -> None:
+    report.chunks = manifest.chunks
+    for r in manifest.repos:
+        report.files += r.files
+        report.files_indexed += r.files_indexed
+        report.files_skipped.update(r.files_skipped)
+        report.secrets_held_back += r.secrets_held_back
+        report.parse_fallbacks += r.parse_fallbacks

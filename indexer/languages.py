@@ -1,0 +1,105 @@
+"""Languages: which file is which language, and which tree-sitter nodes define symbols in it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# File extension (lower case) -> language name. Grammar names follow tree-sitter-language-pack.
+EXTENSIONS = {
+    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
+    ".jsx": "javascript", ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".go": "go", ".rs": "rust", ".java": "java", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
+    ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp", ".rb": "ruby", ".php": "php",
+    ".cs": "csharp", ".kt": "kotlin", ".kts": "kotlin", ".scala": "scala", ".swift": "swift",
+    ".sh": "bash", ".bash": "bash", ".lua": "lua", ".ex": "elixir", ".exs": "elixir", ".erl": "erlang",
+    ".hs": "haskell", ".ml": "ocaml", ".r": "r", ".jl": "julia", ".dart": "dart", ".zig": "zig",
+    ".sql": "sql", ".html": "html", ".htm": "html", ".css": "css", ".scss": "scss", ".vue": "vue",
+    ".svelte": "svelte", ".proto": "proto", ".tf": "hcl", ".hcl": "hcl",
+    ".md": "markdown", ".markdown": "markdown", ".mdx": "markdown", ".rst": "rst", ".txt": "text",
+    ".adoc": "asciidoc", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json",
+    ".ini": "ini", ".cfg": "ini", ".xml": "xml", ".gradle": "groovy", ".groovy": "groovy",
+}
+FILENAMES = {
+    "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
+    "CMakeLists.txt": "cmake", "Rakefile": "ruby", "Gemfile": "ruby", "Jenkinsfile": "groovy",
+    "README": "text", "LICENSE": "text",
+}
+DOC_LANGS = frozenset({"markdown", "rst", "text", "asciidoc"})
+
+
+def language_for(path: str) -> str:
+    """The language of a path by its name; `text` when nothing matches."""
+    name = path.rsplit("/", 1)[-1]
+    if name in FILENAMES:
+        return FILENAMES[name]
+    if name.startswith("Dockerfile"):
+        return "dockerfile"
+    dot = name.rfind(".")
+    if dot > 0:
+        return EXTENSIONS.get(name[dot:].lower(), "text")
+    return "text"
+
+
+def category(lang: str) -> str:
+    """`doc` for prose, `code` for everything else: the search filter `kind=code|doc`."""
+    return "doc" if lang in DOC_LANGS else "code"
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """How to find definitions in one tree-sitter grammar."""
+
+    name: str
+    functions: frozenset[str]  # a function, or a method when nested in a container
+    containers: frozenset[str]  # classes, modules, impls: members are chunked inside them
+    wrappers: frozenset[str] = field(default_factory=frozenset)  # extend a definition's range (decorators, export)
+    arrow_values: frozenset[str] = field(default_factory=frozenset)  # `const f = () => …` counts as a function
+
+
+_JS_FUNCS = {"function_declaration", "generator_function_declaration", "method_definition"}
+_JS_WRAPPERS = {"export_statement", "lexical_declaration", "variable_declaration"}
+_JS_ARROWS = {"arrow_function", "function_expression", "function", "generator_function"}
+_TS_CONTAINERS = {"class_declaration", "abstract_class_declaration", "class", "interface_declaration",
+                  "internal_module", "module", "enum_declaration"}
+
+GRAMMARS = {g.name: g for g in [
+    Grammar("python", frozenset({"function_definition"}), frozenset({"class_definition"}),
+            frozenset({"decorated_definition"})),
+    Grammar("javascript", frozenset(_JS_FUNCS), frozenset({"class_declaration", "class"}),
+            frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
+    Grammar("typescript", frozenset(_JS_FUNCS | {"function_signature", "type_alias_declaration"}),
+            frozenset(_TS_CONTAINERS), frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
+    Grammar("tsx", frozenset(_JS_FUNCS | {"function_signature", "type_alias_declaration"}),
+            frozenset(_TS_CONTAINERS), frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
+    Grammar("go", frozenset({"function_declaration", "method_declaration", "type_declaration"}), frozenset()),
+    Grammar("rust", frozenset({"function_item", "struct_item", "enum_item", "macro_definition", "type_item",
+                               "const_item", "static_item"}),
+            frozenset({"impl_item", "trait_item", "mod_item"})),
+    Grammar("java", frozenset({"method_declaration", "constructor_declaration"}),
+            frozenset({"class_declaration", "interface_declaration", "enum_declaration", "record_declaration",
+                       "annotation_type_declaration"})),
+    Grammar("c", frozenset({"function_definition", "struct_specifier", "enum_specifier", "type_definition"}),
+            frozenset()),
+    Grammar("cpp", frozenset({"function_definition", "enum_specifier", "type_definition", "alias_declaration"}),
+            frozenset({"class_specifier", "struct_specifier", "namespace_definition"}),
+            frozenset({"template_declaration"})),
+    Grammar("ruby", frozenset({"method", "singleton_method"}), frozenset({"class", "module", "singleton_class"})),
+    Grammar("php", frozenset({"function_definition", "method_declaration"}),
+            frozenset({"class_declaration", "interface_declaration", "trait_declaration", "enum_declaration",
+                       "namespace_definition"})),
+    Grammar("csharp", frozenset({"method_declaration", "constructor_declaration", "property_declaration"}),
+            frozenset({"class_declaration", "interface_declaration", "struct_declaration", "record_declaration",
+                       "enum_declaration", "namespace_declaration"})),
+    Grammar("kotlin", frozenset({"function_declaration"}), frozenset({"class_declaration", "object_declaration"})),
+    Grammar("scala", frozenset({"function_definition"}),
+            frozenset({"class_definition", "object_definition", "trait_definition"})),
+    Grammar("swift", frozenset({"function_declaration", "init_declaration"}),
+            frozenset({"class_declaration", "protocol_declaration"})),
+    Grammar("bash", frozenset({"function_definition"}), frozenset()),
+    Grammar("lua", frozenset({"function_declaration"}), frozenset()),
+]}
+
+# Struct/enum specifiers without a body are only type references (`struct foo *p`), not definitions.
+NEEDS_BODY = frozenset({"struct_specifier", "enum_specifier", "class_specifier"})
+IDENTIFIER_RE = re.compile(r"[A-Za-z_$][\w$]*")

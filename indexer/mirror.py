@@ -1,0 +1,137 @@
+"""Bare mirrors of configured repos, fetched with dulwich (`git clone --mirror` semantics)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from dulwich.client import HTTPUnauthorized, get_transport_and_path
+from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
+from dulwich.repo import Repo
+
+from indexer.config import RepoSpec
+from indexer.errors import BlobdexError
+
+log = logging.getLogger(__name__)
+
+FETCH_ATTEMPTS = 3
+FETCH_BACKOFF_SECONDS = (1.0, 4.0)  # before the 2nd and 3rd attempt
+
+
+class MirrorError(BlobdexError):
+    """A repo could not be mirrored; the message is one sentence for a person."""
+
+
+def mirror_path(data_dir: Path, spec: RepoSpec) -> Path:
+    return data_dir / "mirrors" / spec.org / f"{spec.name}.git"
+
+
+def redact(url: str) -> str:
+    """A URL fit for logs and reports: any user:password part is removed."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return url
+
+
+def resolve_credential(reference: str) -> str:
+    """Turn a credential reference into the secret it names; the secret is never stored."""
+    kind, _, value = reference.partition(":")
+    if kind == "env" and value:
+        secret = os.environ.get(value)
+        if not secret:
+            raise MirrorError(f"credential reference {reference!r} names environment variable {value!r}, "
+                              f"which is unset or empty; export it before 'blobdex index'")
+        return secret
+    if kind == "file" and value:
+        try:
+            return Path(value).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise MirrorError(f"credential reference {reference!r}: cannot read {value!r} ({exc.strerror})") from exc
+    raise MirrorError(f"credential reference {reference!r} is not understood; use 'env:NAME' or 'file:PATH'")
+
+
+def _is_local(url: str) -> bool:
+    return url.startswith("file://") or "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+
+
+def open_mirror(path: Path) -> Repo:
+    try:
+        return Repo(str(path))
+    except (NotGitRepository, OSError, ValueError) as exc:
+        raise MirrorError(f"mirror {str(path)!r} is missing or corrupt ({exc}); delete it and run "
+                          f"'blobdex index' again to re-create it") from exc
+
+
+def fetch(data_dir: Path, spec: RepoSpec) -> Path:
+    """Create or update the bare mirror of `spec`; return its path.
+
+    Refs are replaced wholesale by the remote's (heads, tags, everything but peeled entries)
+    only after the pack has been received, so a failed fetch leaves the mirror as it was.
+    """
+    path = mirror_path(data_dir, spec)
+    kwargs = {}
+    if spec.credential:
+        kwargs["password"] = resolve_credential(spec.credential)
+        kwargs["username"] = spec.username or "git"
+    url = spec.url
+    if _is_local(url):
+        local = url[len("file://"):] if url.startswith("file://") else url
+        if not Path(local).exists():
+            raise MirrorError(f"cannot fetch repo {spec.name!r}: local path {local!r} does not exist; "
+                              f"fix the url with 'blobdex repo add {spec.name} URL'")
+    last: Exception | None = None
+    for attempt in range(FETCH_ATTEMPTS):
+        if attempt:
+            time.sleep(FETCH_BACKOFF_SECONDS[attempt - 1])
+        try:
+            _fetch_once(path, url, kwargs)
+            return path
+        except HTTPUnauthorized as exc:
+            raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)}: the server refused the "
+                              f"credentials; check the credential reference {spec.credential!r}") from exc
+        except MirrorError:
+            raise
+        except (NotGitRepository, FileNotFoundError) as exc:
+            raise MirrorError(f"cannot fetch repo {spec.name!r}: {redact(url)} is not a git repository ({exc})") from exc
+        except (GitProtocolError, HangupException, OSError, ValueError, KeyError) as exc:
+            last = exc
+            log.warning("fetch of %s from %s failed (attempt %d of %d): %s",
+                        spec.name, redact(url), attempt + 1, FETCH_ATTEMPTS, exc)
+    raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)} after {FETCH_ATTEMPTS} attempts: "
+                      f"{last}; check the url and the network, then run 'blobdex index' again") from last
+
+
+def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
+    client, remote_path = get_transport_and_path(url, **kwargs)
+    if path.exists():
+        repo = open_mirror(path)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo = Repo.init_bare(str(path), mkdir=True)
+    with repo:
+        result = client.fetch(remote_path, repo)
+        remote = {name: sha for name, sha in result.refs.items()
+                  if not name.endswith(b"^{}") and name != b"HEAD" and sha is not None}
+        for name in list(repo.refs.keys()):
+            if name != b"HEAD" and name not in remote:
+                del repo.refs[name]
+        for name, sha in remote.items():
+            repo.refs[name] = sha
+        head = (result.symrefs or {}).get(b"HEAD")
+        if head and head in remote:
+            repo.refs.set_symbolic_ref(b"HEAD", head)
+        elif remote and b"HEAD" not in repo.refs:
+            branches = sorted(n for n in remote if n.startswith(b"refs/heads/"))
+            if branches:
+                repo.refs.set_symbolic_ref(b"HEAD", branches[0])

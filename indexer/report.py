@@ -1,0 +1,103 @@
+"""The run report: what one `blobdex index` did, as text for people and JSON for CI."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+STAGES = ("mirror", "scan", "chunk", "embed", "write", "publish")
+
+
+@dataclass
+class RepoReport:
+    org: str
+    name: str
+    url: str
+    status: str  # ok | stale
+    error: str | None = None
+    refs: list[dict] = field(default_factory=list)  # {ref, commit_id}
+    files: int = 0
+    files_indexed: int = 0
+    chunks: int = 0
+
+
+@dataclass
+class Report:
+    snapshot_id: str | None = None
+    published: bool = False
+    unchanged: bool = False
+    previous_snapshot_id: str | None = None
+    model: str = ""
+    repos: list[RepoReport] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STAGES})
+    blobs: int = 0
+    blobs_new: int = 0
+    chunks: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    files: int = 0
+    files_indexed: int = 0
+    files_skipped: Counter = field(default_factory=Counter)
+    secrets_held_back: int = 0
+    parse_fallbacks: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status != "ok" for r in self.repos)
+
+    def to_dict(self) -> dict:
+        return {
+            "snapshot_id": self.snapshot_id,
+            "published": self.published,
+            "unchanged": self.unchanged,
+            "previous_snapshot_id": self.previous_snapshot_id,
+            "model": self.model,
+            "ok": not self.failed,
+            "totals": {
+                "repos": len(self.repos),
+                "repos_failed": sum(r.status != "ok" for r in self.repos),
+                "blobs": self.blobs,
+                "blobs_new": self.blobs_new,
+                "blobs_reused": self.blobs - self.blobs_new,
+                "chunks": self.chunks,
+                "chunks_embedded": self.chunks_embedded,
+                "chunks_reused": self.chunks_reused,
+                "files": self.files,
+                "files_indexed": self.files_indexed,
+                "files_skipped": dict(sorted(self.files_skipped.items())),
+                "secrets_held_back": self.secrets_held_back,
+                "parse_fallbacks": self.parse_fallbacks,
+            },
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "repos": [asdict(r) for r in self.repos],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_text(self) -> str:
+        d = self.to_dict()
+        t = d["totals"]
+        lines = []
+        for r in self.repos:
+            refs = ", ".join(f"{x['ref']}@{x['commit_id'][:12]}" for x in r.refs) or "-"
+            state = "ok" if r.status == "ok" else f"STALE: {r.error}"
+            lines.append(f"  {r.org}/{r.name}  {refs}  files {r.files_indexed}/{r.files}  chunks {r.chunks}  {state}")
+        if self.unchanged:
+            head = f"unchanged: every repo is at the commit snapshot {self.previous_snapshot_id} already holds"
+        elif self.published:
+            head = f"published snapshot {self.snapshot_id}"
+        else:
+            head = "nothing published"
+        skipped = ", ".join(f"{k} {v}" for k, v in t["files_skipped"].items()) or "none"
+        secs = ", ".join(f"{k} {v:.1f}s" for k, v in d["seconds"].items())
+        lines += [
+            head,
+            f"  blobs {t['blobs']} ({t['blobs_new']} new, {t['blobs_reused']} reused)",
+            f"  chunks {t['chunks']} ({t['chunks_embedded']} embedded, {t['chunks_reused']} from cache)",
+            f"  files {t['files']}: {t['files_indexed']} indexed; skipped: {skipped}",
+            f"  secrets held back {t['secrets_held_back']}, parse fallbacks {t['parse_fallbacks']}",
+            f"  seconds: {secs}",
+        ]
+        return "\n".join(lines)

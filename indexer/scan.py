@@ -1,0 +1,102 @@
+"""Scanning a mirror: refs resolved to commits, commits to the files of their trees, each file judged by path."""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass
+
+from dulwich.object_store import iter_tree_contents
+from dulwich.objects import Commit, Tag
+from dulwich.repo import Repo
+
+from indexer.errors import BlobdexError
+from indexer.ignore import SkipReason, skip_for_path, validate_path
+from indexer.languages import language_for
+
+MAX_TREE_DEPTH = 64  # deeper trees are hostile or broken, not source code
+MAX_FILES_PER_REF = 200_000
+S_IFGITLINK = 0o160000
+HEX40_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+class ScanError(BlobdexError):
+    """A ref or commit of a repo cannot be scanned; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # validated, or the raw path's repr when `skip` is bad_path
+    blob_id: str
+    lang: str
+    skip: SkipReason | None  # known from the path alone; content reasons come later
+
+
+@dataclass(frozen=True)
+class RefScan:
+    ref: str
+    commit_id: str
+    files: tuple[FileEntry, ...]
+
+
+def _peel_to_commit(repo: Repo, object_id: bytes, what: str) -> Commit:
+    try:
+        obj = repo[object_id]
+        while isinstance(obj, Tag):
+            obj = repo[obj.object[1]]
+    except KeyError as exc:
+        raise ScanError(f"{what} points at object {object_id.decode()} which is missing from the mirror; "
+                        f"delete the mirror and run 'blobdex index' to fetch it again") from exc
+    if not isinstance(obj, Commit):
+        raise ScanError(f"{what} names a {obj.type_name.decode()}, not a commit; use a branch, tag or commit id")
+    return obj
+
+
+def resolve_ref(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
+    """(full ref name or pinned commit_id, commit_id) for a branch, tag, full ref, commit id or the default."""
+    if not ref:
+        try:
+            target = repo.refs.follow(b"HEAD")[0][-1]
+        except (KeyError, IndexError) as exc:
+            raise ScanError(f"repo {repo_name!r} has no default branch (HEAD) in its mirror; "
+                            f"name one with 'blobdex repo add {repo_name} URL --ref BRANCH'") from exc
+        if target not in repo.refs:
+            raise ScanError(f"repo {repo_name!r}: HEAD points at {target.decode()!r}, which does not exist; "
+                            f"name a branch with --ref")
+        commit = _peel_to_commit(repo, repo.refs[target], f"ref {target.decode()!r} of repo {repo_name!r}")
+        return target.decode(), commit.id.decode()
+    if HEX40_RE.match(ref):
+        commit = _peel_to_commit(repo, ref.encode(), f"commit {ref} of repo {repo_name!r}")
+        return ref, commit.id.decode()
+    for candidate in (ref, f"refs/heads/{ref}", f"refs/tags/{ref}"):
+        name = candidate.encode()
+        if candidate.startswith("refs/") and name in repo.refs:
+            commit = _peel_to_commit(repo, repo.refs[name], f"ref {candidate!r} of repo {repo_name!r}")
+            return candidate, commit.id.decode()
+    branches = sorted(n.decode()[len("refs/heads/"):] for n in repo.refs.keys() if n.startswith(b"refs/heads/"))
+    tags = sorted(n.decode()[len("refs/tags/"):] for n in repo.refs.keys() if n.startswith(b"refs/tags/"))
+    raise ScanError(f"ref {ref!r} not found in repo {repo_name!r} (branches: {', '.join(branches[:10]) or 'none'}; "
+                    f"tags: {', '.join(tags[:10]) or 'none'}); fix it with 'blobdex repo add {repo_name} URL --ref REF'")
+
+
+def scan_commit(repo: Repo, ref: str, commit_id: str) -> RefScan:
+    commit = repo[commit_id.encode()]
+    files = []
+    for entry in iter_tree_contents(repo.object_store, commit.tree, max_depth=MAX_TREE_DEPTH):
+        if len(files) >= MAX_FILES_PER_REF:
+            raise ScanError(f"commit {commit_id} ({ref}) has more than {MAX_FILES_PER_REF} files; "
+                            f"index a smaller ref or raise MAX_FILES_PER_REF")
+        blob_id = entry.sha.decode()
+        path = validate_path(entry.path)
+        if path is None:
+            files.append(FileEntry(repr(entry.path)[2:-1], blob_id, "text", SkipReason.BAD_PATH))
+            continue
+        mode = entry.mode
+        if stat.S_ISLNK(mode):
+            skip = SkipReason.SYMLINK
+        elif mode & 0o170000 == S_IFGITLINK:
+            skip = SkipReason.SUBMODULE
+        else:
+            skip = skip_for_path(path)
+        files.append(FileEntry(path, blob_id, language_for(path), skip))
+    return RefScan(ref, commit_id, tuple(files))

@@ -1,0 +1,244 @@
+"""The snapshot format: the one directory layout the indexer writes and the query server reads.
+
+A snapshot is a directory under `<data_dir>/snapshots/`, immutable once published:
+
+    manifest.json     what is inside, from which commits, built how (written last, before publish)
+    vectors/          a LanceDB database holding one table, `chunks`: one row per
+                      (org, repo, path, blob_id, chunk_index) with the refs it is reachable from,
+                      its text and its vector. `row` is the row's position and its id everywhere.
+    lexical/          a Tantivy index: one document per chunks row, keyed by `row`, fields
+                      tokenized by indexer.tokenize (handed to Tantivy's `whitespace` tokenizer)
+    files.parquet     one row per (org, repo, ref, path): blob_id, lang, bytes, skip reason, chunks
+
+`<data_dir>/CURRENT` names the live snapshot. It is replaced atomically and written last,
+so a crash at any moment leaves the previous snapshot serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+
+from indexer.errors import BlobdexError
+
+# 1: initial layout.
+FORMAT_VERSION = 1
+
+MANIFEST = "manifest.json"
+VECTORS_DIR = "vectors"
+CHUNKS_TABLE = "chunks"
+LEXICAL_DIR = "lexical"
+FILES = "files.parquet"
+CURRENT = "CURRENT"
+SNAPSHOTS_DIR = "snapshots"
+
+
+class SnapshotError(BlobdexError):
+    """A snapshot cannot be read or served; the message says which and what to do."""
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    return pa.schema([
+        ("row", pa.int64()), ("org", pa.string()), ("repo", pa.string()), ("path", pa.string()),
+        ("blob_id", pa.string()), ("chunk_index", pa.int32()), ("refs", pa.list_(pa.string())),
+        ("lang", pa.string()), ("kind", pa.string()), ("symbol", pa.string()),
+        ("line_start", pa.int32()), ("line_end", pa.int32()), ("text", pa.string()),
+        ("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+FILES_SCHEMA = pa.schema([
+    ("org", pa.string()), ("repo", pa.string()), ("ref", pa.string()), ("commit_id", pa.string()),
+    ("path", pa.string()), ("blob_id", pa.string()), ("lang", pa.string()), ("bytes", pa.int64()),
+    ("skip", pa.string()), ("chunks", pa.int32()),
+])
+
+
+def lexical_schema():
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_unsigned_field("row", stored=True, indexed=True, fast=True)
+    builder.add_text_field("org", stored=False, tokenizer_name="raw")
+    builder.add_text_field("repo", stored=False, tokenizer_name="raw")
+    for name in ("content", "symbol", "path"):
+        builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
+    return builder.build()
+
+
+@dataclass(frozen=True)
+class RefState:
+    ref: str  # full ref name (`refs/heads/main`), or a commit_id when the repo is pinned
+    commit_id: str
+
+
+@dataclass
+class RepoState:
+    org: str
+    name: str
+    url: str  # redacted: never carries credentials
+    status: str  # ok | stale
+    error: str | None
+    indexed_at: str | None
+    refs: list[RefState] = field(default_factory=list)
+    files: int = 0
+    files_indexed: int = 0
+    files_skipped: dict[str, int] = field(default_factory=dict)
+    chunks: int = 0
+    secrets_held_back: int = 0
+    parse_fallbacks: int = 0
+
+
+@dataclass
+class Manifest:
+    snapshot_id: str
+    created_at: str
+    model_id: str
+    dim: int
+    chunker_version: int
+    policy_version: int
+    tokenizer_version: int
+    repos: list[RepoState]
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def chunks(self) -> int:
+        return sum(r.chunks for r in self.repos)
+
+    def repo(self, org: str, name: str) -> RepoState | None:
+        return next((r for r in self.repos if r.org == org and r.name == name), None)
+
+    def content_key(self) -> str:
+        """Everything a rebuild would depend on: equal keys mean an identical snapshot."""
+        data = asdict(self)
+        for volatile in ("snapshot_id", "created_at"):
+            data.pop(volatile)
+        for repo in data["repos"]:
+            repo.pop("indexed_at")
+        return json.dumps(data, sort_keys=True)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        data = json.loads(text)
+        repos = []
+        for r in data.pop("repos"):
+            r["refs"] = [RefState(**x) for x in r["refs"]]
+            repos.append(RepoState(**r))
+        return cls(repos=repos, **data)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_snapshot_id() -> str:
+    # Sortable by time; the random tail keeps two builds in one second apart.
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def snapshots_dir(data_dir: Path) -> Path:
+    return data_dir / SNAPSHOTS_DIR
+
+
+def build_dir(data_dir: Path, snapshot_id: str) -> Path:
+    """A temporary directory to build into; nothing reads it until `publish` renames it."""
+    path = snapshots_dir(data_dir) / f".build-{snapshot_id}"
+    path.mkdir(parents=True)
+    return path
+
+
+def _fsync_tree(path: Path) -> None:
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(root))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish(data_dir: Path, built: Path, manifest: Manifest) -> Path:
+    """Write the manifest, fsync, rename into place, then point CURRENT at it (written last)."""
+    (built / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
+    _fsync_tree(built)
+    final = snapshots_dir(data_dir) / manifest.snapshot_id
+    os.rename(built, final)
+    _fsync_dir(final.parent)
+    tmp = data_dir / f".{CURRENT}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(manifest.snapshot_id + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, data_dir / CURRENT)
+    _fsync_dir(data_dir)
+    return final
+
+
+def current_id(data_dir: Path) -> str | None:
+    try:
+        value = (data_dir / CURRENT).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return value or None
+
+
+def open_manifest(data_dir: Path, snapshot_id: str | None = None) -> tuple[Path, Manifest]:
+    """The live (or named) snapshot's directory and manifest, or a SnapshotError saying what to do."""
+    snapshot_id = snapshot_id or current_id(data_dir)
+    if snapshot_id is None:
+        raise SnapshotError(f"no snapshot published in {str(data_dir)!r}: run 'blobdex index' first "
+                            f"(or point --data-dir / BLOBDEX_DATA_DIR at an existing index)")
+    if "/" in snapshot_id or snapshot_id.startswith("."):
+        raise SnapshotError(f"CURRENT in {str(data_dir)!r} names {snapshot_id!r}, which is not a snapshot id; "
+                            f"run 'blobdex index' to publish a new snapshot")
+    path = snapshots_dir(data_dir) / snapshot_id
+    try:
+        manifest = Manifest.from_json((path / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SnapshotError(f"cannot open snapshot {str(path)!r}: it has no {MANIFEST}; "
+                            f"run 'blobdex index' to publish a new snapshot") from exc
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SnapshotError(f"cannot open snapshot {str(path)!r}: its {MANIFEST} is not in a format this "
+                            f"version reads ({exc}); rebuild with 'blobdex index --full'") from exc
+    if manifest.format_version != FORMAT_VERSION:
+        raise SnapshotError(f"cannot open snapshot {str(path)!r}: format {manifest.format_version}, this "
+                            f"version reads format {FORMAT_VERSION}; rebuild with 'blobdex index --full' "
+                            f"or run a matching blobdex version")
+    return path, manifest
+
+
+def prune(data_dir: Path, keep: int) -> list[str]:
+    """Delete all but the newest `keep` published snapshots (never CURRENT) and stale build dirs."""
+    root = snapshots_dir(data_dir)
+    if not root.exists():
+        return []
+    live = current_id(data_dir)
+    removed = []
+    for path in root.iterdir():
+        if path.name.startswith(".build-"):
+            shutil.rmtree(path, ignore_errors=True)
+    published = sorted((p for p in root.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
+    for path in published[:-keep] if keep else published:
+        if path.name != live:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+    return removed

@@ -1,0 +1,66 @@
+"""Writing a snapshot's data files: the LanceDB chunks table, the Tantivy index and files.parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import tantivy
+
+from indexer.snapshot import (CHUNKS_TABLE, FILES, FILES_SCHEMA, LEXICAL_DIR, VECTORS_DIR, chunk_schema,
+                              lexical_schema)
+from indexer.tokenize import path_tokens, tokens
+
+TANTIVY_HEAP_BYTES = 256 * 1024 * 1024
+LANCE_ROWS_PER_FILE = 1024 * 1024  # one large write: many small appends make many fragments
+
+
+def write_chunks(built: Path, columns: dict[str, list], vectors: np.ndarray) -> pa.Table:
+    """Write the chunks table; `columns` holds every chunk_schema column but `row` and `vector`."""
+    dim = vectors.shape[1]
+    schema = chunk_schema(dim)
+    n = len(columns["path"])
+    arrays = {"row": pa.array(np.arange(n, dtype=np.int64))}
+    for fld in schema:
+        if fld.name in ("row", "vector"):
+            continue
+        arrays[fld.name] = pa.array(columns[fld.name], type=fld.type)
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    arrays["vector"] = pa.FixedSizeListArray.from_arrays(flat, dim)
+    table = pa.table([arrays[f.name] for f in schema], schema=schema)
+    db = lancedb.connect(str(built / VECTORS_DIR))
+    db.create_table(CHUNKS_TABLE, data=table, schema=schema)
+    return table
+
+
+def write_lexical(built: Path, table: pa.Table, progress=None) -> None:
+    schema = lexical_schema()
+    path = built / LEXICAL_DIR
+    path.mkdir()
+    index = tantivy.Index(schema, path=str(path))
+    writer = index.writer(heap_size=TANTIVY_HEAP_BYTES, num_threads=1)
+    cols = {name: table.column(name).to_pylist() for name in ("row", "org", "repo", "path", "symbol", "text")}
+    path_cache: dict[str, str] = {}
+    for i, row in enumerate(cols["row"]):
+        doc = tantivy.Document()
+        doc.add_unsigned("row", row)
+        doc.add_text("org", cols["org"][i])
+        doc.add_text("repo", cols["repo"][i])
+        doc.add_text("content", " ".join(tokens(cols["text"][i])))
+        doc.add_text("symbol", " ".join(tokens(cols["symbol"][i])))
+        p = cols["path"][i]
+        if p not in path_cache:
+            path_cache[p] = " ".join(path_tokens(p))
+        doc.add_text("path", path_cache[p])
+        writer.add_document(doc)
+        if progress is not None and i % 512 == 511:
+            progress.advance(512)
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def write_files(built: Path, rows: dict[str, list]) -> None:
+    pq.write_table(pa.table(rows, schema=FILES_SCHEMA), built / FILES)

@@ -1,0 +1,133 @@
+"""The `blobdex` command: the root group, the read-only commands (search, get-file, status), and main()."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import click
+
+from indexer.cli import COMMANDS, cli_config
+from indexer.config import DEFAULT_ORG
+from indexer.errors import BlobdexError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", envvar="BLOBDEX_CONFIG", type=click.Path(dir_okay=False),
+              help="Config file (default ./blobdex.toml; env BLOBDEX_CONFIG).")
+@click.option("--data-dir", envvar="BLOBDEX_DATA_DIR", type=click.Path(file_okay=False),
+              help="Where mirrors, caches and snapshots live (env BLOBDEX_DATA_DIR; default from the config, "
+                   "else ./.blobdex).")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress details to stderr.")
+@click.version_option(package_name="blobdex")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
+    """blobdex: one code index over many git repositories, keyed by git blob id."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if verbose else logging.WARNING,
+                        format="blobdex: %(levelname)s: %(message)s")
+    ctx.obj = {"config": config, "data_dir": data_dir}
+
+
+for command in COMMANDS:
+    cli.add_command(command)
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--repo", "repos", multiple=True, help="Only these repos (repeatable).")
+@click.option("--lang", "langs", multiple=True, help="Only these languages, e.g. python (repeatable).")
+@click.option("--path", "paths", multiple=True, help="Only paths matching this glob, gitignore syntax (repeatable).")
+@click.option("--ignore", multiple=True, help="Drop paths matching this glob (repeatable).")
+@click.option("--kind", help="code, doc, or a chunk kind: function, method, class, definition, module, section, text.")
+@click.option("--ref", help="Only chunks reachable from this branch, tag or ref.")
+@click.option("-n", "--limit", default=10, show_default=True, type=int, help="How many hits.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True, help="Tenant to search in.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]} as JSON.')
+@click.pass_context
+def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, as_json) -> None:
+    """Hybrid search (vectors + BM25, fused by RRF) over the live snapshot."""
+    from indexer.embed import load_embedder, model_id_for
+    from query.reader import SnapshotReader
+    from query.search import SearchRequest, search as run_search, validate
+
+    cfg = cli_config(ctx)
+    reader = SnapshotReader(cfg.data_dir)
+    reader.check_model(model_id_for(cfg.model))
+    req = SearchRequest(query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit)
+    validate(req, reader)  # before loading the model: bad input answers at once
+    hits = run_search(reader, load_embedder(cfg.model), req)
+    if as_json:
+        click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query,
+                               "hits": [h.to_dict() for h in hits]}, indent=2))
+        return
+    if not hits:
+        click.echo("no hits")
+    for n, h in enumerate(hits, 1):
+        s = h.signals
+        vec = f"vec #{s['vector_rank']} {s['vector_score']:.3f}" if s["vector_rank"] else "vec -"
+        lex = f"bm25 #{s['bm25_rank']} {s['bm25_score']:.2f}" if s["bm25_rank"] else "bm25 -"
+        click.echo(click.style(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}", bold=True)
+                   + f"  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]  score {h.score:.4f}  ({vec} | {lex})")
+        first = s["snippet_lines"][0]
+        for i, line in enumerate(h.snippet.split("\n")):
+            click.echo(f"  {first + i:>5}  {line}")
+        click.echo("")
+
+
+@cli.command("get-file")
+@click.argument("repo")
+@click.argument("path")
+@click.option("--ref", help="Branch, tag, full ref, commit id (abbreviated too) or revision like main~1. "
+                            "Default: the mirror's default branch.")
+@click.option("--lines", help="Line range A-B (1-based, inclusive); also A-, -B or A.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.pass_context
+def get_file(ctx, repo, path, ref, lines, org) -> None:
+    """Print a file (or its lines) at any ref or commit, from the mirror: like `git show REF:PATH`."""
+    from query.get_file import get_file as read, parse_lines
+
+    cfg = cli_config(ctx)
+    start, end = parse_lines(lines)
+    result = read(cfg.data_dir, repo, path, ref, org, start, end)
+    sys.stdout.buffer.write(result.content)
+    sys.stdout.buffer.flush()
+
+
+@cli.command()
+@click.option("--org", help="Only this org.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def status(ctx, org, as_json) -> None:
+    """Per repo: refs, indexed commit, when, files, chunks, and whether it is stale or behind its mirror."""
+    from query.status import repo_status
+
+    cfg = cli_config(ctx)
+    snapshot_id, rows = repo_status(cfg, org)
+    if as_json:
+        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": rows}, indent=2))
+        return
+    click.echo(f"snapshot {snapshot_id or '(none published)'}")
+    for r in rows:
+        refs = ", ".join(f"{x['ref']}@{(x['commit_id'] or '-')[:12]}" + (" (behind mirror)" if x["behind"] else "")
+                         for x in r["refs"]) or "-"
+        state = r["status"] + (f": {r['error']}" if r["error"] else "")
+        click.echo(f"{r['org']}/{r['name']}  {refs}  indexed {r['indexed_at'] or '-'}  files {r['files']}  "
+                   f"chunks {r['chunks']}  {state}")
+
+
+def main() -> None:
+    try:
+        code = cli.main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        code = 130
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except BlobdexError as exc:
+        click.echo(f"blobdex: error: {exc}", err=True)
+        code = 2
+    sys.exit(code or 0)

@@ -1,0 +1,73 @@
+"""An opened snapshot: manifest, chunk rows and vectors in memory, and a Tantivy searcher. Read-only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import tantivy
+
+from indexer.languages import category
+from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, Manifest, SnapshotError,
+                              open_manifest)
+
+
+class SnapshotReader:
+    """Everything a query needs from one snapshot, loaded once.
+
+    Vectors are held as one numpy matrix: exact search by matrix-vector product is ~17 ms at
+    100k x 384 here, faster than LanceDB's flat scan and with perfect recall (LIBRARIES.md).
+    """
+
+    def __init__(self, data_dir: Path, snapshot_id: str | None = None):
+        self.path, self.manifest = open_manifest(data_dir, snapshot_id)
+        try:
+            table = lancedb.connect(str(self.path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow()
+            self.lexical = tantivy.Index.open(str(self.path / LEXICAL_DIR))
+        except Exception as exc:  # lance and tantivy raise their own types for a damaged directory
+            raise SnapshotError(f"cannot open snapshot {str(self.path)!r}: {exc}; run 'blobdex verify', "
+                                f"then rebuild with 'blobdex index --full'") from exc
+        table = table.sort_by("row")
+        self.rows = table.drop_columns(["vector"])
+        n = table.num_rows
+        if n:
+            flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            self.vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(n, -1)
+        else:
+            self.vectors = np.zeros((0, self.manifest.dim), dtype=np.float32)
+        if self.vectors.shape[1] != self.manifest.dim:
+            raise SnapshotError(f"cannot open snapshot {str(self.path)!r}: vectors have dim "
+                                f"{self.vectors.shape[1]}, the manifest says {self.manifest.dim}; "
+                                f"rebuild with 'blobdex index --full'")
+        self.searcher = self.lexical.searcher()
+        self.schema = self.lexical.schema
+        # Columns used for filtering, as numpy arrays once (object arrays compare fast enough).
+        self.col = {name: np.asarray(self.rows.column(name).to_pylist(), dtype=object)
+                    for name in ("org", "repo", "lang", "kind", "path")}
+        self.col["category"] = np.asarray([category(x) for x in self.col["lang"]], dtype=object)
+        self._refs: list[list[str]] | None = None
+        self.commit_of = {(r.org, r.name, x.ref): x.commit_id for r in self.manifest.repos for x in r.refs}
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.manifest.snapshot_id
+
+    def refs(self, row: int) -> list[str]:
+        if self._refs is None:
+            self._refs = self.rows.column("refs").to_pylist()
+        return self._refs[row]
+
+    def row(self, row: int) -> dict:
+        return {name: self.rows.column(name)[row].as_py() for name in self.rows.column_names}
+
+    def check_model(self, model_id: str) -> None:
+        if self.manifest.model_id != model_id:
+            raise SnapshotError(
+                f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
+                f"(dim {self.manifest.dim}), this process embeds with {model_id!r}; rebuild with "
+                f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml")
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        return self.rows.column(name)

@@ -1,0 +1,211 @@
+"""Hybrid search over one snapshot: exact vector search and BM25, fused by reciprocal rank."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pathspec
+import tantivy
+
+from indexer.embed import Embedder, embed_text
+from indexer.errors import BlobdexError
+from indexer.tokenize import tokens
+from query.reader import SnapshotReader
+
+RRF_K = 60  # Cormack, Clarke & Buettcher 2009
+CANDIDATES = 100  # per signal, before fusion
+MAX_LIMIT = 200
+SNIPPET_LINES = 10
+SYMBOL_BOOST = 2.0  # a query word that names the symbol counts more than one in its body
+PATH_BOOST = 1.5
+# Question words carry no evidence in code; the vector side still sees the whole query.
+STOPWORDS = frozenset("a an and are as at be by do does for from how i in is it of on or the this to was "
+                      "what when where which who why with".split())
+KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "module", "section", "text"})
+
+
+class SearchError(BlobdexError):
+    """A search request that cannot be run as given; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    org: str = "default"
+    repos: tuple[str, ...] = ()
+    langs: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # include globs (gitignore syntax); any match keeps a path
+    ignore: tuple[str, ...] = ()  # exclude globs; any match drops a path
+    kind: str | None = None  # code | doc | a chunk kind (function, class, ...)
+    ref: str | None = None  # a branch, tag or full ref name
+    limit: int = 10
+
+
+@dataclass(frozen=True)
+class Hit:
+    org: str
+    repo: str
+    ref: str
+    commit_id: str
+    path: str
+    blob_id: str
+    chunk_index: int
+    symbol: str
+    kind: str
+    lang: str
+    line_start: int
+    line_end: int
+    snippet: str
+    score: float
+    signals: dict = field(default_factory=dict)
+    row: int = -1
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("row")
+        return d
+
+
+def _globs(patterns: tuple[str, ...], what: str) -> pathspec.PathSpec | None:
+    if not patterns:
+        return None
+    try:
+        return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+    except Exception as exc:
+        raise SearchError(f"bad {what} glob in {list(patterns)!r}: {exc}; use gitignore syntax such as "
+                          f"'src/**/*.py' or 'tests/'") from exc
+
+
+def _ref_names(ref: str) -> set[str]:
+    return {ref, f"refs/heads/{ref}", f"refs/tags/{ref}"}
+
+
+def validate(req: SearchRequest, reader: SnapshotReader) -> None:
+    if not req.query or not req.query.strip():
+        raise SearchError("the query is empty: describe what the code does, or name an identifier")
+    if not 1 <= req.limit <= MAX_LIMIT:
+        raise SearchError(f"limit {req.limit} is out of range: use 1 to {MAX_LIMIT}")
+    if req.kind is not None and req.kind not in KINDS:
+        raise SearchError(f"unknown kind {req.kind!r}: use one of {', '.join(sorted(KINDS))}")
+    known = {r.name for r in reader.manifest.repos if r.org == req.org}
+    unknown = [r for r in req.repos if r not in known]
+    if unknown:
+        raise SearchError(f"unknown repo {unknown[0]!r} in org {req.org!r}; indexed repos: "
+                          f"{', '.join(sorted(known)) or 'none'}")
+
+
+def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
+    """Which rows a request may see: the org first, then every filter (a pre-filter for both signals)."""
+    col = reader.col
+    mask = col["org"] == req.org
+    if req.repos:
+        mask &= np.isin(col["repo"], list(req.repos))
+    if req.langs:
+        mask &= np.isin(col["lang"], [x.lower() for x in req.langs])
+    if req.kind in ("code", "doc"):
+        mask &= col["category"] == req.kind
+    elif req.kind:
+        mask &= col["kind"] == req.kind
+    include, ignore = _globs(req.paths, "path"), _globs(req.ignore, "ignore")
+    if include or ignore:
+        candidates = np.flatnonzero(mask)
+        verdict: dict[str, bool] = {}
+        for i in candidates:
+            p = col["path"][i]
+            if p not in verdict:
+                verdict[p] = (include is None or include.match_file(p)) and not (ignore and ignore.match_file(p))
+            mask[i] = verdict[p]
+    if req.ref:
+        names = _ref_names(req.ref)
+        for i in np.flatnonzero(mask):
+            mask[i] = any(r in names for r in reader.refs(int(i)))
+    return mask
+
+
+def _vector_ranks(reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray) -> list[tuple[int, float]]:
+    allowed = np.flatnonzero(mask)
+    if not len(allowed):
+        return []
+    scores = reader.vectors[allowed] @ vector
+    k = min(CANDIDATES, len(allowed))
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(allowed[i]), float(scores[i])) for i in top]
+
+
+def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str, ...]) -> tantivy.Query | None:
+    """BM25 over content, symbol and path; org and repos are required terms, never pasted-in strings."""
+    Q, O, schema = tantivy.Query, tantivy.Occur, reader.schema
+    words = list(dict.fromkeys(t for t in tokens(text) if t not in STOPWORDS))
+    if not words:
+        return None
+    should = []
+    for w in words:
+        should.append((O.Should, Q.term_query(schema, "content", w)))
+        should.append((O.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST)))
+        should.append((O.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST)))
+    must = [(O.Must, Q.term_query(schema, "org", org)), (O.Must, Q.boolean_query(should))]
+    if repos:
+        must.append((O.Must, Q.term_set_query(schema, "repo", list(repos))))
+    return Q.boolean_query(must)
+
+
+def _lexical_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray) -> list[tuple[int, float]]:
+    query = lexical_query(reader, req.query, req.org, req.repos)
+    if query is None:
+        return []
+    allowed = int(mask.sum())
+    fetch = CANDIDATES
+    while True:
+        result = reader.searcher.search(query, fetch)
+        ranked = []
+        for score, address in result.hits:
+            row = reader.searcher.doc(address)["row"][0]
+            if mask[row]:
+                ranked.append((int(row), float(score)))
+        # Filters other than org/repo are applied here; widen until enough survive or all are seen.
+        if len(ranked) >= CANDIDATES or len(result.hits) < fetch or fetch >= allowed * 4 or fetch >= 20000:
+            return ranked[:CANDIDATES]
+        fetch *= 4
+
+
+def snippet(text: str, line_start: int, query: str) -> tuple[str, int, int]:
+    """The SNIPPET_LINES lines of a chunk that share the most words with the query."""
+    lines = text.split("\n")
+    if len(lines) <= SNIPPET_LINES:
+        return text, line_start, line_start + len(lines) - 1
+    words = set(tokens(query)) - STOPWORDS
+    scores = [len(words.intersection(tokens(line))) for line in lines]
+    window = [sum(scores[i:i + SNIPPET_LINES]) for i in range(len(lines) - SNIPPET_LINES + 1)]
+    best = int(np.argmax(window)) if max(window) > 0 else 0
+    return "\n".join(lines[best:best + SNIPPET_LINES]), line_start + best, line_start + best + SNIPPET_LINES - 1
+
+
+def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest) -> list[Hit]:
+    validate(req, reader)
+    mask = row_mask(req, reader)
+    vector = embedder.embed([embed_text("", req.query)])[0]
+    vec = _vector_ranks(reader, vector, mask)
+    lex = _lexical_ranks(reader, req, mask)
+    fused: dict[int, dict] = {}
+    for name, ranked in (("vector", vec), ("bm25", lex)):
+        for rank, (row, score) in enumerate(ranked, 1):
+            entry = fused.setdefault(row, {"score": 0.0, "vector_rank": None, "vector_score": None,
+                                           "bm25_rank": None, "bm25_score": None})
+            entry["score"] += 1.0 / (RRF_K + rank)
+            entry[f"{name}_rank"], entry[f"{name}_score"] = rank, round(score, 4)
+    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))[:req.limit]
+    return [_hit(reader, row, signals, req) for row, signals in best]
+
+
+def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) -> Hit:
+    r = reader.row(row)
+    refs = r["refs"]
+    ref = next((x for x in refs if req.ref and x in _ref_names(req.ref)), refs[0])
+    text, start, end = snippet(r["text"], r["line_start"], req.query)
+    score = signals.pop("score")
+    return Hit(org=r["org"], repo=r["repo"], ref=ref, commit_id=reader.commit_of.get((r["org"], r["repo"], ref), ""),
+               path=r["path"], blob_id=r["blob_id"], chunk_index=r["chunk_index"], symbol=r["symbol"],
+               kind=r["kind"], lang=r["lang"], line_start=r["line_start"], line_end=r["line_end"],
+               snippet=text, score=round(score, 6), signals={**signals, "snippet_lines": [start, end]}, row=row)

@@ -1,0 +1,44 @@
+"""Status: what each repo has in the live snapshot, and whether its mirror has moved on since."""
+
+from __future__ import annotations
+
+from indexer.config import Config
+from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
+from indexer.scan import ScanError, resolve_ref
+from indexer.snapshot import SnapshotError, current_id, open_manifest
+
+
+def repo_status(cfg: Config, org: str | None = None) -> tuple[str | None, list[dict]]:
+    """(snapshot_id, one row per configured or indexed repo); a missing snapshot is not an error here."""
+    manifest = None
+    if current_id(cfg.data_dir) is not None:
+        _, manifest = open_manifest(cfg.data_dir)
+    indexed = {(r.org, r.name): r for r in manifest.repos} if manifest else {}
+    configured = {r.key: r for r in cfg.repos}
+    rows = []
+    for key in sorted(set(indexed) | set(configured)):
+        if org and key[0] != org:
+            continue
+        state, spec = indexed.get(key), configured.get(key)
+        row = {"org": key[0], "name": key[1], "url": state.url if state else redact(spec.url),
+               "configured": spec is not None, "status": state.status if state else "not indexed",
+               "error": state.error if state else None, "indexed_at": state.indexed_at if state else None,
+               "files": state.files if state else 0, "files_indexed": state.files_indexed if state else 0,
+               "chunks": state.chunks if state else 0,
+               "files_skipped": state.files_skipped if state else {}, "refs": []}
+        for ref in (state.refs if state else []):
+            row["refs"].append({"ref": ref.ref, "commit_id": ref.commit_id,
+                                "behind": _behind(cfg, spec, ref.ref, ref.commit_id)})
+        rows.append(row)
+    return (manifest.snapshot_id if manifest else None), rows
+
+
+def _behind(cfg: Config, spec, ref: str, commit_id: str) -> bool | None:
+    """True when the mirror's ref now points elsewhere than the indexed commit; None when unknown."""
+    if spec is None:
+        return None
+    try:
+        with open_mirror(mirror_path(cfg.data_dir, spec)) as repo:
+            return resolve_ref(repo, ref, spec.name)[1] != commit_id
+    except (MirrorError, ScanError, SnapshotError):
+        return None
