@@ -66,10 +66,14 @@ def chunk_text(text: str, lang: str) -> tuple[list[Chunk], str | None]:
         spans = _windows(lines, 0, len(lines) - 1, "", "text")
     chunks = []
     for span in sorted(spans, key=lambda s: (s.start, s.end)):
-        body = "\n".join(lines[span.start:span.end + 1])
-        if not body.strip():
-            continue
-        chunks.append(Chunk(len(chunks), span.symbol, span.kind, span.start + 1, span.end + 1, body))
+        start, end = span.start, span.end
+        while start < end and not lines[start].strip():
+            start += 1
+        while end > start and not lines[end].strip():
+            end -= 1
+        body = "\n".join(lines[start:end + 1])
+        if body.strip():
+            chunks.append(Chunk(len(chunks), span.symbol, span.kind, start + 1, end + 1, body))
     return chunks, fallback
 
 
@@ -192,7 +196,9 @@ def _syntax_spans(source: bytes, lines: list[str], g: Grammar) -> list[Span]:
                 kind = "definition"
             else:
                 kind = "method" if prefix or "." in name else "function"
-            if node.type in g.containers and _size(lines, start, end) > MAX_CHUNK_CHARS:
+            if node.type in g.containers and next(_defs_under(node, g), None) is not None:
+                # Members become their own chunks (`Class.method`); the class's own lines
+                # (header, docstring, attributes) are picked up as gaps named after it.
                 containers.append((start, end, qname))
                 visit(node, f"{qname}.")
             elif _size(lines, start, end) > MAX_CHUNK_CHARS or end - start >= MAX_CHUNK_LINES:

@@ -143,7 +143,7 @@ def now_iso() -> str:
 
 def new_snapshot_id() -> str:
     # Sortable by time; the random tail keeps two builds in one second apart.
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
 
 
 def snapshots_dir(data_dir: Path) -> Path:

@@ -1,0 +1,212 @@
+"""Index runs: incremental by blob, per-repo failure isolation, atomic publish, verification."""
+
+import json
+import os
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from indexer import snapshot
+from indexer.config import RepoSpec
+from indexer.embed import HashEmbedder
+from indexer.index import RunError, run
+from indexer.snapshot import SnapshotError, current_id, open_manifest
+from indexer.verify import verify
+from query.reader import SnapshotReader
+from tests import gitrepo
+from tests.conftest import RENEW_PY, api_files, tools_files, write_config
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self):
+        self.texts = 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+class BrokenEmbedder(HashEmbedder):
+    def embed(self, texts):
+        raise RuntimeError("model crashed")
+
+
+@pytest.fixture
+def two_repos(tmp_path):
+    api = gitrepo.init(tmp_path / "src" / "api")
+    gitrepo.commit(api, api_files())
+    tools = gitrepo.init(tmp_path / "src" / "tools")
+    gitrepo.commit(tools, tools_files())
+    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")),
+                                  RepoSpec("tools", str(tmp_path / "src" / "tools"))])
+    return cfg, api, tools
+
+
+def test_rerun_without_upstream_change_embeds_nothing_and_publishes_nothing(two_repos):
+    cfg, _, _ = two_repos
+    first = run(cfg, show_progress=False, embedder=CountingEmbedder())
+    assert first.published and first.chunks_embedded == first.chunks > 0
+    counter = CountingEmbedder()
+    second = run(cfg, show_progress=False, embedder=counter)
+    assert counter.texts == 0
+    assert second.unchanged and not second.published
+    assert second.snapshot_id == first.snapshot_id == current_id(cfg.data_dir)
+    totals = second.to_dict()["totals"]
+    assert totals["blobs_new"] == 0 and totals["chunks_embedded"] == 0 and totals["chunks"] == first.chunks
+
+
+def test_one_commit_chunks_and_embeds_only_new_blobs(two_repos):
+    cfg, api, _ = two_repos
+    first = run(cfg, show_progress=False)
+    changed = RENEW_PY.replace(b"days=30", b"days=31")
+    gitrepo.commit(api, {**api_files(), "src/billing/renew.py": changed}, message="longer months")
+    counter = CountingEmbedder()
+    second = run(cfg, show_progress=False, embedder=counter)
+    assert second.published and second.snapshot_id != first.snapshot_id
+    assert second.blobs_new == 1  # only the changed file's blob is read and chunked
+    assert counter.texts == second.chunks_embedded == 1  # only the one method whose text changed
+    assert second.chunks == first.chunks
+    assert verify(cfg.data_dir)[1] == []
+
+
+def test_full_rebuild_publishes_an_identical_manifest_from_caches(two_repos):
+    cfg, _, _ = two_repos
+    first = run(cfg, show_progress=False)
+    counter = CountingEmbedder()
+    again = run(cfg, full=True, show_progress=False, embedder=counter)
+    assert again.published and counter.texts == 0
+    _, m1 = open_manifest(cfg.data_dir, first.snapshot_id)
+    _, m2 = open_manifest(cfg.data_dir, again.snapshot_id)
+    assert m1.content_key() == m2.content_key()
+
+
+def test_failed_fetch_marks_repo_stale_keeps_its_content_and_others_advance(two_repos, tmp_path):
+    cfg, api, tools = two_repos
+    first = run(cfg, show_progress=False)
+    gitrepo.commit(api, {**api_files(), "NEW.md": b"# New\n\nfresh text\n"})
+    shutil.move(tmp_path / "src" / "tools", tmp_path / "src" / "tools-moved")
+    report = run(cfg, show_progress=False)
+    assert report.failed and report.published
+    by_name = {r.name: r for r in report.repos}
+    assert by_name["api"].status == "ok"
+    assert by_name["tools"].status == "stale" and "does not exist" in by_name["tools"].error
+    _, manifest = open_manifest(cfg.data_dir)
+    tools_state = manifest.repo("default", "tools")
+    assert tools_state.status == "stale" and tools_state.chunks == open_manifest(
+        cfg.data_dir, first.snapshot_id)[1].repo("default", "tools").chunks
+    reader = SnapshotReader(cfg.data_dir)
+    paths = {reader.row(i)["path"] for i in range(reader.rows.num_rows)}
+    assert "server/server.go" in paths and "NEW.md" in paths
+    assert verify(cfg.data_dir)[1] == []
+
+
+def test_unknown_ref_marks_only_that_repo_stale(two_repos):
+    cfg, _, _ = two_repos
+    cfg = replace(cfg, repos=(replace(cfg.repos[0], refs=("no-such-branch",)), cfg.repos[1]))
+    report = run(cfg, show_progress=False)
+    api = next(r for r in report.repos if r.name == "api")
+    assert api.status == "stale"
+    assert "ref 'no-such-branch' not found in repo 'api' (branches: main" in api.error
+    assert next(r for r in report.repos if r.name == "tools").status == "ok"
+
+
+def test_pinned_commit_and_tag_refs(tmp_path):
+    repo = gitrepo.init(tmp_path / "src" / "r")
+    old = gitrepo.commit(repo, {"a.py": b"def old_version():\n    return 1\n"})
+    gitrepo.commit(repo, {"a.py": b"def new_version():\n    return 2\n"})
+    repo.refs[b"refs/tags/v1"] = old.encode()
+    cfg = write_config(tmp_path, [RepoSpec("r", str(tmp_path / "src" / "r"), refs=(old, "v1", "main"))])
+    run(cfg, show_progress=False)
+    _, manifest = open_manifest(cfg.data_dir)
+    refs = [(x.ref, x.commit_id) for x in manifest.repo("default", "r").refs]
+    assert refs[0] == (old, old) and refs[1] == ("refs/tags/v1", old) and refs[2][0] == "refs/heads/main"
+    reader = SnapshotReader(cfg.data_dir)
+    rows = {reader.row(i)["symbol"]: reader.row(i)["refs"] for i in range(reader.rows.num_rows)}
+    assert rows["old_version"] == [old, "refs/tags/v1"] and rows["new_version"] == ["refs/heads/main"]
+
+
+def test_publish_keeps_previous_snapshot_when_build_fails(two_repos, tmp_path):
+    cfg, api, _ = two_repos
+    first = run(cfg, show_progress=False)
+    gitrepo.commit(api, {**api_files(), "extra.py": b"def brand_new():\n    return 'x'\n"})
+    with pytest.raises(RuntimeError, match="model crashed"):
+        run(cfg, show_progress=False, embedder=BrokenEmbedder())
+    assert current_id(cfg.data_dir) == first.snapshot_id
+    leftovers = [p.name for p in snapshot.snapshots_dir(cfg.data_dir).iterdir()]
+    assert leftovers == [first.snapshot_id]
+    assert SnapshotReader(cfg.data_dir).rows.num_rows == first.chunks
+
+
+def test_second_concurrent_run_is_refused(two_repos):
+    import fcntl
+
+    cfg, _, _ = two_repos
+    cfg.data_dir.mkdir(parents=True)
+    with open(cfg.data_dir / "index.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        with pytest.raises(RunError, match="another 'blobdex index' is running"):
+            run(cfg, show_progress=False)
+
+
+def test_old_snapshots_are_pruned_but_current_kept(two_repos):
+    cfg, _, _ = two_repos
+    cfg = replace(cfg, keep_snapshots=2)
+    ids = [run(cfg, full=True, show_progress=False).snapshot_id for _ in range(3)]
+    kept = sorted(p.name for p in snapshot.snapshots_dir(cfg.data_dir).iterdir())
+    assert kept == sorted(ids[1:]) and current_id(cfg.data_dir) == ids[2]
+
+
+def test_verify_reports_a_mismatch(two_repos):
+    cfg, _, _ = two_repos
+    run(cfg, show_progress=False)
+    path, manifest = open_manifest(cfg.data_dir)
+    data = json.loads((path / snapshot.MANIFEST).read_text())
+    data["repos"][0]["chunks"] += 1
+    (path / snapshot.MANIFEST).write_text(json.dumps(data))
+    _, problems = verify(cfg.data_dir)
+    assert any("manifest says" in p and "vectors table has" in p for p in problems)
+    assert any("lexical index has" in p for p in problems)
+
+
+def test_foreign_format_snapshot_is_refused_with_advice(two_repos):
+    cfg, _, _ = two_repos
+    run(cfg, show_progress=False)
+    path, _ = open_manifest(cfg.data_dir)
+    data = json.loads((path / snapshot.MANIFEST).read_text())
+    data["format_version"] = 999
+    (path / snapshot.MANIFEST).write_text(json.dumps(data))
+    with pytest.raises(SnapshotError, match=r"format 999, this version reads format 1; rebuild with 'blobdex index --full'"):
+        SnapshotReader(cfg.data_dir)
+
+
+def test_crash_leftover_build_dir_is_ignored_and_cleaned(two_repos):
+    cfg, _, _ = two_repos
+    first = run(cfg, show_progress=False)
+    stray = snapshot.snapshots_dir(cfg.data_dir) / ".build-20990101T000000Z-dead00"
+    stray.mkdir()
+    (stray / "partial").write_text("x")
+    assert SnapshotReader(cfg.data_dir).snapshot_id == first.snapshot_id
+    run(cfg, full=True, show_progress=False)
+    assert not stray.exists()
+
+
+def test_removed_repo_leaves_the_next_snapshot(two_repos):
+    cfg, _, _ = two_repos
+    run(cfg, show_progress=False)
+    run(replace(cfg, repos=cfg.repos[:1]), show_progress=False)
+    _, manifest = open_manifest(cfg.data_dir)
+    assert [r.name for r in manifest.repos] == ["api"]
+    assert verify(cfg.data_dir)[1] == []
+
+
+def test_report_json_contract(two_repos):
+    cfg, _, _ = two_repos
+    d = run(cfg, show_progress=False).to_dict()
+    t = d["totals"]
+    for key in ("blobs", "blobs_new", "chunks", "chunks_embedded", "chunks_reused", "files_skipped",
+                "secrets_held_back"):
+        assert key in t
+    assert set(d["seconds"]) == {"mirror", "scan", "chunk", "embed", "write", "publish"}
+    assert {"name", "refs", "status", "error"} <= set(d["repos"][0])
+    assert d["repos"][0]["refs"][0]["commit_id"] and os.path.isdir(cfg.data_dir / "mirrors" / "default" / "api.git")
