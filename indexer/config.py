@@ -77,7 +77,7 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
     """Read the config file; a missing file is an empty config unless `must_exist`.
 
     The data dir comes from, in order: `data_dir`, `BLOBDEX_DATA_DIR`, the file's `data_dir`
-    (relative to the file), `./.blobdex`.
+    (relative to the file), `./.blobdex`. `BLOBDEX_MODEL` overrides the file's `model`.
     """
     path = resolve_config_path(config)
     raw: dict = {}
@@ -120,7 +120,7 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
     return Config(
         path=path,
         data_dir=resolved.resolve(),
-        model=str(raw.get("model", DEFAULT_MODEL)),
+        model=os.environ.get("BLOBDEX_MODEL") or str(raw.get("model", DEFAULT_MODEL)),
         max_blob_bytes=int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
         keep_snapshots=max(1, int(raw.get("keep_snapshots", KEEP_SNAPSHOTS))),
         repos=tuple(repos),
@@ -152,12 +152,16 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
 
 
 def save(cfg: Config) -> None:
+    """Write `cfg.repos` to the config file; every other setting stays as the file has it."""
     assert cfg.path is not None
     raw = {}
     if cfg.path.exists():
         raw = tomllib.loads(cfg.path.read_text(encoding="utf-8"))
+    kept = replace(cfg, model=str(raw.get("model", DEFAULT_MODEL)),
+                   max_blob_bytes=int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
+                   keep_snapshots=int(raw.get("keep_snapshots", KEEP_SNAPSHOTS)))
     tmp = cfg.path.with_name(cfg.path.name + ".tmp")
-    tmp.write_text(dumps(cfg, raw.get("data_dir")), encoding="utf-8")
+    tmp.write_text(dumps(kept, raw.get("data_dir")), encoding="utf-8")
     os.replace(tmp, cfg.path)
 
 

@@ -17,6 +17,7 @@ from indexer.mirror import MirrorError, open_mirror
 from indexer.scan import ScanError, resolve_ref
 
 MAX_FILE_BYTES = 25 * 1024 * 1024  # reading more than this is not what a caller of get_file wants
+SHORT_HEX_RE = re.compile(r"^[0-9a-f]{4,39}$")
 LINES_RE = re.compile(r"^(\d+)?(?:(-)(\d+)?)?$")
 
 
@@ -64,9 +65,17 @@ def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
         if not ref:
             raise GetFileError(str(exc)) from exc
         try:  # abbreviated commit ids and revision expressions (`main~1`)
-            obj = parse_object(repo, ref.encode())
+            if SHORT_HEX_RE.match(ref):
+                matches = list(repo.object_store.iter_prefix(ref.encode()))
+                if len(matches) > 1:
+                    raise GetFileError(f"commit id prefix {ref!r} is ambiguous in repo {repo_name!r}; give more digits")
+                obj = repo[matches[0]]
+            else:
+                obj = parse_object(repo, ref.encode())
             while isinstance(obj, Tag):
                 obj = repo[obj.object[1]]
+        except GetFileError:
+            raise
         except Exception:
             raise GetFileError(str(exc)) from exc
         if not isinstance(obj, Commit):

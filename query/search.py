@@ -71,7 +71,7 @@ def _globs(patterns: tuple[str, ...], what: str) -> pathspec.PathSpec | None:
     if not patterns:
         return None
     try:
-        return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+        return pathspec.PathSpec.from_lines("gitignore", patterns)
     except Exception as exc:
         raise SearchError(f"bad {what} glob in {list(patterns)!r}: {exc}; use gitignore syntax such as "
                           f"'src/**/*.py' or 'tests/'") from exc

@@ -1,0 +1,102 @@
+"""Retrieval by meaning, with the real bundled model: the expected hit shares no word with the query."""
+
+import pytest
+
+from indexer.config import RepoSpec
+from indexer.embed import load_embedder
+from indexer.index import run
+from indexer.tokenize import tokens
+from query.reader import SnapshotReader
+from query.search import STOPWORDS, SearchRequest, search
+from tests import gitrepo
+from tests.conftest import write_config
+
+FILES = {
+    "mail/welcome.py": b'''import smtplib
+
+
+def send_welcome_email(user):
+    """Say hello to a newly registered user."""
+    with smtplib.SMTP("localhost") as smtp:
+        smtp.sendmail("noreply@shop.example", user.address, "Welcome aboard!")
+''',
+    "geo/shapes.py": b'''def polygon_area(points):
+    """Shoelace formula."""
+    total = 0.0
+    for (x1, y1), (x2, y2) in zip(points, points[1:] + points[:1]):
+        total += x1 * y2 - x2 * y1
+    return abs(total) / 2
+''',
+    "net/resilience.py": b'''import time
+
+
+def call_with_backoff(fn, tries=5):
+    delay = 0.1
+    for _ in range(tries):
+        try:
+            return fn()
+        except ConnectionError:
+            time.sleep(delay)
+            delay *= 2
+    raise TimeoutError("gave up")
+''',
+    "auth/passwords.py": b'''import hashlib
+import os
+
+
+def hash_password(plain):
+    salt = os.urandom(16)
+    return salt + hashlib.scrypt(plain.encode(), salt=salt, n=2**14, r=8, p=1)
+''',
+    "export/sheets.py": b'''import csv
+
+
+def write_report(rows, path):
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["name", "total"])
+        writer.writerows(rows)
+''',
+}
+
+QUERIES = [
+    ("compute how much surface a closed figure covers", "geo/shapes.py"),
+    ("message new members when they join", "mail/welcome.py"),
+    ("wait longer and longer between attempts when the network is flaky", "net/resilience.py"),
+    ("keep login secrets unreadable if the database leaks", "auth/passwords.py"),
+]
+
+
+@pytest.fixture(scope="module")
+def meaning_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("meaning")
+    repo = gitrepo.init(root / "src" / "shop")
+    gitrepo.commit(repo, FILES)
+    cfg = write_config(root, [RepoSpec("shop", str(root / "src" / "shop"))], model="all-MiniLM-L6-v2")
+    embedder = load_embedder(cfg.model)
+    report = run(cfg, embedder=embedder, show_progress=False)
+    assert report.model == "all-MiniLM-L6-v2" and report.chunks_embedded > 0
+    return SnapshotReader(cfg.data_dir), embedder
+
+
+@pytest.mark.parametrize("query,expected", QUERIES, ids=[q[1] for q in QUERIES])
+def test_top_hit_depends_on_meaning(meaning_index, query, expected):
+    reader, embedder = meaning_index
+    reader.check_model(embedder.model_id)
+    hits = search(reader, embedder, SearchRequest(query, limit=3))
+    assert hits[0].path == expected
+    assert hits[0].signals["vector_rank"] == 1
+
+
+def test_meaning_queries_share_no_words_with_their_targets():
+    # Guards the test above: its hits cannot come from lexical overlap.
+    for query, expected in QUERIES:
+        words = set(tokens(query)) - STOPWORDS
+        assert not words & set(tokens(FILES[expected].decode())), (query, words & set(tokens(FILES[expected].decode())))
+
+
+def test_real_model_vectors_are_unit_length_384(meaning_index):
+    reader, _ = meaning_index
+    assert reader.manifest.dim == 384 and reader.vectors.shape[1] == 384
+    norms = (reader.vectors ** 2).sum(axis=1) ** 0.5
+    assert abs(norms - 1).max() < 1e-3

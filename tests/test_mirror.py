@@ -1,0 +1,108 @@
+"""Mirrors: real fetches over a local smart-HTTP server (with auth), file URLs and local paths."""
+
+import base64
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import pytest
+from dulwich.repo import Repo
+from dulwich.server import DictBackend
+from dulwich.web import make_wsgi_chain
+
+from indexer.config import RepoSpec
+from indexer.mirror import MirrorError, fetch, redact, resolve_credential
+from tests import gitrepo
+
+TOKEN = "s3cret-token-value"
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_remote(tmp_path):
+    """A smart-HTTP git server on 127.0.0.1 that wants basic auth with password TOKEN."""
+    upstream = gitrepo.init(tmp_path / "upstream", bare=True)
+    gitrepo.commit(upstream, {"a.py": b"def first():\n    return 1\n"})
+    gitrepo.commit(upstream, {"a.py": b"def first():\n    return 1\n"}, branch="feature")
+    app = make_wsgi_chain(DictBackend({"/": upstream}))
+    expected = "Basic " + base64.b64encode(f"git:{TOKEN}".encode()).decode()
+
+    def guarded(environ, start_response):
+        if environ.get("HTTP_AUTHORIZATION") != expected:
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
+            return [b"auth required"]
+        return app(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, guarded, handler_class=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield upstream, f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+
+
+def test_https_style_fetch_with_credential_reference_then_incremental(http_remote, tmp_path, monkeypatch):
+    upstream, url = http_remote
+    monkeypatch.setenv("GIT_TOKEN", TOKEN)
+    spec = RepoSpec("svc", url, credential="env:GIT_TOKEN")
+    path = fetch(tmp_path / "data", spec)
+    mirror = Repo(str(path))
+    assert mirror.bare and mirror.refs[b"refs/heads/main"] == upstream.refs[b"refs/heads/main"]
+    assert mirror.refs.follow(b"HEAD")[0][-1] == b"refs/heads/main"
+    # Upstream moves on and deletes a branch: the mirror follows both.
+    new = gitrepo.commit(upstream, {"a.py": b"def second():\n    return 2\n"})
+    del upstream.refs[b"refs/heads/feature"]
+    fetch(tmp_path / "data", spec)
+    mirror = Repo(str(path))
+    assert mirror.refs[b"refs/heads/main"].decode() == new
+    assert b"refs/heads/feature" not in mirror.refs
+    assert TOKEN not in (path / "config").read_text()
+
+
+def test_wrong_credentials_are_refused_with_advice(http_remote, tmp_path, monkeypatch):
+    _, url = http_remote
+    monkeypatch.setenv("GIT_TOKEN", "wrong")
+    with pytest.raises(MirrorError, match="refused the credentials; check the credential reference 'env:GIT_TOKEN'"):
+        fetch(tmp_path / "data", RepoSpec("svc", url, credential="env:GIT_TOKEN"))
+
+
+def test_unset_credential_variable_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    with pytest.raises(MirrorError, match="names environment variable 'NO_SUCH_TOKEN', which is unset"):
+        resolve_credential("env:NO_SUCH_TOKEN")
+    secret = tmp_path / "token"
+    secret.write_text("abc\n")
+    assert resolve_credential(f"file:{secret}") == "abc"
+    with pytest.raises(MirrorError, match="not understood"):
+        resolve_credential("plain-token")
+
+
+def test_unreachable_url_fails_after_retries_without_leaking_credentials(tmp_path, monkeypatch):
+    monkeypatch.setattr("indexer.mirror.FETCH_BACKOFF_SECONDS", (0.0, 0.0))
+    spec = RepoSpec("gone", "http://user:hunter2@127.0.0.1:9/nothing.git")
+    with pytest.raises(MirrorError) as err:
+        fetch(tmp_path / "data", spec)
+    assert "after 3 attempts" in str(err.value) and "hunter2" not in str(err.value)
+    assert redact(spec.url) == "http://127.0.0.1:9/nothing.git"
+
+
+def test_file_url_and_local_path_and_missing_path(tmp_path):
+    src = gitrepo.init(tmp_path / "src")
+    head = gitrepo.commit(src, {"x.md": b"# x\n"})
+    for i, url in enumerate([f"file://{tmp_path / 'src'}", str(tmp_path / "src")]):
+        path = fetch(tmp_path / f"data{i}", RepoSpec("x", url))
+        assert Repo(str(path)).refs[b"refs/heads/main"].decode() == head
+    with pytest.raises(MirrorError, match="local path .* does not exist"):
+        fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "nowhere")))
+
+
+def test_corrupt_mirror_is_reported(tmp_path):
+    src = gitrepo.init(tmp_path / "src")
+    gitrepo.commit(src, {"x.md": b"# x\n"})
+    path = fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))
+    (path / "HEAD").unlink()
+    (path / "objects").rename(path / "objects-gone")
+    with pytest.raises(MirrorError, match="missing or corrupt"):
+        fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))

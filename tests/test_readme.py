@@ -1,0 +1,122 @@
+"""The README's walkthrough, run line by line through the installed `blobdex` console script."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import gitrepo
+from tests.conftest import RENEW_PY, tools_files
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOBDEX = str(Path(sys.executable).parent / "blobdex")
+# Hosts and paths in the README that do not exist here, and the fixture repos that stand in for them.
+STAND_INS = {"https://host/acme/api.git": "{api}", "/srv/git/tools.git": "{tools}"}
+
+
+def walkthrough() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- tested: walkthrough", 1)[1].split("```", 2)[1]
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.startswith("blobdex ")]
+
+
+def cli(args, cwd, env, check=True):
+    proc = subprocess.run([BLOBDEX, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("readme")
+    renew = RENEW_PY + b"".join(b"\n\ndef helper_%d():\n    return %d\n" % (i, i) for i in range(30))
+    api = gitrepo.init(root / "remote" / "api")
+    gitrepo.commit(api, {"src/billing/renew.py": renew})
+    tools = gitrepo.init(root / "remote" / "tools.git", bare=True)
+    gitrepo.commit(tools, tools_files())
+    work = root / "work"
+    work.mkdir()
+    env = {**os.environ, "BLOBDEX_MODEL": "blobdex:hash"}  # plumbing; meaning is tested in test_meaning
+    env.pop("BLOBDEX_CONFIG", None)
+    env.pop("BLOBDEX_DATA_DIR", None)
+    outputs = {}
+    for line in walkthrough():
+        for original, stand_in in STAND_INS.items():
+            line = line.replace(original, stand_in.format(api=f"file://{root}/remote/api", tools=f"{root}/remote/tools.git"))
+        args = shlex.split(line)[1:]
+        outputs[line] = cli(args, work, env)
+    return root, work, env, outputs, renew
+
+
+def test_walkthrough_has_the_documented_commands():
+    lines = walkthrough()
+    assert [shlex.split(x)[1] for x in lines] == ["init", "repo", "repo", "index", "search", "search", "get-file",
+                                                  "status", "verify"]
+
+
+def test_walkthrough_runs_and_search_json_has_the_contract(workdir):
+    _, work, env, outputs, _ = workdir
+    hits = json.loads(next(v.stdout for k, v in outputs.items() if "--json" in k))["hits"]
+    assert hits and hits[0]["path"] == "src/billing/renew.py"
+    assert set(hits[0]) >= {"repo", "ref", "commit_id", "path", "blob_id", "symbol", "kind", "lang", "line_start",
+                            "line_end", "snippet", "score", "signals"}
+    assert (work / "blobdex.toml").exists() and (work / ".blobdex" / "CURRENT").exists()
+
+
+def test_get_file_prints_exactly_the_lines(workdir):
+    _, _, _, outputs, renew = workdir
+    out = next(v.stdout for k, v in outputs.items() if k.startswith("blobdex get-file"))
+    assert out.encode() == b"".join(renew.splitlines(keepends=True)[39:90])
+
+
+def test_index_json_and_status_json(workdir):
+    _, work, env, _, _ = workdir
+    report = json.loads(cli(["index", "--json"], work, env).stdout)
+    assert report["unchanged"] and report["totals"]["chunks_embedded"] == 0
+    assert {r["name"] for r in report["repos"]} == {"api", "tools"}
+    status = json.loads(cli(["status", "--json"], work, env).stdout)
+    assert {r["name"]: r["status"] for r in status["repos"]} == {"api": "ok", "tools": "ok"}
+    assert all(not ref["behind"] for r in status["repos"] for ref in r["refs"])
+
+
+def test_errors_are_one_sentence_on_stderr_with_nonzero_exit(workdir):
+    _, work, env, _, _ = workdir
+    for args, message in [
+        (["get-file", "nope", "x.py"], "unknown repo 'nope'"),
+        (["search", "x", "--repo", "nope"], "unknown repo 'nope'"),
+        (["get-file", "api", "src/billing/renew.py", "--lines", "x-y"], "bad line range"),
+        (["repo", "add", "bad/name", "/tmp"], "invalid repo name"),
+        (["repo", "add", "x", "https://h/x.git", "--credential", "ghp_plaintoken"], "is not a reference"),
+    ]:
+        proc = cli(args, work, env, check=False)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.startswith("blobdex: error: ") and message in proc.stderr
+        assert proc.stderr.count("\n") == 1
+
+
+def test_search_refuses_a_snapshot_built_with_another_model(workdir):
+    _, work, env, _, _ = workdir
+    proc = cli(["search", "renew"], work, {**env, "BLOBDEX_MODEL": "all-MiniLM-L6-v2"}, check=False)
+    assert proc.returncode == 2
+    assert "built with model 'blobdex:hash'" in proc.stderr and "blobdex index --full" in proc.stderr
+
+
+def test_failed_repo_gives_exit_code_1_and_previous_content_keeps_serving(workdir):
+    root, work, env, _, _ = workdir
+    (root / "remote" / "tools.git").rename(root / "remote" / "tools-gone.git")
+    try:
+        proc = cli(["index", "--json"], work, env, check=False)
+        assert proc.returncode == 1
+        report = json.loads(proc.stdout)
+        tools = next(r for r in report["repos"] if r["name"] == "tools")
+        assert tools["status"] == "stale" and "does not exist" in tools["error"]
+        hits = json.loads(cli(["search", "drain_queue", "--json", "--repo", "tools"], work, env).stdout)["hits"]
+        assert hits[0]["symbol"] == "drain_queue"
+    finally:
+        (root / "remote" / "tools-gone.git").rename(root / "remote" / "tools.git")

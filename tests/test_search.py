@@ -1,0 +1,104 @@
+"""Hybrid search over the session snapshot: fields, filters, tenancy and bad input."""
+
+import pytest
+
+from indexer.tokenize import tokens
+from query.search import SearchError, SearchRequest, lexical_query, search
+
+
+def paths(hits):
+    return [h.path for h in hits]
+
+
+def test_hits_carry_the_full_contract(reader, hasher, corpus):
+    hits = search(reader, hasher, SearchRequest("renew_subscription", repos=("api",)))
+    top = hits[0]
+    assert (top.repo, top.path, top.symbol, top.kind, top.lang) == (
+        "api", "src/billing/renew.py", "Billing.renew_subscription", "method", "python")
+    assert top.ref == "refs/heads/main" and top.commit_id == corpus.commits["api_main"]
+    assert top.blob_id and top.line_start == 10 and top.line_end == 13
+    assert "def renew_subscription" in top.snippet
+    assert top.signals["bm25_rank"] == 1 and top.signals["vector_rank"] is not None
+    assert top.score > 0
+    assert set(top.to_dict()) >= {"repo", "ref", "commit_id", "path", "blob_id", "symbol", "kind", "lang",
+                                  "line_start", "line_end", "snippet", "score", "signals"}
+
+
+def test_code_aware_tokens_match_parts_of_identifiers(reader, hasher):
+    # "subscription renew" shares no whole word with `renew_subscription`, only its parts.
+    hits = search(reader, hasher, SearchRequest("subscription renew", kind="method"))
+    assert hits[0].symbol == "Billing.renew_subscription" and hits[0].signals["bm25_rank"] == 1
+    assert tokens("HTTPServer.handleRequest") == ["httpserver.handlerequest", "httpserver", "http", "server",
+                                                  "handlerequest", "handle", "request"]
+
+
+def test_every_search_runs_inside_one_org(reader, hasher):
+    default = search(reader, hasher, SearchRequest("acme_only_renewal", limit=50))
+    assert all(h.org == "default" for h in default)
+    assert "billing.py" not in paths(default)
+    acme = search(reader, hasher, SearchRequest("acme_only_renewal", org="acme"))
+    assert [h.org for h in acme] == ["acme"] and acme[0].symbol == "acme_only_renewal"
+
+
+def test_repo_lang_and_kind_filters(reader, hasher):
+    go = search(reader, hasher, SearchRequest("server health", langs=("go",), limit=50))
+    assert go and all(h.lang == "go" for h in go)
+    tools = search(reader, hasher, SearchRequest("queue", repos=("tools",), limit=50))
+    assert tools and all(h.repo == "tools" for h in tools)
+    docs = search(reader, hasher, SearchRequest("install database", kind="doc", limit=50))
+    assert docs and all(h.lang == "markdown" for h in docs)
+    assert docs[0].symbol == "Acme API > Installing"
+    code = search(reader, hasher, SearchRequest("install database", kind="code", limit=50))
+    assert all(h.lang != "markdown" for h in code)
+
+
+def test_path_include_and_ignore_globs(reader, hasher):
+    hits = search(reader, hasher, SearchRequest("invoice customer", paths=("src/billing/**",), limit=50))
+    assert hits and all(h.path.startswith("src/billing/") for h in hits)
+    hits = search(reader, hasher, SearchRequest("invoice customer", ignore=("*.py",), limit=50))
+    assert hits and not any(h.path.endswith(".py") for h in hits)
+
+
+def test_ref_filter_sees_only_that_branch(reader, hasher, corpus):
+    dev = search(reader, hasher, SearchRequest("issue_refund", ref="dev", limit=5))
+    assert dev[0].path == "src/billing/refund.py"
+    assert dev[0].ref == "refs/heads/dev" and dev[0].commit_id == corpus.commits["api_dev"]
+    main = search(reader, hasher, SearchRequest("issue_refund", ref="main", limit=50))
+    assert "src/billing/refund.py" not in paths(main)
+    # A blob unchanged between branches is one row reachable from both.
+    both = search(reader, hasher, SearchRequest("renew_subscription", ref="refs/heads/dev"))
+    assert both[0].symbol == "Billing.renew_subscription" and both[0].ref == "refs/heads/dev"
+
+
+def test_identical_blob_on_two_refs_is_one_hit(reader, hasher):
+    hits = search(reader, hasher, SearchRequest("renew_subscription", limit=50))
+    keys = [(h.repo, h.path, h.blob_id, h.chunk_index) for h in hits]
+    assert len(keys) == len(set(keys))
+
+
+@pytest.mark.parametrize("req,message", [
+    (SearchRequest("   "), "the query is empty"),
+    (SearchRequest("x", limit=0), "limit 0 is out of range"),
+    (SearchRequest("x", limit=10_000), "limit 10000 is out of range"),
+    (SearchRequest("x", repos=("nope",)), "unknown repo 'nope' in org 'default'; indexed repos: api, tools"),
+    (SearchRequest("x", kind="banana"), "unknown kind 'banana'"),
+])
+def test_bad_requests_get_one_clear_sentence(reader, hasher, req, message):
+    with pytest.raises(SearchError, match=message):
+        search(reader, hasher, req)
+
+
+def test_filter_values_are_terms_never_query_syntax(reader, hasher):
+    # A repo name full of query syntax is compared as a value: it matches nothing and leaks nothing.
+    hostile = 'api" OR org:acme OR repo:"'
+    query = lexical_query(reader, "renew", "default", (hostile,))
+    rows = [reader.searcher.doc(a)["row"][0] for _, a in reader.searcher.search(query, 50).hits]
+    assert rows == []
+    query = lexical_query(reader, "acme_only_renewal OR org:acme", "default", ())
+    rows = [reader.searcher.doc(a)["row"][0] for _, a in reader.searcher.search(query, 50).hits]
+    assert rows and {reader.row(r)["org"] for r in rows} == {"default"}
+
+
+def test_only_stopwords_still_searches_by_vector(reader, hasher):
+    hits = search(reader, hasher, SearchRequest("where is the"))
+    assert hits and all(h.signals["bm25_rank"] is None for h in hits)
