@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import lancedb
@@ -47,6 +48,7 @@ class SnapshotReader:
         self.col = {name: np.asarray(self.rows.column(name).to_pylist(), dtype=object)
                     for name in ("org", "repo", "lang", "kind", "path")}
         self.col["category"] = np.asarray([category(x) for x in self.col["lang"]], dtype=object)
+        self.symbol_rows = _symbol_index(self.rows.column("symbol").to_pylist(), self.col["kind"])
         self._refs: list[list[str]] | None = None
         self.commit_of = {(r.org, r.name, x.ref): x.commit_id for r in self.manifest.repos for x in r.refs}
 
@@ -71,3 +73,16 @@ class SnapshotReader:
 
     def column(self, name: str) -> pa.ChunkedArray:
         return self.rows.column(name)
+
+
+def _symbol_index(symbols: list[str], kinds: np.ndarray) -> dict[str, list[int]]:
+    """Lower-cased definition names -> rows: `Command.make_context` under itself and `make_context`."""
+    index: dict[str, list[int]] = {}
+    for row, (symbol, kind) in enumerate(zip(symbols, kinds)):
+        if not symbol or kind in ("module", "section", "text"):
+            continue
+        full = symbol.lower()
+        last = re.split(r"\.|::", full)[-1]
+        for key in {full, last}:
+            index.setdefault(key, []).append(row)
+    return index

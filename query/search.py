@@ -10,7 +10,7 @@ import tantivy
 
 from indexer.embed import Embedder, embed_text
 from indexer.errors import BlobdexError
-from indexer.tokenize import tokens
+from indexer.tokenize import WORD_RE, tokens
 from query.reader import SnapshotReader
 
 RRF_K = 60  # Cormack, Clarke & Buettcher 2009
@@ -19,6 +19,7 @@ MAX_LIMIT = 200
 SNIPPET_LINES = 10
 SYMBOL_BOOST = 2.0  # a query word that names the symbol counts more than one in its body
 PATH_BOOST = 1.5
+COMPOUND_BOOST = 3.0
 # Question words carry no evidence in code; the vector side still sees the whole query.
 STOPWORDS = frozenset("a an and are as at be by do does for from how i in is it of on or the this to was "
                       "what when where which who why with".split())
@@ -140,11 +141,14 @@ def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str,
     words = list(dict.fromkeys(t for t in tokens(text) if t not in STOPWORDS))
     if not words:
         return None
+    # A compound identifier spelled whole (`get_terminal_size`) is stronger evidence than its parts.
+    compounds = {t for t in words if tokens(t) != [t]}
     should = []
     for w in words:
-        should.append((O.Should, Q.term_query(schema, "content", w)))
-        should.append((O.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST)))
-        should.append((O.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST)))
+        boost = COMPOUND_BOOST if w in compounds else 1.0
+        should.append((O.Should, Q.boost_query(Q.term_query(schema, "content", w), boost)))
+        should.append((O.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST * boost)))
+        should.append((O.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST * boost)))
     must = [(O.Must, Q.term_query(schema, "org", org)), (O.Must, Q.boolean_query(should))]
     if repos:
         must.append((O.Must, Q.term_set_query(schema, "repo", list(repos))))
@@ -170,6 +174,25 @@ def _lexical_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray)
         fetch *= 4
 
 
+def _symbol_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray,
+                  lex: list[tuple[int, float]], vec: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Definitions whose name the query spells out (`make_context`, `Command.make_context`).
+
+    People and agents paste identifiers; the definition should outrank its callers, which
+    BM25 scores alike and vectors may not favour. Ties are broken by the other signals.
+    """
+    # Whole words only: `add_command` must not summon every definition named `command`.
+    words = [m.group().lower() for m in WORD_RE.finditer(req.query)]
+    names = {n for w in words for n in (w, w.rsplit(".", 1)[-1]) if len(n) >= 3 and n not in STOPWORDS}
+    rows = {r for name in names for r in reader.symbol_rows.get(name, ()) if mask[r]}
+    if not rows:
+        return []
+    lex_rank = {r: i for i, (r, _) in enumerate(lex)}
+    vec_rank = {r: i for i, (r, _) in enumerate(vec)}
+    ordered = sorted(rows, key=lambda r: (lex_rank.get(r, len(lex)), vec_rank.get(r, len(vec)), r))
+    return [(r, 1.0) for r in ordered[:CANDIDATES]]
+
+
 def snippet(text: str, line_start: int, query: str) -> tuple[str, int, int]:
     """The SNIPPET_LINES lines of a chunk that share the most words with the query."""
     lines = text.split("\n")
@@ -188,11 +211,13 @@ def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest) -> li
     vector = embedder.embed([embed_text("", req.query)])[0]
     vec = _vector_ranks(reader, vector, mask)
     lex = _lexical_ranks(reader, req, mask)
+    sym = _symbol_ranks(reader, req, mask, lex, vec)
     fused: dict[int, dict] = {}
-    for name, ranked in (("vector", vec), ("bm25", lex)):
+    for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym)):
         for rank, (row, score) in enumerate(ranked, 1):
             entry = fused.setdefault(row, {"score": 0.0, "vector_rank": None, "vector_score": None,
-                                           "bm25_rank": None, "bm25_score": None})
+                                           "bm25_rank": None, "bm25_score": None,
+                                           "symbol_rank": None, "symbol_score": None})
             entry["score"] += 1.0 / (RRF_K + rank)
             entry[f"{name}_rank"], entry[f"{name}_score"] = rank, round(score, 4)
     best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))[:req.limit]
