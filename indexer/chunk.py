@@ -167,14 +167,21 @@ def _name(node: Node) -> str:
     declarator = node.child_by_field_name("declarator")
     if declarator is not None:
         return _innermost_name(declarator)
+    for child in node.named_children:  # grammars without a `name` field (kotlin, …)
+        if child.type in _NAME_NODES:
+            return _text(child)
     first_line = _text(node).split("\n", 1)[0]
     words = [w for w in IDENTIFIER_RE.findall(first_line) if w not in _KEYWORDS]
     return words[0] if words else ""
 
 
+_NAME_NODES = frozenset({"identifier", "simple_identifier", "type_identifier", "name", "constant",
+                         "field_identifier", "property_identifier"})
 _KEYWORDS = frozenset({"def", "class", "function", "fn", "func", "pub", "public", "private", "protected",
                        "static", "async", "export", "default", "const", "let", "var", "struct", "enum",
-                       "impl", "trait", "interface", "type", "module", "namespace", "template", "typedef"})
+                       "impl", "trait", "interface", "type", "module", "namespace", "template", "typedef", "fun",
+                       "override", "suspend", "inline", "open", "internal", "final", "abstract", "data",
+                       "sealed", "object", "val"})
 
 
 def _syntax_spans(source: bytes, lines: list[str], g: Grammar) -> list[Span]:

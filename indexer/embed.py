@@ -65,11 +65,15 @@ class SentenceTransformerEmbedder:
         # Nothing may be downloaded at run time: a model must be a local path or already cached.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             import torch
             from sentence_transformers import SentenceTransformer
 
             self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # stderr belongs to our own progress and errors
             self.model = SentenceTransformer(path, device=self.device)
         except Exception as exc:  # the library raises many types for "cannot load"
             raise EmbedError(

@@ -29,6 +29,7 @@ class SkipReason(str, Enum):
     TOO_LARGE = "too_large"
     MINIFIED = "minified"
     GENERATED = "generated"
+    DATA = "data"  # tables, logs, notebooks, vector images: text, but not code or prose
     EMPTY = "empty"
     UNREADABLE = "unreadable"  # the blob could not be read from the mirror or chunked
 
@@ -60,6 +61,8 @@ BINARY_SUFFIXES = (
     ".mp4", ".wav", ".ogg", ".mov", ".avi", ".webm", ".sqlite", ".db", ".bin", ".dat", ".npy", ".npz",
     ".pt", ".onnx", ".parquet", ".lance", ".pkl",
 )
+DATA_SUFFIXES = (".csv", ".tsv", ".log", ".svg", ".ipynb", ".geojson", ".ndjson", ".jsonl", ".po", ".pot",
+                 ".snap", ".har")
 MINIFIED_NAME_RE = re.compile(r"\.min\.(js|css|mjs)$|[.-]bundle\.js$|\.map$", re.IGNORECASE)
 GENERATED_NAME_RE = re.compile(r"(_pb2(_grpc)?\.py|\.pb\.go|\.g\.dart|\.generated\.\w+|_generated\.\w+)$")
 GENERATED_MARKER_RE = re.compile(
@@ -97,6 +100,8 @@ def skip_for_path(path: str) -> SkipReason | None:
         return SkipReason.CREDENTIALS
     if lower.endswith(BINARY_SUFFIXES):
         return SkipReason.BINARY
+    if lower.endswith(DATA_SUFFIXES):
+        return SkipReason.DATA
     if MINIFIED_NAME_RE.search(lower):
         return SkipReason.MINIFIED
     if GENERATED_NAME_RE.search(name):

@@ -136,8 +136,8 @@ def _mark_stale(w: _RepoWork, error: str) -> None:
 
 def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
     """True when a rebuild would reproduce `prev`: same repos at the same commits, same tools."""
-    if (prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version) != (
-            model_id, CHUNKER_VERSION, POLICY_VERSION, TOKENIZER_VERSION):
+    if (prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version, prev.max_blob_bytes) != (
+            model_id, CHUNKER_VERSION, POLICY_VERSION, TOKENIZER_VERSION, cfg.max_blob_bytes):
         return False
     if {(r.org, r.name) for r in prev.repos} != {w.spec.key for w in work}:
         return False
@@ -359,7 +359,7 @@ def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cac
 
         t0 = time.monotonic()
         manifest = Manifest(snapshot_id, snapshot.now_iso(), model_id, dim, CHUNKER_VERSION, POLICY_VERSION,
-                            TOKENIZER_VERSION, [states[w.spec.key] for w in work])
+                            TOKENIZER_VERSION, [states[w.spec.key] for w in work], cfg.max_blob_bytes)
         snapshot.publish(cfg.data_dir, built, manifest)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -70,6 +71,7 @@ class Report:
                 "parse_fallbacks": self.parse_fallbacks,
             },
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "repos": [asdict(r) for r in self.repos],
         }
 
@@ -91,7 +93,7 @@ class Report:
         else:
             head = "nothing published"
         skipped = ", ".join(f"{k} {v}" for k, v in t["files_skipped"].items()) or "none"
-        secs = ", ".join(f"{k} {v:.1f}s" for k, v in d["seconds"].items())
+        secs = ", ".join(f"{k} {v:.1f}s" for k, v in d["seconds"].items()) + f"; peak memory {d['peak_rss_mib']} MiB"
         lines += [
             head,
             f"  blobs {t['blobs']} ({t['blobs_new']} new, {t['blobs_reused']} reused)",

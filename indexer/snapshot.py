@@ -106,6 +106,7 @@ class Manifest:
     policy_version: int
     tokenizer_version: int
     repos: list[RepoState]
+    max_blob_bytes: int = 0  # the size cap the files were judged with
     format_version: int = FORMAT_VERSION
 
     @property

@@ -37,6 +37,13 @@ SAMPLES = [
     ("php", "<?php\nclass Cart {\n    public function add($item) { $this->items[] = $item; }\n}\n"
             "function checkout($cart) { return $cart; }\n",
      {"Cart", "Cart.add", "checkout"}),
+    ("csharp", "namespace Shop {\n  public class Cart {\n    public void Add(int item) { }\n  }\n}\n",
+     {"Shop", "Shop.Cart", "Shop.Cart.Add"}),
+    ("kotlin", "class Cart {\n    fun add(item: Int) { }\n}\nfun checkout(c: Cart) = c\n", {"Cart", "Cart.add", "checkout"}),
+    ("scala", "object Shop {\n  def checkout(c: Int): Int = c\n}\n", {"Shop", "Shop.checkout"}),
+    ("swift", "class Cart {\n    func add(item: Int) { }\n}\nfunc checkout() { }\n", {"Cart", "Cart.add", "checkout"}),
+    ("bash", "deploy() {\n  echo hi\n}\nfunction build {\n  make\n}\n", {"deploy", "build"}),
+    ("lua", "function M.add(x)\n  return x\nend\nlocal function helper()\nend\n", {"M.add", "helper"}),
     ("markdown", "Intro text.\n\n# Install\n\nRun it.\n\n## From source\n\n```\n# not a heading\n```\n\n# Usage\n\nUse it.\n",
      {"", "Install", "Install > From source", "Usage"}),
 ]

@@ -26,6 +26,7 @@ def test_ordinary_paths_pass():
     ("keys/server.pem", SkipReason.CREDENTIALS), ("id_rsa", SkipReason.CREDENTIALS),
     ("gcp/my-service-account.json", SkipReason.CREDENTIALS), ("img/logo.PNG", SkipReason.BINARY),
     ("dist2/app.min.js", SkipReason.MINIFIED), ("api/user_pb2.py", SkipReason.GENERATED),
+    ("fixtures/users.csv", SkipReason.DATA), ("nb/explore.ipynb", SkipReason.DATA),
     ("src/app.py", None), ("docs/env.md", None),
 ])
 def test_skip_for_path(path, reason):

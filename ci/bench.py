@@ -1,0 +1,170 @@
+"""`make bench`: index a real codebase cold, again unchanged, again after one commit; time queries.
+
+The codebase is a source tree turned into a git repo at bench time (default: the `networkx`
+package installed beside torch, ~550 Python files); pass --source DIR for another tree, or
+--repo PATH_OR_URL for an existing repository. Nothing here is asserted: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOBDEX = str(Path(sys.executable).parent / "blobdex")
+QUERY_COUNT = 120
+
+
+def default_source() -> Path:
+    import networkx
+
+    return Path(networkx.__file__).parent
+
+
+def make_repo(source: Path, dest: Path) -> None:
+    """A git repo whose one commit holds the source tree (bytecode caches left out)."""
+    from dulwich.repo import Repo
+
+    from tests import gitrepo
+
+    files = {f"{source.name}/{p.relative_to(source).as_posix()}": p.read_bytes()
+             for p in sorted(source.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    repo: Repo = gitrepo.init(dest)
+    gitrepo.commit(repo, files, message="import source")
+
+
+def run_index(env: dict, cwd: Path) -> tuple[dict, float]:
+    """(report, wall seconds) of one `blobdex index --json` in its own process."""
+    started = time.monotonic()
+    proc = subprocess.run([BLOBDEX, "index", "--json", "--quiet"], cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        sys.exit(f"bench: blobdex index failed ({proc.returncode}): {proc.stderr.strip()}")
+    return json.loads(proc.stdout), wall
+
+
+def percentiles(values: list[float]) -> dict:
+    values = sorted(values)
+    pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
+    return {"p50_ms": round(pick(0.50) * 1000, 1), "p95_ms": round(pick(0.95) * 1000, 1),
+            "mean_ms": round(statistics.mean(values) * 1000, 1), "n": len(values)}
+
+
+def words_of(symbol: str) -> str:
+    name = symbol.rsplit(".", 1)[-1]
+    parts = re.findall(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+", name)
+    return " ".join(p.lower() for p in parts)
+
+
+def query_latency(data_dir: Path, repo_name: str) -> dict:
+    from indexer.config import DEFAULT_MODEL
+    from indexer.embed import load_embedder
+    from query.get_file import get_file
+    from query.reader import SnapshotReader
+    from query.search import SearchRequest, search
+
+    t0 = time.monotonic()
+    reader = SnapshotReader(data_dir)
+    load_reader = time.monotonic() - t0
+    t0 = time.monotonic()
+    embedder = load_embedder(DEFAULT_MODEL)
+    load_model = time.monotonic() - t0
+    rng = random.Random(0)
+    symbols = sorted({s for s in reader.rows.column("symbol").to_pylist() if s})
+    picked = rng.sample(symbols, min(QUERY_COUNT, len(symbols)))
+    # Half natural-language (symbol names as words), half identifiers as pasted by an agent.
+    queries = [words_of(s) if i % 2 else s.rsplit(".", 1)[-1] for i, s in enumerate(picked)]
+    search(reader, embedder, SearchRequest("warm up"))
+    timings, filtered = [], []
+    for q in queries:
+        t0 = time.monotonic()
+        search(reader, embedder, SearchRequest(q or "graph", limit=10))
+        timings.append(time.monotonic() - t0)
+    for q in queries[:40]:
+        t0 = time.monotonic()
+        search(reader, embedder, SearchRequest(q or "graph", limit=10, paths=("**/algorithms/**",), kind="function"))
+        filtered.append(time.monotonic() - t0)
+    paths = sorted(set(reader.rows.column("path").to_pylist()))
+    reads = []
+    for path in rng.sample(paths, min(QUERY_COUNT, len(paths))):
+        t0 = time.monotonic()
+        get_file(data_dir, repo_name, path, start=1, end=200)
+        reads.append(time.monotonic() - t0)
+    return {"search": percentiles(timings), "search_filtered": percentiles(filtered), "get_file": percentiles(reads),
+            "open_snapshot_s": round(load_reader, 2), "load_model_s": round(load_model, 2),
+            "rows": reader.rows.num_rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, help="a source tree to turn into a git repo (default: networkx)")
+    parser.add_argument("--repo", help="an existing git repository (path or URL) instead of --source")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
+    parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="blobdex-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(ROOT))
+    if args.repo:
+        url, name = args.repo, "bench"
+    else:
+        source = args.source or default_source()
+        make_repo(source, work / "src")
+        url, name = str(work / "src"), source.name
+    (work / "blobdex.toml").write_text(f'data_dir = "data"\n\n[[repo]]\nname = "{name}"\nurl = "{url}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
+    print(f"bench: indexing {url} in {work}", file=sys.stderr)
+
+    cold, cold_wall = run_index(env, work)
+    again, again_wall = run_index(env, work)
+    one_commit = None
+    if not args.repo:
+        from dulwich.object_store import iter_tree_contents
+        from dulwich.repo import Repo
+
+        from tests import gitrepo
+
+        repo = Repo(str(work / "src"))
+        tree = repo[repo[repo.refs[b"refs/heads/main"]].tree]
+        files = {}
+        for entry in iter_tree_contents(repo.object_store, tree.id):
+            files[entry.path.decode()] = repo[entry.sha].as_raw_string()
+        target = sorted(p for p in files if p.endswith(".py"))[len(files) // 3]
+        files[target] += b"\n\ndef bench_added_function(graph):\n    \"\"\"Count the nodes.\"\"\"\n    return len(graph)\n"
+        gitrepo.commit(repo, files, message="one more function")
+        one_commit, one_wall = run_index(env, work)
+    latency = query_latency(work / "data", name)
+
+    t = cold["totals"]
+    embed_share = cold["seconds"]["embed"] / max(sum(cold["seconds"].values()), 1e-9)
+    figures = {
+        "codebase": url, "files": t["files"], "files_indexed": t["files_indexed"], "chunks": t["chunks"],
+        "cold": {"wall_s": round(cold_wall, 1), "seconds": cold["seconds"], "embed_share": round(embed_share, 3),
+                 "chunks_per_s_embedding": round(t["chunks_embedded"] / max(cold["seconds"]["embed"], 1e-9), 1),
+                 "peak_rss_mib": cold["peak_rss_mib"]},
+        "no_change": {"wall_s": round(again_wall, 1), "ratio_to_cold": round(again_wall / cold_wall, 4),
+                      "published": again["published"], "chunks_embedded": again["totals"]["chunks_embedded"],
+                      "peak_rss_mib": again["peak_rss_mib"]},
+        "queries": latency,
+    }
+    if one_commit:
+        figures["one_commit"] = {"wall_s": round(one_wall, 1), "ratio_to_cold": round(one_wall / cold_wall, 4),
+                                 "blobs_new": one_commit["totals"]["blobs_new"],
+                                 "chunks_embedded": one_commit["totals"]["chunks_embedded"],
+                                 "seconds": one_commit["seconds"], "peak_rss_mib": one_commit["peak_rss_mib"]}
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
