@@ -210,3 +210,26 @@ def test_report_json_contract(two_repos):
     assert set(d["seconds"]) == {"mirror", "scan", "chunk", "embed", "write", "publish"}
     assert {"name", "refs", "status", "error"} <= set(d["repos"][0])
     assert d["repos"][0]["refs"][0]["commit_id"] and os.path.isdir(cfg.data_dir / "mirrors" / "default" / "api.git")
+
+
+def test_model_that_cannot_load_fails_the_run_and_keeps_the_snapshot(two_repos, tmp_path):
+    from indexer.embed import EmbedError
+
+    cfg, api, _ = two_repos
+    first = run(cfg, show_progress=False)
+    gitrepo.commit(api, {**api_files(), "extra.py": b"def brand_new():\n    return 'x'\n"})
+    with pytest.raises(EmbedError, match=r"cannot load embedding model '/no/such/model'.*set `model` in blobdex.toml"):
+        run(replace(cfg, model="/no/such/model"), show_progress=False)
+    assert current_id(cfg.data_dir) == first.snapshot_id
+
+
+def test_unreadable_manifest_is_refused_with_advice(two_repos):
+    cfg, _, _ = two_repos
+    run(cfg, show_progress=False)
+    path, _ = open_manifest(cfg.data_dir)
+    (path / snapshot.MANIFEST).write_text("{not json")
+    with pytest.raises(SnapshotError, match="is not in a format this version reads"):
+        SnapshotReader(cfg.data_dir)
+    # The indexer treats it as absent: the next run builds from caches and publishes again.
+    report = run(cfg, show_progress=False)
+    assert report.published and report.chunks_embedded == 0
