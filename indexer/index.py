@@ -17,7 +17,6 @@ from pathlib import Path
 
 import lancedb
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -63,7 +62,7 @@ def _lock(data_dir: Path):
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise RunError(f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}); "
-                              f"wait for it to finish") from exc
+                           f"wait for it to finish") from exc
         yield
 
 
@@ -97,6 +96,10 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             w.mirror_path = mirror.fetch(cfg.data_dir, w.spec)
         except mirror.MirrorError as exc:
             _mark_stale(w, str(exc))
+        except Exception as exc:  # a hostile or broken remote must not stop the other repos
+            log.debug("fetch of %s failed", w.spec.name, exc_info=True)
+            _mark_stale(w, f"cannot fetch repo {w.spec.name!r} from {w.report.url}: unexpected "
+                           f"{type(exc).__name__}: {exc}; run 'blobdex -v index' for details")
     report.seconds["mirror"] = time.monotonic() - t0
 
     t0 = time.monotonic()
@@ -111,6 +114,10 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
                     w.report.refs.append({"ref": full_ref, "commit_id": commit_id})
         except (ScanError, mirror.MirrorError) as exc:
             _mark_stale(w, str(exc))
+        except Exception as exc:  # corrupt objects in a mirror: this repo only
+            log.debug("scan of %s failed", w.spec.name, exc_info=True)
+            _mark_stale(w, f"cannot scan repo {w.spec.name!r}: {type(exc).__name__}: {exc}; delete its mirror "
+                           f"({w.mirror_path}) and run 'blobdex index' to fetch it again")
     report.seconds["scan"] = time.monotonic() - t0
 
     wanted = _wanted(cfg, work)

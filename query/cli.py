@@ -24,8 +24,10 @@ from indexer.errors import BlobdexError
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
     """blobdex: one code index over many git repositories, keyed by git blob id."""
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO if verbose else logging.WARNING,
-                        format="blobdex: %(levelname)s: %(message)s")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="blobdex: %(levelname)s: %(message)s")
+    if verbose:  # our own details only; the libraries' debug output is noise here
+        for name in ("indexer", "query"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
     ctx.obj = {"config": config, "data_dir": data_dir}
 
 

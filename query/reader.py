@@ -7,11 +7,10 @@ from pathlib import Path
 
 import lancedb
 import numpy as np
-import pyarrow as pa
 import tantivy
 
 from indexer.languages import category
-from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, Manifest, SnapshotError,
+from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, SnapshotError,
                               open_manifest)
 
 
@@ -70,9 +69,6 @@ class SnapshotReader:
                 f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
                 f"(dim {self.manifest.dim}), this process embeds with {model_id!r}; rebuild with "
                 f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml")
-
-    def column(self, name: str) -> pa.ChunkedArray:
-        return self.rows.column(name)
 
 
 def _symbol_index(symbols: list[str], kinds: np.ndarray) -> dict[str, list[int]]:

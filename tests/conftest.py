@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -196,7 +196,3 @@ def hasher():
 
     return HashEmbedder()
 
-
-def clone_config(cfg: Config, root: Path, **changes) -> Config:
-    """The same repos, a fresh data dir under `root`."""
-    return replace(cfg, data_dir=root / "data", **changes)
