@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from indexer.chunk import CHUNKER_VERSION, Chunk
+from indexer.extract import EXTRACTOR_VERSION
 from indexer.ignore import POLICY_VERSION
 
 LOOKUP_BATCH = 500  # sqlite's default host-parameter limit is 999
@@ -30,6 +31,8 @@ class BlobEntry:
     fallback: str | None  # `parse_timeout` when tree-sitter gave up and line windows were used
     secrets_held_back: int
     chunks: tuple[Chunk, ...]
+    sha256: str | None = None  # of the bytes: what clients that hash files compare against
+    facts: dict | None = None  # extract.Facts.to_json()
 
 
 def text_id(text: str) -> str:
@@ -54,7 +57,7 @@ class Cache:
     @staticmethod
     def blob_key(blob_id: str, lang: str, max_bytes: int) -> str:
         # Everything the entry depends on besides the bytes themselves.
-        return f"{blob_id}:{lang}:p{POLICY_VERSION}:c{CHUNKER_VERSION}:m{max_bytes}"
+        return f"{blob_id}:{lang}:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:m{max_bytes}"
 
     def get_blobs(self, keys: list[str]) -> dict[str, BlobEntry]:
         found = {}

@@ -9,7 +9,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 from tree_sitter_language_pack import get_parser
 
 from indexer.languages import GRAMMARS, IDENTIFIER_RE, NEEDS_BODY, Grammar
@@ -51,13 +51,21 @@ class ParseTimeout(Exception):
 
 def chunk_text(text: str, lang: str) -> tuple[list[Chunk], str | None]:
     """Chunk decoded text; returns the chunks and a fallback reason (`parse_timeout`) or None."""
+    chunks, fallback, _ = chunk_and_parse(text, lang)
+    return chunks, fallback
+
+
+def chunk_and_parse(text: str, lang: str) -> tuple[list[Chunk], str | None, Tree | None]:
+    """As chunk_text, and the syntax tree too (None without a grammar or after a timeout), so
+    structural extraction does not parse the same bytes again."""
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
-    fallback = None
+    fallback, tree = None, None
     if lang in GRAMMARS:
         try:
-            spans = _syntax_spans(text.encode("utf-8"), lines, GRAMMARS[lang])
+            tree = parse(text.encode("utf-8"), GRAMMARS[lang].name)
+            spans = _syntax_spans(tree, lines, GRAMMARS[lang])
         except ParseTimeout:
             spans, fallback = _windows(lines, 0, len(lines) - 1, "", "text"), "parse_timeout"
     elif lang == "markdown":
@@ -74,7 +82,7 @@ def chunk_text(text: str, lang: str) -> tuple[list[Chunk], str | None]:
         body = "\n".join(lines[start:end + 1])
         if body.strip():
             chunks.append(Chunk(len(chunks), span.symbol, span.kind, start + 1, end + 1, body))
-    return chunks, fallback
+    return chunks, fallback, tree
 
 
 def _windows(lines: list[str], start: int, end: int, symbol: str, kind: str) -> list[Span]:
@@ -94,8 +102,9 @@ def _size(lines: list[str], start: int, end: int) -> int:
     return sum(len(lines[i]) + 1 for i in range(start, end + 1))
 
 
-def _parse(source: bytes, grammar: Grammar):
-    parser = get_parser(grammar.name)
+def parse(source: bytes, grammar_name: str) -> Tree:
+    """Parse with a time bound (PARSE_TIMEOUT_SECONDS); raises ParseTimeout past it."""
+    parser = get_parser(grammar_name)
     deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
 
     def read(offset: int, _point) -> bytes:
@@ -184,8 +193,7 @@ _KEYWORDS = frozenset({"def", "class", "function", "fn", "func", "pub", "public"
                        "sealed", "object", "val"})
 
 
-def _syntax_spans(source: bytes, lines: list[str], g: Grammar) -> list[Span]:
-    tree = _parse(source, g)
+def _syntax_spans(tree: Tree, lines: list[str], g: Grammar) -> list[Span]:
     spans: list[Span] = []
     containers: list[tuple[int, int, str]] = []  # (start, end, qualified name), for file-level gaps
 

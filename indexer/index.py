@@ -7,33 +7,33 @@ free, and a repo that fails keeps the content the previous snapshot had for it (
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import shutil
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import lancedb
 import numpy as np
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from indexer import mirror, snapshot
 from indexer.cache import BlobEntry, Cache, text_id
-from indexer.chunk import CHUNKER_VERSION, chunk_text
+from indexer.chunk import CHUNKER_VERSION, chunk_and_parse
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.embed import Embedder, embed_text, load_embedder, model_id_for
+from indexer.extract import EXTRACTOR_VERSION, FACT_COLUMNS, extract
 from indexer.ignore import POLICY_VERSION, SkipReason, skip_for_content
 from indexer.progress import Progress
 from indexer.report import Report, RepoReport
+from indexer.rows import Tables, add_repo, carried, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
 from indexer.secrets import credential_kind
-from indexer.snapshot import Manifest, RefState, RepoState
+from indexer.snapshot import Manifest, RepoState
 from indexer.tokenize import TOKENIZER_VERSION
-from indexer.write import write_chunks, write_files, write_lexical
+from indexer.write import write_chunks, write_graph, write_lexical
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +143,9 @@ def _mark_stale(w: _RepoWork, error: str) -> None:
 
 def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
     """True when a rebuild would reproduce `prev`: same repos at the same commits, same tools."""
-    if (prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version, prev.max_blob_bytes) != (
-            model_id, CHUNKER_VERSION, POLICY_VERSION, TOKENIZER_VERSION, cfg.max_blob_bytes):
+    if (prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version, prev.extractor_version,
+            prev.max_blob_bytes) != (model_id, CHUNKER_VERSION, POLICY_VERSION, TOKENIZER_VERSION,
+                                     EXTRACTOR_VERSION, cfg.max_blob_bytes):
         return False
     if {(r.org, r.name) for r in prev.repos} != {w.spec.key for w in work}:
         return False
@@ -165,13 +166,17 @@ def _fill_from_manifest(report: Report, prev: Manifest) -> None:
     _totals(report, prev)
 
 
-def _chunk_blob(data: bytes, lang: str, max_bytes: int) -> BlobEntry:
+def _chunk_blob(data: bytes, lang: str, max_bytes: int, clock: dict) -> BlobEntry:
+    """Everything derived from one blob's bytes: skip reason, or chunks (secrets held back) and facts."""
     skip = skip_for_content(data, max_bytes)
     if skip is not None:
         return BlobEntry(len(data), skip.value, None, 0, ())
-    chunks, fallback = chunk_text(data.decode("utf-8", "replace"), lang)
+    chunks, fallback, tree = chunk_and_parse(data.decode("utf-8", "replace"), lang)
     kept = tuple(c for c in chunks if credential_kind(c.text) is None)
-    return BlobEntry(len(data), None, fallback, len(chunks) - len(kept), kept)
+    started = time.monotonic()
+    facts = extract(tree, lang).to_json()
+    clock["extract"] += time.monotonic() - started
+    return BlobEntry(len(data), None, fallback, len(chunks) - len(kept), kept, hashlib.sha256(data).hexdigest(), facts)
 
 
 def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, str]]:
@@ -203,7 +208,7 @@ def _chunk_stage(cfg: Config, report: Report, wanted: dict[str, tuple[Path, str,
                     _, blob_id, lang = wanted[key]
                     try:
                         data = repo.object_store[blob_id.encode()].as_raw_string()
-                        pending[key] = _chunk_blob(data, lang, cfg.max_blob_bytes)
+                        pending[key] = _chunk_blob(data, lang, cfg.max_blob_bytes, report.seconds)
                     except Exception as exc:  # one bad file is recorded, never aborts a repo
                         log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
                         pending[key] = BlobEntry(0, SkipReason.UNREADABLE.value, None, 0, ())
@@ -217,58 +222,17 @@ def _chunk_stage(cfg: Config, report: Report, wanted: dict[str, tuple[Path, str,
     return entries
 
 
-_COLUMNS = ("org", "repo", "path", "blob_id", "chunk_index", "refs", "lang", "kind", "symbol",
-            "line_start", "line_end", "text")
-
-
-def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry],
-          report: Report) -> tuple[dict[str, list], dict[str, list], dict[tuple[str, str], RepoState]]:
-    """Chunk rows and file rows for the repos scanned this run; one chunk row per (path, blob) across refs."""
-    cols: dict[str, list] = {c: [] for c in _COLUMNS}
-    files: dict[str, list] = {c: [] for c in snapshot.FILES_SCHEMA.names}
-    states: dict[tuple[str, str], RepoState] = {}
+def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry]) -> tuple[Tables, dict]:
+    """Rows of every repo scanned this run, and their manifest states."""
+    tables, states = Tables(), {}
+    entry_of = entry_lookup(entries, cfg.max_blob_bytes)
     for w in work:
         if w.report.status != "ok":
             continue
-        state = RepoState(w.spec.org, w.spec.name, w.report.url, "ok", None, snapshot.now_iso(),
-                          [RefState(s.ref, s.commit_id) for s in w.scans])
-        refs_of: dict[tuple[str, str], list[str]] = defaultdict(list)
-        lang_of: dict[tuple[str, str], str] = {}
-        skipped: Counter = Counter()
-        for scan in w.scans:
-            for f in scan.files:
-                entry = None
-                if f.skip is None:
-                    entry = entries[Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)]
-                skip = f.skip.value if f.skip is not None else entry.skip
-                state.files += 1
-                if skip:
-                    skipped[skip] += 1
-                else:
-                    state.files_indexed += 1
-                    refs_of[(f.path, f.blob_id)].append(scan.ref)
-                    lang_of[(f.path, f.blob_id)] = f.lang
-                for name, value in (("org", w.spec.org), ("repo", w.spec.name), ("ref", scan.ref),
-                                    ("commit_id", scan.commit_id), ("path", f.path), ("blob_id", f.blob_id),
-                                    ("lang", f.lang), ("bytes", entry.size if entry else None), ("skip", skip),
-                                    ("chunks", len(entry.chunks) if entry and not skip else 0)):
-                    files[name].append(value)
-        for (path, blob_id), refs in refs_of.items():
-            lang = lang_of[(path, blob_id)]
-            entry = entries[Cache.blob_key(blob_id, lang, cfg.max_blob_bytes)]
-            state.secrets_held_back += entry.secrets_held_back
-            state.parse_fallbacks += entry.fallback is not None
-            for c in entry.chunks:
-                for name, value in (("org", w.spec.org), ("repo", w.spec.name), ("path", path),
-                                    ("blob_id", blob_id), ("chunk_index", c.index), ("refs", refs),
-                                    ("lang", lang), ("kind", c.kind), ("symbol", c.symbol),
-                                    ("line_start", c.line_start), ("line_end", c.line_end), ("text", c.text)):
-                    cols[name].append(value)
-                state.chunks += 1
-        state.files_skipped = dict(sorted(skipped.items()))
+        state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, w.scans, entry_of, snapshot.now_iso())
         states[w.spec.key] = state
         w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
-    return cols, files, states
+    return tables, states
 
 
 def _embed_stage(cfg: Config, report: Report, cols: dict[str, list], cache: Cache, embedder: Embedder | None,
@@ -300,54 +264,43 @@ def _embed_stage(cfg: Config, report: Report, cols: dict[str, list], cache: Cach
     return matrix.astype(np.float32, copy=False), embedder
 
 
-def _carried(prev_path: Path | None, prev: Manifest | None, work: list[_RepoWork], model_id: str):
-    """Rows of the previous snapshot for repos that failed this run, so they keep serving their content."""
-    stale = [w for w in work if w.report.status != "ok"]
-    if not stale or prev is None or prev.model_id != model_id:
-        return None, None, {}
-    table = lancedb.connect(str(prev_path / snapshot.VECTORS_DIR)).open_table(snapshot.CHUNKS_TABLE).to_arrow()
-    files = pq.read_table(prev_path / snapshot.FILES)
-    keep_rows = keep_files = None
-    states = {}
+def _carry_forward(tables: Tables, vectors: np.ndarray, prev_path: Path | None, prev: Manifest | None,
+                   work: list[_RepoWork], model_id: str, states: dict) -> np.ndarray:
+    """Append the previous snapshot's rows of repos that failed this run, so they keep serving."""
+    stale = [w for w in work if w.report.status != "ok" and prev is not None and prev.repo(*w.spec.key)]
+    if not stale or prev.model_id != model_id:
+        return vectors
+    chunks, others = carried(prev_path, [w.spec.key for w in stale])
+    tables.extend(tables.chunks, chunks)
+    tables.extend(tables.files, others["files"])
+    for name, table in others.items():
+        if name != "files":
+            tables.extend(tables.facts[name], table)
     for w in stale:
         before = prev.repo(*w.spec.key)
-        if before is None:
-            continue
-        m = pc.and_(pc.equal(table["org"], w.spec.org), pc.equal(table["repo"], w.spec.name))
-        keep_rows = m if keep_rows is None else pc.or_(keep_rows, m)
-        f = pc.and_(pc.equal(files["org"], w.spec.org), pc.equal(files["repo"], w.spec.name))
-        keep_files = f if keep_files is None else pc.or_(keep_files, f)
         states[w.spec.key] = RepoState(**{**before.__dict__, "status": "stale", "error": w.report.error})
         w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in before.refs]
         w.report.files, w.report.files_indexed, w.report.chunks = before.files, before.files_indexed, before.chunks
-    if keep_rows is None:
-        return None, None, states
-    return table.filter(keep_rows), files.filter(keep_files), states
+    if not chunks.num_rows:
+        return vectors
+    old = chunks.column("vector").combine_chunks().flatten().to_numpy().reshape(chunks.num_rows, -1)
+    return np.concatenate([vectors, old]) if len(vectors) else old
 
 
 def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cache: Cache, prev_path: Path | None,
            prev: Manifest | None, embedder: Embedder | None, model_id: str, show_progress: bool) -> Report:
     t0 = time.monotonic()
     entries = _chunk_stage(cfg, report, wanted, cache, show_progress)
-    cols, files, states = _rows(cfg, work, entries, report)
-    report.seconds["chunk"] = time.monotonic() - t0
+    tables, states = _rows(cfg, work, entries)
+    report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
 
     t0 = time.monotonic()
     dim_hint = prev.dim if prev is not None and prev.model_id == model_id else None
-    vectors, embedder = _embed_stage(cfg, report, cols, cache, embedder, model_id, dim_hint, show_progress)
+    vectors, embedder = _embed_stage(cfg, report, tables.chunks, cache, embedder, model_id, dim_hint, show_progress)
     report.seconds["embed"] = time.monotonic() - t0
 
     t0 = time.monotonic()
-    old_rows, old_files, old_states = _carried(prev_path, prev, work, model_id)
-    states.update(old_states)
-    if old_rows is not None and old_rows.num_rows:
-        for name in _COLUMNS:
-            cols[name].extend(old_rows.column(name).to_pylist())
-        old_vectors = old_rows.column("vector").combine_chunks().flatten().to_numpy().reshape(old_rows.num_rows, -1)
-        vectors = np.concatenate([vectors, old_vectors]) if len(vectors) else old_vectors
-    if old_files is not None:
-        for name in files:
-            files[name].extend(old_files.column(name).to_pylist())
+    vectors = _carry_forward(tables, vectors, prev_path, prev, work, model_id, states)
     for w in work:
         if w.spec.key not in states:  # failed, and nothing earlier to keep serving
             states[w.spec.key] = RepoState(w.spec.org, w.spec.name, w.report.url, "stale", w.report.error, None)
@@ -358,15 +311,16 @@ def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cac
         if dim == 0:
             embedder = embedder or load_embedder(cfg.model)
             dim = embedder.dim
-        table = write_chunks(built, cols, vectors.reshape(-1, dim))
+        table = write_chunks(built, tables.chunks, vectors.reshape(-1, dim))
         with Progress("lexical", table.num_rows, show_progress) as bar:
             write_lexical(built, table, bar)
-        write_files(built, files)
+        edge_count = write_graph(built, tables)
         report.seconds["write"] = time.monotonic() - t0
 
         t0 = time.monotonic()
         manifest = Manifest(snapshot_id, snapshot.now_iso(), model_id, dim, CHUNKER_VERSION, POLICY_VERSION,
-                            TOKENIZER_VERSION, [states[w.spec.key] for w in work], cfg.max_blob_bytes)
+                            TOKENIZER_VERSION, [states[w.spec.key] for w in work],
+                            max_blob_bytes=cfg.max_blob_bytes, extractor_version=EXTRACTOR_VERSION, edges=edge_count)
         snapshot.publish(cfg.data_dir, built, manifest)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
@@ -380,6 +334,8 @@ def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cac
 
 def _totals(report: Report, manifest: Manifest) -> None:
     report.chunks = manifest.chunks
+    report.graph = {t: sum(r.graph.get(t, 0) for r in manifest.repos) for t in FACT_COLUMNS}
+    report.graph["edges"] = manifest.edges
     for r in manifest.repos:
         report.files += r.files
         report.files_indexed += r.files_indexed

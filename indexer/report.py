@@ -7,7 +7,7 @@ import resource
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-STAGES = ("mirror", "scan", "chunk", "embed", "write", "publish")
+STAGES = ("mirror", "scan", "chunk", "extract", "embed", "write", "publish")
 
 
 @dataclass
@@ -42,6 +42,7 @@ class Report:
     files_skipped: Counter = field(default_factory=Counter)
     secrets_held_back: int = 0
     parse_fallbacks: int = 0
+    graph: dict[str, int] = field(default_factory=dict)  # rows per graph table, edges included
 
     @property
     def failed(self) -> bool:
@@ -69,6 +70,7 @@ class Report:
                 "files_skipped": dict(sorted(self.files_skipped.items())),
                 "secrets_held_back": self.secrets_held_back,
                 "parse_fallbacks": self.parse_fallbacks,
+                "graph": self.graph,
             },
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
@@ -100,6 +102,7 @@ class Report:
             f"  chunks {t['chunks']} ({t['chunks_embedded']} embedded, {t['chunks_reused']} from cache)",
             f"  files {t['files']}: {t['files_indexed']} indexed; skipped: {skipped}",
             f"  secrets held back {t['secrets_held_back']}, parse fallbacks {t['parse_fallbacks']}",
+            "  graph: " + (", ".join(f"{k} {v}" for k, v in t["graph"].items()) or "-"),
             f"  seconds: {secs}",
         ]
         return "\n".join(lines)

@@ -8,7 +8,11 @@ A snapshot is a directory under `<data_dir>/snapshots/`, immutable once publishe
                       its text and its vector. `row` is the row's position and its id everywhere.
     lexical/          a Tantivy index: one document per chunks row, keyed by `row`, fields
                       tokenized by indexer.tokenize (handed to Tantivy's `whitespace` tokenizer)
-    files.parquet     one row per (org, repo, ref, path): blob_id, lang, bytes, skip reason, chunks
+    graph/            Parquet tables, schemas in TABLE_SCHEMAS below:
+      files.parquet     one row per (org, repo, ref, path): blob_id, lang, bytes, sha256, skip reason, chunks
+      symbols, imports, calls, routes, env_keys, tasks, url_literals .parquet
+                        structural facts, one row per fact, keyed by (org, repo, path, blob_id, line)
+      edges.parquet     cross-repo coupling edges with evidence (indexer/graph.py)
 
 `<data_dir>/CURRENT` names the live snapshot. It is replaced atomically and written last,
 so a crash at any moment leaves the previous snapshot serving.
@@ -27,6 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from indexer.errors import BlobdexError
+from indexer.extract import FACT_COLUMNS
 
 # 1: initial layout.
 FORMAT_VERSION = 1
@@ -35,7 +40,7 @@ MANIFEST = "manifest.json"
 VECTORS_DIR = "vectors"
 CHUNKS_TABLE = "chunks"
 LEXICAL_DIR = "lexical"
-FILES = "files.parquet"
+GRAPH_DIR = "graph"
 CURRENT = "CURRENT"
 SNAPSHOTS_DIR = "snapshots"
 
@@ -57,8 +62,26 @@ def chunk_schema(dim: int) -> pa.Schema:
 FILES_SCHEMA = pa.schema([
     ("org", pa.string()), ("repo", pa.string()), ("ref", pa.string()), ("commit_id", pa.string()),
     ("path", pa.string()), ("blob_id", pa.string()), ("lang", pa.string()), ("bytes", pa.int64()),
-    ("skip", pa.string()), ("chunks", pa.int32()),
+    ("sha256", pa.string()), ("skip", pa.string()), ("chunks", pa.int32()),
 ])
+# Every fact row is keyed by where it was seen; `refs` lists the refs that reach that blob at that path.
+_FACT_KEY = [("org", pa.string()), ("repo", pa.string()), ("path", pa.string()), ("blob_id", pa.string()),
+             ("refs", pa.list_(pa.string()))]
+GRAPH_SCHEMAS = {
+    table: pa.schema(_FACT_KEY + [(c, pa.int32() if c in ("line", "line_end") else pa.string()) for c in columns])
+    for table, columns in FACT_COLUMNS.items()
+}
+EDGES_SCHEMA = pa.schema([
+    ("org", pa.string()), ("kind", pa.string()), ("key", pa.string()),
+    ("from_repo", pa.string()), ("from_path", pa.string()), ("from_line", pa.int32()),
+    ("to_repo", pa.string()), ("to_path", pa.string()), ("to_line", pa.int32()), ("detail", pa.string()),
+])
+# Table name -> schema for every Parquet file under graph/; `blobdex sql` shows one view per entry.
+TABLE_SCHEMAS = {"files": FILES_SCHEMA, **GRAPH_SCHEMAS, "edges": EDGES_SCHEMA}
+
+
+def graph_path(snapshot_dir: Path, table: str) -> Path:
+    return snapshot_dir / GRAPH_DIR / f"{table}.parquet"
 
 
 def lexical_schema():
@@ -94,6 +117,7 @@ class RepoState:
     chunks: int = 0
     secrets_held_back: int = 0
     parse_fallbacks: int = 0
+    graph: dict[str, int] = field(default_factory=dict)  # rows per fact table
 
 
 @dataclass
@@ -106,6 +130,8 @@ class Manifest:
     policy_version: int
     tokenizer_version: int
     repos: list[RepoState]
+    extractor_version: int = 0
+    edges: int = 0
     max_blob_bytes: int = 0  # the size cap the files were judged with
     format_version: int = FORMAT_VERSION
 

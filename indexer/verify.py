@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import tantivy
 
-from indexer.snapshot import (CHUNKS_TABLE, FILES, LEXICAL_DIR, VECTORS_DIR, SnapshotError, lexical_schema,
+from indexer.extract import FACT_COLUMNS
+from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, SnapshotError, graph_path, lexical_schema,
                               open_manifest)
 
 
@@ -20,13 +21,15 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
     problems: list[str] = []
     try:
         table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow()
-        files = pq.read_table(path / FILES)
+        files = pq.read_table(graph_path(path, "files"))
+        facts = {t: _per_repo(pq.read_table(graph_path(path, t), columns=["org", "repo"])) for t in FACT_COLUMNS}
+        edge_rows = pq.read_metadata(graph_path(path, "edges")).num_rows
         index = tantivy.Index.open(str(path / LEXICAL_DIR))
     except Exception as exc:
         raise SnapshotError(f"cannot open the stores of snapshot {str(path)!r}: {exc}; "
                             f"rebuild with 'blobdex index --full'") from exc
-    rows = Counter(zip(table.column("org").to_pylist(), table.column("repo").to_pylist()))
-    file_rows = Counter(zip(files.column("org").to_pylist(), files.column("repo").to_pylist()))
+    rows = _per_repo(table)
+    file_rows = _per_repo(files)
     indexed = Counter((o, r) for o, r, s in zip(files.column("org").to_pylist(), files.column("repo").to_pylist(),
                                                 files.column("skip").to_pylist()) if s is None)
     searcher = index.searcher()
@@ -40,6 +43,11 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
         if indexed[key] != repo.files_indexed:
             problems.append(f"{repo.org}/{repo.name}: manifest says {repo.files_indexed} indexed files, "
                             f"files table has {indexed[key]}")
+        for name, fact_rows in facts.items():
+            have = fact_rows[key]
+            if have != repo.graph.get(name, 0):
+                problems.append(f"{repo.org}/{repo.name}: manifest says {repo.graph.get(name, 0)} {name} rows, "
+                                f"graph/{name}.parquet has {have}")
         q = tantivy.Query.boolean_query([
             (tantivy.Occur.Must, tantivy.Query.term_query(schema, "org", repo.org)),
             (tantivy.Occur.Must, tantivy.Query.term_query(schema, "repo", repo.name))])
@@ -49,6 +57,8 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
     extra = set(rows) - {(r.org, r.name) for r in manifest.repos}
     for org, name in sorted(extra):
         problems.append(f"{org}/{name}: {rows[(org, name)]} chunk rows for a repo the manifest does not list")
+    if edge_rows != manifest.edges:
+        problems.append(f"manifest says {manifest.edges} edges, graph/edges.parquet has {edge_rows}")
     if searcher.num_docs != table.num_rows:
         problems.append(f"lexical index has {searcher.num_docs} documents, vectors table has {table.num_rows} rows")
     ids = np.sort(np.asarray(table.column("row").to_pylist(), dtype=np.int64))
@@ -63,3 +73,7 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
         if bad:
             problems.append(f"{bad} vectors are not unit length (or not finite)")
     return manifest.snapshot_id, problems
+
+
+def _per_repo(table) -> Counter:
+    return Counter(zip(table.column("org").to_pylist(), table.column("repo").to_pylist()))

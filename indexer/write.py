@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
-from indexer.snapshot import (CHUNKS_TABLE, FILES, FILES_SCHEMA, LEXICAL_DIR, VECTORS_DIR, chunk_schema,
-                              lexical_schema)
+from indexer.graph import EDGE_INPUTS, edges
+from indexer.snapshot import (CHUNKS_TABLE, EDGES_SCHEMA, FILES_SCHEMA, GRAPH_DIR, GRAPH_SCHEMAS, LEXICAL_DIR,
+                              VECTORS_DIR, chunk_schema, graph_path, lexical_schema)
 from indexer.tokenize import path_tokens, tokens
 
 TANTIVY_HEAP_BYTES = 256 * 1024 * 1024
@@ -62,5 +63,19 @@ def write_lexical(built: Path, table: pa.Table, progress=None) -> None:
     writer.wait_merging_threads()
 
 
-def write_files(built: Path, rows: dict[str, list]) -> None:
-    pq.write_table(pa.table(rows, schema=FILES_SCHEMA), built / FILES)
+def write_graph(built: Path, tables) -> int:
+    """files.parquet, one Parquet file per fact table, and the coupling edges derived from them.
+    Returns the number of edges."""
+    (built / GRAPH_DIR).mkdir()
+    pq.write_table(pa.table(tables.files, schema=FILES_SCHEMA), graph_path(built, "files"))
+    for name, columns in tables.facts.items():
+        pq.write_table(pa.table(columns, schema=GRAPH_SCHEMAS[name]), graph_path(built, name))
+    facts = {name: tables.fact_rows(name) for name in EDGE_INPUTS}
+    files = tables.file_rows()
+    rows = []
+    for org in sorted(set(tables.files["org"])):
+        in_org = {name: [r for r in facts[name] if r["org"] == org] for name in facts}
+        rows += edges(org, in_org, [f for f in files if f["org"] == org])
+    columns = {name: [r[name] for r in rows] for name in EDGES_SCHEMA.names}
+    pq.write_table(pa.table(columns, schema=EDGES_SCHEMA), graph_path(built, "edges"))
+    return len(rows)

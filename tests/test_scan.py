@@ -5,7 +5,7 @@ import pytest
 
 from indexer.ignore import SkipReason, skip_for_content, skip_for_path, validate_path
 from indexer.secrets import credential_kind
-from indexer.snapshot import FILES, open_manifest
+from indexer.snapshot import graph_path, open_manifest
 
 
 @pytest.mark.parametrize("raw", [b"../x.py", b"a/../../etc/passwd", b"/abs.py", b".git/config", b"a/.GIT/hooks",
@@ -57,7 +57,7 @@ def test_credential_detection(text, kind):
 
 def test_every_skip_is_recorded_with_its_reason(corpus):
     path, manifest = open_manifest(corpus.cfg.data_dir)
-    files = pq.read_table(path / FILES).to_pylist()
+    files = pq.read_table(graph_path(path, "files")).to_pylist()
     main = {f["path"]: f["skip"] for f in files if f["repo"] == "api" and f["org"] == "default"
             and f["ref"] == "refs/heads/main"}
     assert main == {
