@@ -55,17 +55,19 @@ def chunk_text(text: str, lang: str) -> tuple[list[Chunk], str | None]:
     return chunks, fallback
 
 
-def chunk_and_parse(text: str, lang: str) -> tuple[list[Chunk], str | None, Tree | None]:
-    """As chunk_text, and the syntax tree too (None without a grammar or after a timeout), so
-    structural extraction does not parse the same bytes again."""
+def chunk_and_parse(text: str, lang: str) -> tuple[list[Chunk], str | None, tuple[Tree, bytes] | None]:
+    """As chunk_text, and the syntax tree with the bytes it was parsed from (None without a grammar
+    or after a timeout), so structural extraction does not parse the same bytes again."""
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
-    fallback, tree = None, None
+    fallback, parsed = None, None
     if lang in GRAMMARS:
         try:
-            tree = parse(text.encode("utf-8"), GRAMMARS[lang].name)
-            spans = _syntax_spans(tree, lines, GRAMMARS[lang])
+            src = text.encode("utf-8")
+            tree = parse(src, GRAMMARS[lang].name)
+            parsed = (tree, src)
+            spans = _syntax_spans(tree, src, lines, GRAMMARS[lang])
         except ParseTimeout:
             spans, fallback = _windows(lines, 0, len(lines) - 1, "", "text"), "parse_timeout"
     elif lang == "markdown":
@@ -82,7 +84,7 @@ def chunk_and_parse(text: str, lang: str) -> tuple[list[Chunk], str | None, Tree
         body = "\n".join(lines[start:end + 1])
         if body.strip():
             chunks.append(Chunk(len(chunks), span.symbol, span.kind, start + 1, end + 1, body))
-    return chunks, fallback, tree
+    return chunks, fallback, parsed
 
 
 def _windows(lines: list[str], start: int, end: int, symbol: str, kind: str) -> list[Span]:
@@ -147,39 +149,40 @@ def _outer(node: Node, g: Grammar) -> Node:
     return node
 
 
-def _text(node: Node | None) -> str:
-    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
+def _text(node: Node | None, src: bytes) -> str:
+    # Sliced from our own copy: `node.text` re-reads through the parse callback, byte by chunk.
+    return src[node.start_byte:node.end_byte].decode("utf-8", "replace") if node is not None else ""
 
 
-def _innermost_name(node: Node | None) -> str:
+def _innermost_name(node: Node | None, src: bytes) -> str:
     """C/C++ declarators nest (`*f(int)`): follow `declarator` fields down to the name."""
     while node is not None and node.child_by_field_name("declarator") is not None:
         node = node.child_by_field_name("declarator")
-    return _text(node)
+    return _text(node, src)
 
 
-def _name(node: Node) -> str:
+def _name(node: Node, src: bytes) -> str:
     t = node.type
     if t == "impl_item":
-        return _text(node.child_by_field_name("type"))
+        return _text(node.child_by_field_name("type"), src)
     if t == "type_declaration":
         spec = next((c for c in node.children if c.type in ("type_spec", "type_alias")), None)
-        return _text(spec.child_by_field_name("name")) if spec is not None else ""
+        return _text(spec.child_by_field_name("name"), src) if spec is not None else ""
     if t == "method_declaration" and node.child_by_field_name("receiver") is not None:
-        receiver = _text(node.child_by_field_name("receiver"))
+        receiver = _text(node.child_by_field_name("receiver"), src)
         types = IDENTIFIER_RE.findall(receiver)
-        name = _text(node.child_by_field_name("name"))
+        name = _text(node.child_by_field_name("name"), src)
         return f"{types[-1]}.{name}" if types else name
     name = node.child_by_field_name("name")
     if name is not None:
-        return _text(name)
+        return _text(name, src)
     declarator = node.child_by_field_name("declarator")
     if declarator is not None:
-        return _innermost_name(declarator)
+        return _innermost_name(declarator, src)
     for child in node.named_children:  # grammars without a `name` field (kotlin, …)
         if child.type in _NAME_NODES:
-            return _text(child)
-    first_line = _text(node).split("\n", 1)[0]
+            return _text(child, src)
+    first_line = _text(node, src).split("\n", 1)[0]
     words = [w for w in IDENTIFIER_RE.findall(first_line) if w not in _KEYWORDS]
     return words[0] if words else ""
 
@@ -193,7 +196,7 @@ _KEYWORDS = frozenset({"def", "class", "function", "fn", "func", "pub", "public"
                        "sealed", "object", "val"})
 
 
-def _syntax_spans(tree: Tree, lines: list[str], g: Grammar) -> list[Span]:
+def _syntax_spans(tree: Tree, src: bytes, lines: list[str], g: Grammar) -> list[Span]:
     spans: list[Span] = []
     containers: list[tuple[int, int, str]] = []  # (start, end, qualified name), for file-level gaps
 
@@ -203,7 +206,7 @@ def _syntax_spans(tree: Tree, lines: list[str], g: Grammar) -> list[Span]:
             start, end = outer.start_point[0], outer.end_point[0]
             if end >= len(lines):
                 end = len(lines) - 1
-            name = _name(node)
+            name = _name(node, src)
             qname = f"{prefix}{name}" if name else prefix.rstrip(".")
             if node.type in g.containers:
                 kind = "class"

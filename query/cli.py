@@ -118,6 +118,71 @@ def status(ctx, org, as_json) -> None:
                    f"chunks {r['chunks']}  {state}")
 
 
+@cli.command()
+@click.argument("query")
+@click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV with a header.")
+@click.pass_context
+def sql(ctx, query, as_json, as_csv) -> None:
+    """Run read-only SQL (DuckDB) over the live snapshot's tables: files, symbols, imports, calls,
+    routes, env_keys, tasks, url_literals, edges, and chunks (text, no vectors)."""
+    from query.sql import run
+
+    cfg = cli_config(ctx)
+    _, columns, rows = run(cfg.data_dir, query)
+    if as_json:
+        click.echo(json.dumps([dict(zip(columns, r)) for r in rows], indent=2, default=str))
+    elif as_csv:
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        click.echo(_table(columns, rows))
+
+
+def _table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
+    cells = [[("" if v is None else str(v)).replace("\n", " ")[:max_width] for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
+    out = [line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
+    return "\n".join(out + [f"({len(rows)} row{'s' if len(rows) != 1 else ''})"])
+
+
+@cli.command()
+@click.argument("symbol")
+@click.option("--repo", help="Only definitions in this repo (callers are still found in every repo).")
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def context(ctx, symbol, repo, org, as_json) -> None:
+    """Where SYMBOL is defined, who calls it (in every repo), routes and env keys in it, coupling edges."""
+    from query.context import context as run_context
+
+    cfg = cli_config(ctx)
+    data = run_context(cfg.data_dir, symbol, org, repo)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for d in data["definitions"]:
+        click.echo(click.style(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}", bold=True)
+                   + f"  {d['qualified_name']} ({d['kind']})")
+        click.echo(f"    {d['signature']}" + (f"\n    {d['doc']}" if d["doc"] else ""))
+    by_repo = ", ".join(f"{r} {n}" for r, n in data["callers_by_repo"].items()) or "none"
+    click.echo(f"\ncallers: {data['callers_total']} ({by_repo})")
+    for c in data["callers"][:50]:
+        click.echo(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}")
+    for title, rows, fmt in (
+            ("routes", data["routes"], lambda r: f"{r['method']} {r['pattern']} -> {r['handler']}  ({r['repo']}:{r['path']}:{r['line']})"),
+            ("env keys", data["env_keys"], lambda e: f"{e['key']} via {e['how']}  ({e['repo']}:{e['path']}:{e['line']})"),
+            ("edges", data["edges"], lambda e: f"{e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']}"
+                                               f" -> {e['to_repo']}:{e['to_path']}:{e['to_line']}")):
+        click.echo(f"\n{title}: {len(rows)}")
+        for r in rows:
+            click.echo(f"  {fmt(r)}")
+
+
 def main() -> None:
     try:
         code = cli.main(standalone_mode=False)

@@ -1,0 +1,45 @@
+"""`blobdex sql`: DuckDB over the live snapshot's tables, read-only and without file access."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import lancedb
+import pyarrow.parquet as pq
+
+from indexer.errors import BlobdexError
+from indexer.snapshot import CHUNKS_TABLE, TABLE_SCHEMAS, VECTORS_DIR, graph_path, open_manifest
+
+
+class SqlError(BlobdexError):
+    """DuckDB refused the query; the message is DuckDB's own."""
+
+
+def connect(data_dir: Path) -> tuple[str, duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB with one table per graph table, then file access switched off for good."""
+    path, manifest = open_manifest(data_dir)
+    con = duckdb.connect(":memory:")
+    for name in TABLE_SCHEMAS:
+        con.register(name, pq.read_table(graph_path(path, name)))
+    return manifest.snapshot_id, con
+
+
+def run(data_dir: Path, query: str) -> tuple[str, list[str], list[tuple]]:
+    """(snapshot_id, column names, rows) of one query."""
+    snapshot_id, con = connect(data_dir)
+    if re.search(r"\bchunks\b", query, re.IGNORECASE):  # loaded only when asked for: it holds all text
+        path, _ = open_manifest(data_dir, snapshot_id)
+        table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow().drop_columns(["vector"])
+        con.register("chunks", table)
+    # Nothing a query says can read or write files, or switch this back on.
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    try:
+        result = con.execute(query)
+        columns = [d[0] for d in result.description] if result.description else []
+        rows = result.fetchall() if result.description else []
+    except duckdb.Error as exc:
+        raise SqlError(f"query failed: {exc}") from exc
+    return snapshot_id, columns, rows
