@@ -38,7 +38,8 @@ class Site:
 
 def route_segments(pattern: str) -> tuple[str, ...] | None:
     """Normalized path segments with parameters as `{}`; None for patterns too vague to couple on."""
-    path = pattern.split("?")[0].split("#")[0].strip().lstrip("^").rstrip("$")
+    path = pattern if "(?" in pattern else pattern.split("?")[0].split("#")[0]  # a regex route keeps its groups
+    path = path.strip().lstrip("^").rstrip("$")
     segments = tuple("{}" if PARAM_RE.match(s) or "{}" in s else s.lower() for s in path.split("/") if s)
     if not any(s != "{}" for s in segments):
         return None

@@ -1,0 +1,292 @@
+"""The structural graph: facts per language, coupling edges across services, DuckDB over the Parquet."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from indexer.chunk import chunk_and_parse
+from indexer.config import RepoSpec
+from indexer.extract import extract
+from indexer.graph import route_segments
+from indexer.index import run
+from indexer.snapshot import GRAPH_DIR, open_manifest
+from indexer.verify import verify
+from query.context import ContextError, context
+from query.sql import SqlError
+from query.sql import run as run_sql
+from tests import gitrepo
+from tests.conftest import write_config
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOBDEX = str(Path(sys.executable).parent / "blobdex")
+
+SERVICES = {
+    "orders": {
+        "orders/__init__.py": b"",
+        "orders/app.py": b'''import logging
+import os
+
+from flask import Flask
+
+app = Flask(__name__)
+PAYMENTS = os.environ["PAYMENTS_URL"]
+LEVEL = os.getenv("LOG_LEVEL")
+
+
+@app.route("/api/orders/<int:order_id>", methods=["GET"])
+def get_order(order_id):
+    """Return one order."""
+    return lookup(order_id)
+
+
+def lookup(order_id):
+    return {"id": order_id}
+''',
+        "orders/tasks.py": b'''from celery import shared_task
+
+
+@shared_task(name="orders.send_receipt")
+def send_receipt(order_id):
+    return order_id
+''',
+        "orders/models.py": b'''class Customer(db.Model):
+    id = db.Column(db.Integer, primary_key=True)
+''',
+    },
+    "payments": {
+        "payments/__init__.py": b"",
+        "payments/client.py": b'''import os
+
+import requests
+
+from orders.models import Customer
+
+
+def fetch_order(order_id):
+    base = os.getenv("PAYMENTS_URL")
+    level = os.environ.get("LOG_LEVEL")
+    return requests.get(f"http://orders.internal/api/orders/{order_id}")
+
+
+def charge(order_id):
+    celery_app.send_task("orders.send_receipt", args=[order_id])
+    return lookup(order_id)
+''',
+        "payments/models.py": b'''class Customer(Base):
+    __tablename__ = "customers"
+''',
+    },
+    "web": {
+        "server.js": b'''const express = require("express");
+const app = express();
+
+app.get("/api/carts/:id", showCart);
+
+function showCart(req, res) {
+  const payments = process.env.PAYMENTS_URL;
+  const level = process.env.LOG_LEVEL;
+  return fetch(`/api/orders/${req.params.id}`).then((r) => res.json(r));
+}
+''',
+    },
+    "gateway": {
+        "main.go": b'''package main
+
+import (
+	"net/http"
+	"os"
+)
+
+func main() {
+	level := os.Getenv("LOG_LEVEL")
+	http.HandleFunc("GET /healthz", health)
+	_ = level
+}
+''',
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    root = tmp_path_factory.mktemp("services")
+    specs = []
+    for name, files in SERVICES.items():
+        repo = gitrepo.init(root / "src" / name)
+        gitrepo.commit(repo, files)
+        specs.append(RepoSpec(name, str(root / "src" / name)))
+    cfg = write_config(root, specs)
+    report = run(cfg, show_progress=False)
+    path, _ = open_manifest(cfg.data_dir)
+    return cfg, report, path, _rows(path / GRAPH_DIR / "edges.parquet")
+
+
+def _rows(parquet: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(parquet).to_pylist()
+
+
+def edges_of(edges, kind):
+    return sorted((e["from_repo"], e["to_repo"], e["key"], e["from_path"], e["from_line"], e["to_path"], e["to_line"])
+                  for e in edges if e["kind"] == kind)
+
+
+def test_http_call_edges_join_urls_to_routes_in_other_repos(services):
+    _, _, _, edges = services
+    assert edges_of(edges, "http_call") == [
+        ("payments", "orders", "GET /api/orders/<int:order_id>", "payments/client.py", 11, "orders/app.py", 11),
+        ("web", "orders", "GET /api/orders/<int:order_id>", "server.js", 9, "orders/app.py", 11),
+    ]
+
+
+def test_task_edge_links_producer_to_consumer(services):
+    _, _, _, edges = services
+    assert edges_of(edges, "task") == [
+        ("payments", "orders", "orders.send_receipt", "payments/client.py", 15, "orders/tasks.py", 4)]
+
+
+def test_env_key_edges_skip_keys_read_by_too_many_repos(services):
+    _, _, _, edges = services
+    env = edges_of(edges, "env_key")
+    assert {(a, b) for a, b, key, *_ in env if key == "PAYMENTS_URL"} == {
+        ("orders", "payments"), ("orders", "web"), ("payments", "web")}
+    assert not [e for e in env if e[2] == "LOG_LEVEL"]  # four repos read it: a convention, not a coupling
+    assert ("orders", "payments", "PAYMENTS_URL", "orders/app.py", 7, "payments/client.py", 9) in env
+
+
+def test_db_model_and_import_edges(services):
+    _, _, _, edges = services
+    assert edges_of(edges, "db_model") == [
+        ("orders", "payments", "Customer", "orders/models.py", 1, "payments/models.py", 1)]
+    assert edges_of(edges, "import") == [
+        ("payments", "orders", "orders", "payments/client.py", 5, "orders/__init__.py", 1)]
+
+
+def test_manifest_counts_reconcile_and_report_has_table_counts(services):
+    cfg, report, _, edges = services
+    assert verify(cfg.data_dir)[1] == []
+    d = report.to_dict()
+    assert d["totals"]["graph"]["edges"] == len(edges) == 8  # 2 http_call, task, 3 env_key, db_model, import
+    assert d["totals"]["graph"]["routes"] == 3 and d["seconds"]["extract"] >= 0
+
+
+def test_context_finds_definitions_and_callers_in_every_repo(services):
+    cfg, _, _, _ = services
+    data = context(cfg.data_dir, "lookup")
+    assert [(d["repo"], d["path"], d["line"]) for d in data["definitions"]] == [("orders", "orders/app.py", 17)]
+    assert data["callers_by_repo"] == {"orders": 1, "payments": 1}
+    assert {(c["repo"], c["caller"]) for c in data["callers"]} == {("orders", "get_order"), ("payments", "charge")}
+
+
+def test_context_of_a_route_handler_lists_route_env_and_edges(services):
+    cfg, _, _, _ = services
+    data = context(cfg.data_dir, "get_order", repo="orders")
+    assert [(r["method"], r["pattern"]) for r in data["routes"]] == [("GET", "/api/orders/<int:order_id>")]
+    assert {(e["kind"], e["from_repo"]) for e in data["edges"]} == {("http_call", "payments"), ("http_call", "web")}
+    assert data["definitions"][0]["doc"] == "Return one order."
+    fetch = context(cfg.data_dir, "fetch_order")
+    assert {e["key"] for e in fetch["env_keys"]} == {"PAYMENTS_URL", "LOG_LEVEL"}
+    with pytest.raises(ContextError, match="no definition of 'nope'"):
+        context(cfg.data_dir, "nope")
+
+
+def test_duckdb_reads_the_published_parquet_directly(services):
+    _, _, path, _ = services
+    con = duckdb.connect()
+    graph = path / GRAPH_DIR
+    rows = con.execute(f"""
+        SELECT c.repo, count(*) AS n
+        FROM read_parquet('{graph}/calls.parquet') c
+        JOIN read_parquet('{graph}/symbols.parquet') s ON s.name = c.callee AND s.org = c.org
+        WHERE s.qualified_name = 'lookup'
+        GROUP BY c.repo ORDER BY c.repo""").fetchall()
+    assert rows == [("orders", 1), ("payments", 1)]
+
+
+def readme_queries() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- tested: duckdb-queries", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
+    return [q.strip() for q in block.split(";") if q.strip()]
+
+
+def test_readme_duckdb_queries_run_on_a_real_snapshot(services):
+    _, _, path, _ = services
+    queries = readme_queries()
+    assert len(queries) == 3
+    con = duckdb.connect()
+    results = [con.execute(q.replace("SNAPSHOT/graph", str(path / GRAPH_DIR))).fetchall()
+               for q in queries]
+    assert results[0] and results[1] and {r[0] for r in results[1]} == {"orders", "payments", "web"}
+    assert {r[0] for r in results[2]} >= {"http_call", "task", "env_key", "db_model", "import"}
+
+
+def test_sql_is_read_only_and_reports_duckdb_errors(services):
+    cfg, _, _, _ = services
+    _, columns, rows = run_sql(cfg.data_dir, "SELECT kind, count(*) AS n FROM edges GROUP BY kind ORDER BY kind")
+    assert columns == ["kind", "n"] and dict(rows)["http_call"] == 2
+    with pytest.raises(SqlError, match="Permission Error"):
+        run_sql(cfg.data_dir, "COPY edges TO '/tmp/blobdex-should-not-exist.csv'")
+    with pytest.raises(SqlError, match="Permission Error"):
+        run_sql(cfg.data_dir, "SELECT * FROM read_csv('/etc/hostname')")
+    with pytest.raises(SqlError, match="Parser Error"):
+        run_sql(cfg.data_dir, "SELEC nonsense")
+    _, _, rows = run_sql(cfg.data_dir, "SELECT count(*) FROM chunks WHERE repo = 'orders'")
+    assert rows[0][0] > 0
+
+
+def test_sql_and_context_commands(services):
+    cfg, _, _, _ = services
+    env = {**os.environ, "BLOBDEX_CONFIG": str(cfg.path), "BLOBDEX_DATA_DIR": str(cfg.data_dir)}
+    out = subprocess.run([BLOBDEX, "sql", "SELECT name FROM symbols WHERE repo = 'web' ORDER BY name", "--json"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [{"name": "showCart"}]
+    csv = subprocess.run([BLOBDEX, "sql", "SELECT kind, key FROM edges WHERE kind = 'task'", "--csv"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert csv.splitlines() == ["kind,key", "task,orders.send_receipt"]
+    bad = subprocess.run([BLOBDEX, "sql", "DROP TABLE edges; SELEC"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("blobdex: error: query failed:")
+    ctx = subprocess.run([BLOBDEX, "context", "lookup"], env=env, capture_output=True, text=True, check=True).stdout
+    assert "orders:orders/app.py:17" in ctx and "payments:payments/client.py:16  in charge" in ctx
+
+
+FACT_SAMPLES = [
+    ("python", b"import os\nfrom a.b import c as d\n\nclass K(Base):\n    def m(self):\n        return os.path.join(x)\n",
+     {"K", "K.m"}, {("os", ""), ("a.b", "c")}, {("K.m", "join", "os")}),
+    ("javascript", b'import x from "lib";\nconst y = require("dep");\nexport function f() { return x.run(); }\n',
+     {"f"}, {("lib", ""), ("dep", "")}, {("f", "run", "x"), ("", "require", "require")}),
+    ("typescript", b'import { z } from "zod";\nexport class S {\n  go(): void { this.api.call(); }\n}\n',
+     {"S", "S.go"}, {("zod", "")}, {("S.go", "call", "this")}),
+    ("go", b'package p\n\nimport "fmt"\n\ntype T struct{}\n\nfunc (t *T) Run() { fmt.Println(1) }\n',
+     {"T", "T.Run"}, {("fmt", "")}, {("T.Run", "Println", "fmt")}),
+    ("java", b"package p;\nimport java.util.List;\nclass A {\n  void b() { list.add(1); }\n}\n",
+     {"A", "A.b"}, {("java.util.List", "")}, {("A.b", "add", "list")}),
+]
+
+
+@pytest.mark.parametrize("lang,source,symbols,imports,calls", FACT_SAMPLES, ids=[s[0] for s in FACT_SAMPLES])
+def test_facts_per_language(lang, source, symbols, imports, calls):
+    _, _, parsed = chunk_and_parse(source.decode(), lang)
+    facts = extract(parsed, lang)
+    assert {s[1] for s in facts.symbols} == symbols
+    assert {(i[0], i[1]) for i in facts.imports} == imports
+    assert {(c[0], c[1], c[2]) for c in facts.calls} >= calls
+
+
+def test_syntax_errors_keep_what_can_be_recovered():
+    _, _, parsed = chunk_and_parse("def ok():\n    os.getenv('KEY_A')\n\ndef broken(:\n    pass\n", "python")
+    facts = extract(parsed, "python")
+    assert "ok" in {s[0] for s in facts.symbols} and [e[0] for e in facts.env_keys] == ["KEY_A"]
+
+
+@pytest.mark.parametrize("pattern,segments", [
+    ("/api/orders/<int:order_id>", ("api", "orders", "{}")), ("/api/carts/:id", ("api", "carts", "{}")),
+    ("/users/{id}/", ("users", "{}")), ("^api/(?P<pk>[0-9]+)/$", ("api", "{}")), ("/", None), ("/{id}", None),
+])
+def test_route_segments(pattern, segments):
+    assert route_segments(pattern) == segments
