@@ -33,6 +33,7 @@ class BlobEntry:
     chunks: tuple[Chunk, ...]
     sha256: str | None = None  # of the bytes: what clients that hash files compare against
     facts: dict | None = None  # extract.Facts.to_json()
+    syntax_error: bool = False  # parsed with errors: chunks and facts are what could be recovered
 
 
 def text_id(text: str) -> str:

@@ -171,12 +171,14 @@ def _chunk_blob(data: bytes, lang: str, max_bytes: int, clock: dict) -> BlobEntr
     skip = skip_for_content(data, max_bytes)
     if skip is not None:
         return BlobEntry(len(data), skip.value, None, 0, ())
-    chunks, fallback, tree = chunk_and_parse(data.decode("utf-8", "replace"), lang)
+    chunks, fallback, parsed = chunk_and_parse(data.decode("utf-8", "replace"), lang)
     kept = tuple(c for c in chunks if credential_kind(c.text) is None)
     started = time.monotonic()
-    facts = extract(tree, lang).to_json()
+    facts = extract(parsed, lang).to_json()
     clock["extract"] += time.monotonic() - started
-    return BlobEntry(len(data), None, fallback, len(chunks) - len(kept), kept, hashlib.sha256(data).hexdigest(), facts)
+    syntax_error = parsed is not None and parsed[0].root_node.has_error
+    return BlobEntry(len(data), None, fallback, len(chunks) - len(kept), kept, hashlib.sha256(data).hexdigest(),
+                     facts, syntax_error)
 
 
 def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, str]]:
@@ -342,3 +344,4 @@ def _totals(report: Report, manifest: Manifest) -> None:
         report.files_skipped.update(r.files_skipped)
         report.secrets_held_back += r.secrets_held_back
         report.parse_fallbacks += r.parse_fallbacks
+        report.syntax_errors += r.syntax_errors

@@ -42,6 +42,7 @@ class Report:
     files_skipped: Counter = field(default_factory=Counter)
     secrets_held_back: int = 0
     parse_fallbacks: int = 0
+    syntax_errors: int = 0
     graph: dict[str, int] = field(default_factory=dict)  # rows per graph table, edges included
 
     @property
@@ -70,6 +71,7 @@ class Report:
                 "files_skipped": dict(sorted(self.files_skipped.items())),
                 "secrets_held_back": self.secrets_held_back,
                 "parse_fallbacks": self.parse_fallbacks,
+                "syntax_errors": self.syntax_errors,
                 "graph": self.graph,
             },
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
@@ -101,7 +103,8 @@ class Report:
             f"  blobs {t['blobs']} ({t['blobs_new']} new, {t['blobs_reused']} reused)",
             f"  chunks {t['chunks']} ({t['chunks_embedded']} embedded, {t['chunks_reused']} from cache)",
             f"  files {t['files']}: {t['files_indexed']} indexed; skipped: {skipped}",
-            f"  secrets held back {t['secrets_held_back']}, parse fallbacks {t['parse_fallbacks']}",
+            f"  secrets held back {t['secrets_held_back']}, parse fallbacks {t['parse_fallbacks']}, "
+            f"files with syntax errors {t['syntax_errors']}",
             "  graph: " + (", ".join(f"{k} {v}" for k, v in t["graph"].items()) or "-"),
             f"  seconds: {secs}",
         ]

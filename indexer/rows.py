@@ -80,6 +80,7 @@ def add_repo(tables: Tables, org: str, name: str, url: str, scans: list[RefScan]
         entry: BlobEntry = entry_of(blob_id, lang)
         state.secrets_held_back += entry.secrets_held_back
         state.parse_fallbacks += entry.fallback is not None
+        state.syntax_errors += entry.syntax_error
         for c in entry.chunks:
             for column, value in (("org", org), ("repo", name), ("path", path), ("blob_id", blob_id),
                                   ("chunk_index", c.index), ("refs", refs), ("lang", lang), ("kind", c.kind),

@@ -117,6 +117,7 @@ class RepoState:
     chunks: int = 0
     secrets_held_back: int = 0
     parse_fallbacks: int = 0
+    syntax_errors: int = 0  # files that parsed with errors: indexed with what could be recovered
     graph: dict[str, int] = field(default_factory=dict)  # rows per fact table
 
 

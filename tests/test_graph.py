@@ -290,3 +290,14 @@ def test_syntax_errors_keep_what_can_be_recovered():
 ])
 def test_route_segments(pattern, segments):
     assert route_segments(pattern) == segments
+
+
+def test_a_file_with_syntax_errors_is_counted_and_never_aborts_its_repo(tmp_path):
+    repo = gitrepo.init(tmp_path / "src" / "r")
+    gitrepo.commit(repo, {"bad.py": b"def ok():\n    return os.getenv('KEY_A')\n\ndef broken(:\n    pass\n",
+                          "good.py": b"def fine():\n    return 1\n"})
+    cfg = write_config(tmp_path, [RepoSpec("r", str(tmp_path / "src" / "r"))])
+    report = run(cfg, show_progress=False)
+    assert report.repos[0].status == "ok" and report.syntax_errors == 1
+    _, _, rows = run_sql(cfg.data_dir, "SELECT path, key FROM env_keys")
+    assert rows == [("bad.py", "KEY_A")]
