@@ -20,6 +20,7 @@ import numpy as np
 
 from indexer import mirror, snapshot
 from indexer.cache import BlobEntry, Cache, text_id
+from indexer.cards import card_texts
 from indexer.chunk import CHUNKER_VERSION, chunk_and_parse
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
@@ -33,7 +34,7 @@ from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
 from indexer.secrets import credential_kind
 from indexer.snapshot import Manifest, RepoState
 from indexer.tokenize import TOKENIZER_VERSION
-from indexer.write import write_chunks, write_graph, write_lexical
+from indexer.write import write_cards, write_chunks, write_graph, write_lexical
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +241,16 @@ def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry]) -> 
 def _embed_stage(cfg: Config, report: Report, cols: dict[str, list], cache: Cache, embedder: Embedder | None,
                  model_id: str, dim_hint: int | None, show_progress: bool) -> tuple[np.ndarray, Embedder | None]:
     texts = [embed_text(s, t) for s, t in zip(cols["symbol"], cols["text"])]
+    vectors, embedder, embedded = _vectors(cfg, texts, cache, embedder, model_id, dim_hint, show_progress)
+    report.chunks_embedded = embedded
+    report.chunks_reused = len(texts) - embedded
+    return vectors, embedder
+
+
+def _vectors(cfg: Config, texts: list[str], cache: Cache, embedder: Embedder | None, model_id: str,
+             dim_hint: int | None, show_progress: bool, label: str = "embed") -> tuple[np.ndarray, Embedder | None, int]:
+    """Vectors for `texts` from the cache, embedding only the texts it lacks (the model loads only then).
+    Returns the vectors, the embedder if it was loaded, and how many distinct texts were embedded."""
     ids = [text_id(t) for t in texts]
     unique = list(dict.fromkeys(ids))
     dim = embedder.dim if embedder else dim_hint
@@ -252,18 +263,15 @@ def _embed_stage(cfg: Config, report: Report, cols: dict[str, list], cache: Cach
             found = cache.get_vectors(model_id, unique, dim)
             missing = [i for i in unique if i not in found]
     text_of = dict(zip(ids, texts))
-    with Progress("embed", len(missing), show_progress) as bar:
+    with Progress(label, len(missing), show_progress) as bar:
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start:start + EMBED_BATCH]
-            vectors = embedder.embed([text_of[i] for i in batch])
-            new = dict(zip(batch, vectors))
+            new = dict(zip(batch, embedder.embed([text_of[i] for i in batch])))
             cache.put_vectors(model_id, new)
             found.update(new)
             bar.advance(len(batch))
-    report.chunks_embedded = len(missing)
-    report.chunks_reused = len(ids) - len(missing)
     matrix = np.stack([found[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
-    return matrix.astype(np.float32, copy=False), embedder
+    return matrix.astype(np.float32, copy=False), embedder, len(missing)
 
 
 def _carry_forward(tables: Tables, vectors: np.ndarray, prev_path: Path | None, prev: Manifest | None,
@@ -314,6 +322,9 @@ def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cac
             embedder = embedder or load_embedder(cfg.model)
             dim = embedder.dim
         table = write_chunks(built, tables.chunks, vectors.reshape(-1, dim))
+        cards = card_texts(tables)
+        card_vectors, embedder, _ = _vectors(cfg, list(cards.values()), cache, embedder, model_id, dim, False)
+        write_cards(built, cards, card_vectors.reshape(-1, dim))
         with Progress("lexical", table.num_rows, show_progress) as bar:
             write_lexical(built, table, bar)
         edge_count = write_graph(built, tables)

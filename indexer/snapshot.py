@@ -13,6 +13,7 @@ A snapshot is a directory under `<data_dir>/snapshots/`, immutable once publishe
       symbols, imports, calls, routes, env_keys, tasks, url_literals .parquet
                         structural facts, one row per fact, keyed by (org, repo, path, blob_id, line)
       edges.parquet     cross-repo coupling edges with evidence (indexer/graph.py)
+    cards.parquet     one row per repo: its card text (indexer/cards.py) and the card's vector
 
 `<data_dir>/CURRENT` names the live snapshot. It is replaced atomically and written last,
 so a crash at any moment leaves the previous snapshot serving.
@@ -41,6 +42,7 @@ VECTORS_DIR = "vectors"
 CHUNKS_TABLE = "chunks"
 LEXICAL_DIR = "lexical"
 GRAPH_DIR = "graph"
+CARDS = "cards.parquet"
 CURRENT = "CURRENT"
 SNAPSHOTS_DIR = "snapshots"
 
@@ -78,6 +80,11 @@ EDGES_SCHEMA = pa.schema([
 ])
 # Table name -> schema for every Parquet file under graph/; `blobdex sql` shows one view per entry.
 TABLE_SCHEMAS = {"files": FILES_SCHEMA, **GRAPH_SCHEMAS, "edges": EDGES_SCHEMA}
+
+
+def cards_schema(dim: int) -> pa.Schema:
+    return pa.schema([("org", pa.string()), ("repo", pa.string()), ("text", pa.string()),
+                      ("vector", pa.list_(pa.float32(), dim))])
 
 
 def graph_path(snapshot_dir: Path, table: str) -> Path:

@@ -183,6 +183,108 @@ def context(ctx, symbol, repo, org, as_json) -> None:
             click.echo(f"  {fmt(r)}")
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (localhost unless told otherwise).")
+@click.option("--port", default=8765, show_default=True, type=int)
+@click.option("--allow-host", "allow_hosts", multiple=True,
+              help="Also accept this Host/Origin (repeatable); needed when serving beyond localhost.")
+@click.option("--require-token", is_flag=True, help="Refuse requests without a bearer token from 'blobdex token mint'.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True, help="Org of requests that carry no token.")
+@click.pass_context
+def serve(ctx, host, port, allow_hosts, require_token, org) -> None:
+    """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT."""
+    import uvicorn
+
+    from query.http import app
+    from query.service import Service
+
+    cfg = cli_config(ctx)
+    service = Service(cfg)
+    service.reader()  # fail now, with the reason, rather than on the first request
+    service.embedder
+    if host not in ("127.0.0.1", "localhost", "::1") and not (require_token or allow_hosts):
+        click.echo(f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "
+                   f"every indexed repo", err=True)
+    click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
+    uvicorn.run(app(service, list(allow_hosts), require_token, org), host=host, port=port, log_level="warning")
+
+
+@cli.command()
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.pass_context
+def mcp(ctx, org) -> None:
+    """Serve MCP over stdio, for agent runtimes that spawn their servers. Nothing but MCP touches stdout."""
+    from query.mcp_server import build
+    from query.service import Service
+
+    cfg = cli_config(ctx)
+    service = Service(cfg)
+    service.reader()
+    build(service, org=lambda: org).run("stdio")
+
+
+@cli.command("route")
+@click.argument("task")
+@click.option("-n", "--limit", default=5, show_default=True, type=int)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def route_cmd(ctx, task, limit, org, as_json) -> None:
+    """Which repos own TASK (the route_task tool, without a server)."""
+    from query.service import Service, route_dict
+
+    service = Service(cli_config(ctx))
+    snapshot_id, routes = service.route(task, org, limit)
+    if as_json:
+        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}, indent=2))
+        return
+    for n, r in enumerate(routes, 1):
+        s = r.signals
+        click.echo(click.style(f"{n}. {r.repo}  {r.score:.3f}", bold=True) + f"  (peak {s['peak']:.2f}, depth "
+                   f"{s['depth']:.2f}, spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']})")
+        for e in r.evidence:
+            click.echo(f"     {e['path']}:{e['line_start']}-{e['line_end']}  {e['symbol']}  {e['relevance']:.3f}")
+        click.echo(f"     coupling: {len(r.edges)} here of {r.edges_total}; checkout: {r.checkout['command']}")
+    if not routes:
+        click.echo("no repo matched")
+
+
+@cli.group()
+def token() -> None:
+    """Bearer tokens for 'blobdex serve --require-token' (stored as sha256 only)."""
+
+
+@token.command("mint")
+@click.option("--name", required=True, help="Who or what the token is for.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True, help="The org every request with it runs in.")
+@click.pass_context
+def token_mint(ctx, name, org) -> None:
+    """Print a new token once; only its sha256 is kept."""
+    from query.tokens import mint
+
+    click.echo(mint(cli_config(ctx).data_dir, name, org))
+
+
+@token.command("list")
+@click.pass_context
+def token_list(ctx) -> None:
+    from query.tokens import listing
+
+    for row in listing(cli_config(ctx).data_dir):
+        click.echo(f"{row['id']}  {row['org']}  {row['name']}  {row['created_at']}")
+
+
+@token.command("revoke")
+@click.argument("token_id")
+@click.pass_context
+def token_revoke(ctx, token_id) -> None:
+    from query.tokens import revoke
+
+    if not revoke(cli_config(ctx).data_dir, token_id):
+        raise click.ClickException(f"no token with id {token_id!r}; see 'blobdex token list'")
+    click.echo(f"revoked {token_id}")
+
+
 def main() -> None:
     try:
         code = cli.main(standalone_mode=False)

@@ -25,11 +25,12 @@ def _rows(path: Path, table: str, mask_of) -> list[dict]:
     return t.filter(mask_of(t)).to_pylist() if t.num_rows else []
 
 
-def context(data_dir: Path, symbol: str, org: str = "default", repo: str | None = None) -> dict:
+def context(data_dir: Path, symbol: str, org: str = "default", repo: str | None = None,
+            snapshot_id: str | None = None) -> dict:
     symbol = symbol.strip()
     if not symbol:
         raise ContextError("the symbol is empty: give a name like `renew` or `Billing.renew`")
-    path, manifest = open_manifest(data_dir)
+    path, manifest = open_manifest(data_dir, snapshot_id)
     name = symbol.replace("::", ".").rsplit(".", 1)[-1]
 
     def defined(t):

@@ -155,7 +155,7 @@ def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str,
     return Q.boolean_query(must)
 
 
-def _lexical_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray) -> list[tuple[int, float]]:
+def lexical_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray) -> list[tuple[int, float]]:
     query = lexical_query(reader, req.query, req.org, req.repos)
     if query is None:
         return []
@@ -210,7 +210,7 @@ def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest) -> li
     mask = row_mask(req, reader)
     vector = embedder.embed([embed_text("", req.query)])[0]
     vec = _vector_ranks(reader, vector, mask)
-    lex = _lexical_ranks(reader, req, mask)
+    lex = lexical_ranks(reader, req, mask)
     sym = _symbol_ranks(reader, req, mask, lex, vec)
     fused: dict[int, dict] = {}
     for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym)):

@@ -1,0 +1,69 @@
+"""grep over the indexed text of a snapshot: RE2 (linear time, no backtracking) or a literal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import re2
+
+from indexer.errors import BlobdexError
+from query.reader import SnapshotReader
+from query.search import SearchRequest, row_mask, validate
+
+MAX_MATCHES = 500
+MAX_LINE_CHARS = 300
+MAX_PATTERN_CHARS = 1000
+
+
+class GrepError(BlobdexError):
+    """A pattern that cannot be compiled or a request out of range; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    org: str
+    repo: str
+    ref: str
+    path: str
+    blob_id: str
+    line: int
+    text: str
+
+
+def grep(reader: SnapshotReader, pattern: str, org: str = "default", repos: tuple[str, ...] = (),
+         paths: tuple[str, ...] = (), ref: str | None = None, limit: int = 100, literal: bool = False,
+         ignore_case: bool = False) -> tuple[list[GrepMatch], bool]:
+    """Matching lines (first `limit`) and whether more were left out."""
+    if not pattern:
+        raise GrepError("the pattern is empty: give a regular expression (RE2 syntax) or a literal with literal=true")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise GrepError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
+    if not 1 <= limit <= MAX_MATCHES:
+        raise GrepError(f"limit {limit} is out of range: use 1 to {MAX_MATCHES}")
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False
+    try:
+        compiled = re2.compile(re2.escape(pattern) if literal else pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise GrepError(f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, "
+                        f"or pass literal=true to search for the text as written") from exc
+    req = SearchRequest("grep", org=org, repos=repos, paths=paths, ref=ref)
+    validate(req, reader)
+    mask = row_mask(req, reader)
+    texts = reader.rows.column("text")
+    matches: list[GrepMatch] = []
+    for row in np.flatnonzero(mask):
+        text = texts[int(row)].as_py()
+        if not compiled.search(text):
+            continue
+        r = reader.row(int(row))
+        for offset, line in enumerate(text.split("\n")):
+            if compiled.search(line):
+                if len(matches) == limit:
+                    return matches, True
+                matches.append(GrepMatch(r["org"], r["repo"], r["refs"][0], r["path"], r["blob_id"],
+                                         r["line_start"] + offset, line[:MAX_LINE_CHARS]))
+    return matches, False

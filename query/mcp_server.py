@@ -1,0 +1,217 @@
+"""The MCP server: read-only tools over the query service, written for the calling model.
+
+Tool descriptions are instructions to an agent: what the tool answers, when to reach for it,
+and what to do next. Errors come back as tool errors whose text says how to recover.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from indexer.errors import BlobdexError
+from query.search import MAX_LIMIT, SearchRequest
+from query.service import Service
+
+FILE_LINES_PER_CALL = 500
+INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
+order: route_task (which repos own a task) -> search_code (relevant code across repos) -> get_chunk / get_file
+(read more, at any commit, without cloning) -> expand_context (callers in other services, routes, config keys).
+grep finds exact text. list_repos and index_status say what is indexed and how fresh it is."""
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return ticks
+
+
+def render_search(query: str, snapshot_id: str, hits: list, applied: list[str]) -> str:
+    lines = [f'# Search: "{query}"', "",
+             f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"), ""]
+    for clip, h in hits:
+        lines.append(f"{h.repo}:{h.path}:{h.line_start}-{h.line_end} • {h.symbol or '(file)'} • "
+                     f"{h.score:.4f} • id {clip}")
+        fence = _fence(h.snippet)
+        lines += [f"{fence}{h.lang}", h.snippet, fence, ""]
+    if hits:
+        lines.append("Next: get_chunk(ids=[...]) for a whole chunk, get_file(repo, path, start_line=...) for context.")
+    else:
+        lines.append("No hits: broaden the query, drop filters, or try grep for an exact identifier.")
+    return "\n".join(lines)
+
+
+def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPServer:
+    """An MCP server whose every tool runs inside the org that `org()` names for the current request."""
+    mcp = MCPServer("blobdex", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def fail(exc: BlobdexError):
+        raise ToolError(str(exc)) from exc
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def search_code(
+        query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
+        repos: Annotated[list[str] | None, Field(description="Only these repos (names from list_repos).")] = None,
+        lang: Annotated[list[str] | None, Field(description="Only these languages, e.g. ['python'].")] = None,
+        paths: Annotated[list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")] = None,
+        ignore: Annotated[list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")] = None,
+        kind: Annotated[str | None, Field(description="'code', 'doc', or a chunk kind: function, method, class.")] = None,
+        ref: Annotated[str | None, Field(description="Only chunks reachable from this branch or tag.")] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many hits.")] = 10,
+        min_score: Annotated[float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")] = None,
+        min_score_diff: Annotated[float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")] = None,
+        format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
+    ) -> str:
+        """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
+        with short ids; read a whole hit with get_chunk(ids), or the surrounding file with get_file."""
+        if min_score is not None and min_score_diff is not None:
+            raise ToolError("pass min_score or min_score_diff, not both")
+        req = SearchRequest(query, org(), tuple(repos or ()), tuple(lang or ()), tuple(paths or ()),
+                            tuple(ignore or ()), kind, ref, limit)
+        try:
+            snapshot_id, hits = service.search(req)
+        except BlobdexError as exc:
+            fail(exc)
+        applied = [f"{name}={value}" for name, value in (("repos", repos), ("lang", lang), ("paths", paths),
+                                                          ("ignore", ignore), ("kind", kind), ("ref", ref)) if value]
+        similarity = [(c, h, h.signals.get("vector_score") or 0.0) for c, h in hits]
+        if min_score is not None:
+            similarity = [x for x in similarity if x[2] >= min_score]
+            applied.append(f"min_score={min_score} dropped {len(hits) - len(similarity)}")
+        if min_score_diff is not None and similarity:
+            best = max(x[2] for x in similarity)
+            kept = [x for x in similarity if x[2] >= best - min_score_diff]
+            applied.append(f"min_score_diff={min_score_diff} dropped {len(similarity) - len(kept)}")
+            similarity = kept
+        hits = [(c, h) for c, h, _ in similarity]
+        if format == "json":
+            return json.dumps({"snapshot_id": snapshot_id, "query": query, "applied": applied,
+                               "hits": [{"id": c, **h.to_dict()} for c, h in hits]}, indent=1)
+        return render_search(query, snapshot_id, hits, applied)
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def get_chunk(ids: Annotated[list[int], Field(min_length=1, max_length=50,
+                                                  description="Hit ids from search_code.")]) -> str:
+        """The full text of search hits by id, with repo, path, lines and commit. An unknown id is reported
+        in place and does not fail the others."""
+        out = []
+        for clip in ids:
+            try:
+                c = service.get_chunk(clip, org())
+            except BlobdexError as exc:
+                out.append(f"## id {clip}\n\nerror: {exc}\n")
+                continue
+            fence = _fence(c["text"])
+            out.append(f"## id {clip}: {c['repo']}:{c['path']}:{c['line_start']}-{c['line_end']} • "
+                       f"{c['symbol'] or '(file)'} • {c['ref']} @ {c['commit_id'][:12]}\n\n"
+                       f"{fence}{c['lang']}\n{c['text']}\n{fence}\n")
+        return "\n".join(out)
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def grep(
+        pattern: Annotated[str, Field(description="RE2 regular expression (no backreferences), or text with literal=true.")],
+        repos: Annotated[list[str] | None, Field(description="Only these repos.")] = None,
+        paths: Annotated[list[str] | None, Field(description="Only paths matching these globs.")] = None,
+        ref: Annotated[str | None, Field(description="Only files reachable from this branch or tag.")] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="At most this many matching lines.")] = 100,
+        literal: Annotated[bool, Field(description="Match the pattern as plain text.")] = False,
+        ignore_case: bool = False,
+    ) -> str:
+        """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
+        identifiers, error strings and config keys; use search_code for behaviour described in words."""
+        try:
+            snapshot_id, matches, more = service.grep(pattern, org(), repos=tuple(repos or ()), paths=tuple(paths or ()),
+                                                      ref=ref, limit=limit, literal=literal, ignore_case=ignore_case)
+        except BlobdexError as exc:
+            fail(exc)
+        lines = [f"{m.repo}:{m.path}:{m.line}: {m.text}" for m in matches]
+        tail = (f"\n(stopped at {limit} matches: narrow with repos/paths or raise limit)" if more
+                else f"\n({len(matches)} matches in snapshot {snapshot_id})")
+        return ("\n".join(lines) or "no matches") + tail
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def get_file(
+        repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
+        path: Annotated[str, Field(description="Repo-relative path.")],
+        ref_or_commit: Annotated[str | None, Field(description="Branch, tag, commit id (short is fine) or main~1. Default: the default branch.")] = None,
+        start_line: Annotated[int | None, Field(ge=1, description="First line, 1-based.")] = None,
+        end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
+    ) -> str:
+        """Read a file of any repo at any commit straight from git objects (no clone). At most 500 lines per
+        call; the reply says how to continue."""
+        start = start_line or 1
+        end = end_line if end_line is not None else start + FILE_LINES_PER_CALL - 1
+        if end < start:
+            raise ToolError(f"end_line {end} is before start_line {start}")
+        end = min(end, start + FILE_LINES_PER_CALL - 1)
+        try:
+            f = service.get_file(repo, path, ref_or_commit, org(), start, end)
+        except BlobdexError as exc:
+            fail(exc)
+        text = f.content.decode("utf-8", "replace")
+        numbered = "\n".join(f"{f.line_start + i:>6}  {line}" for i, line in enumerate(text.splitlines()))
+        head = f"{f.repo}:{f.path} at {f.ref} ({f.commit_id[:12]}), lines {f.line_start}-{f.line_end} of {f.total_lines}"
+        more = (f"\n\n(more: call get_file again with start_line={f.line_end + 1})" if f.line_end < f.total_lines else "")
+        return f"{head}\n\n{numbered}{more}"
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def route_task(
+        task: Annotated[str, Field(description="The task in words: an issue title, a bug report, a feature request.")],
+        limit: Annotated[int, Field(ge=1, le=20, description="At most this many repos.")] = 5,
+    ) -> str:
+        """Which repos own a task: ranked with the score broken down (peak, depth, spread, prior, substance),
+        the evidence chunks, coupling edges the evidence touches, and a sparse-checkout plan. Call this first
+        for a new task, then search_code inside the top repos."""
+        try:
+            snapshot_id, routes = service.route(task, org(), limit)
+        except BlobdexError as exc:
+            fail(exc)
+        if not routes:
+            return f"No repo matched {task!r}. Check list_repos, or rephrase the task."
+        lines = [f'# Route: "{task}"', "", f"snapshot {snapshot_id}", ""]
+        for n, r in enumerate(routes, 1):
+            s = r.signals
+            lines.append(f"{n}. **{r.repo}** {r.score:.3f} (peak {s['peak']:.2f}, depth {s['depth']:.2f}, "
+                         f"spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']:.1f})")
+            for e in r.evidence:
+                lines.append(f"   - {e['path']}:{e['line_start']}-{e['line_end']} {e['symbol'] or ''} ({e['relevance']:.3f})")
+            lines.append(f"   - coupling: {len(r.edges)} here of {r.edges_total}" + "".join(
+                f"\n     - {e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']} -> "
+                f"{e['to_repo']}:{e['to_path']}:{e['to_line']}" for e in r.edges[:5]))
+            lines.append(f"   - checkout: `{r.checkout['command']}`")
+        return "\n".join(lines)
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def expand_context(
+        symbol: Annotated[str, Field(description="A name like `renew` or `Billing.renew` (as hits show it).")],
+        repo: Annotated[str | None, Field(description="Only definitions in this repo; callers come from every repo.")] = None,
+    ) -> str:
+        """What else a symbol touches: where it is defined, who calls it in every repo, routes and environment
+        keys inside it, and cross-repo coupling edges. Use it before changing a symbol."""
+        try:
+            data = service.context(symbol, org(), repo)
+        except BlobdexError as exc:
+            fail(exc)
+        return json.dumps(data, indent=1)
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def list_repos() -> str:
+        """The indexed repos: refs, commits, file and chunk counts, and whether each is stale."""
+        snapshot_id, rows = service.repos(org())
+        return json.dumps({"snapshot_id": snapshot_id, "repos": rows}, indent=1)
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def index_status() -> str:
+        """The snapshot being served, the model, and per repo: indexed commit, when, and whether the mirror
+        has moved on since (behind) or the last run failed (stale, with the error)."""
+        return json.dumps(service.status(org()), indent=1)
+
+    return mcp

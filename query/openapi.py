@@ -1,0 +1,51 @@
+"""The OpenAPI document of the native HTTP API (served at /openapi.json)."""
+
+from __future__ import annotations
+
+ERROR = {"type": "object", "properties": {"error": {"type": "object", "properties": {
+    "code": {"type": "string"}, "message": {"type": "string"}}, "required": ["code", "message"]}}}
+STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def _op(summary: str, body: dict | None = None, params: list[str] | None = None) -> dict:
+    op = {"summary": summary, "responses": {
+        "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
+        "400": {"description": "Bad request", "content": {"application/json": {"schema": ERROR}}},
+        "401": {"description": "Token missing or invalid", "content": {"application/json": {"schema": ERROR}}},
+        "404": {"description": "Not found", "content": {"application/json": {"schema": ERROR}}}}}
+    if body:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "properties": body}}}}
+    if params:
+        op["parameters"] = [{"name": p, "in": "query", "schema": {"type": "string"}} for p in params]
+    return op
+
+
+def document() -> dict:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "blobdex", "version": "1",
+                 "description": "Search, route and read code across many git repositories."},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "paths": {
+            "/v1/search": {"post": _op("Hybrid search", {
+                "query": {"type": "string"}, "repos": STRINGS, "lang": STRINGS, "paths": STRINGS, "ignore": STRINGS,
+                "kind": {"type": "string"}, "ref": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200}})},
+            "/v1/chunks": {"get": _op("Full chunks of search hits by id", params=["ids"])},
+            "/v1/grep": {"post": _op("RE2 or literal search over indexed text", {
+                "pattern": {"type": "string"}, "repos": STRINGS, "paths": STRINGS, "ref": {"type": "string"},
+                "limit": {"type": "integer"}, "literal": {"type": "boolean"}, "ignore_case": {"type": "boolean"}})},
+            "/v1/file": {"get": _op("A file at any ref or commit", params=["repo", "path", "ref", "start", "end"])},
+            "/v1/route": {"post": _op("Which repos own a task", {"task": {"type": "string"},
+                                                                 "limit": {"type": "integer"}})},
+            "/v1/context": {"get": _op("Definitions, callers, routes, env keys and edges of a symbol",
+                                       params=["symbol", "repo"])},
+            "/v1/repos": {"get": _op("Indexed repos")},
+            "/v1/status": {"get": _op("Served snapshot, model and per-repo freshness")},
+            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "OK"}}}},
+            "/readyz": {"get": {"summary": "A snapshot is being served", "responses": {
+                "200": {"description": "Ready"}, "503": {"description": "No snapshot"}}}},
+        },
+        "security": [{"bearer": []}, {}],
+    }

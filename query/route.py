@@ -1,0 +1,127 @@
+"""route_task: which repos own a task, with the evidence, the coupling it touches, and a checkout plan.
+
+Each repo is scored on four signals (vectormcp.md, "Routing"), then a substance factor:
+
+    peak    0.48  the best chunk's relevance
+    depth   0.28  mean of the repo's top 5, so one lucky match is not enough
+    spread  0.10  distinct files among the candidates, saturating (35 files is not 4x 8)
+    prior   0.14  the task against the repo's card, for vocabulary with no standout chunk
+
+Relevance is the cosine of task and chunk vectors, plus a bonus when BM25 also found the chunk:
+unlike RRF scores, cosines are comparable across repos. The candidate pool is capped per repo so
+one large repo cannot crowd the others out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from indexer.embed import Embedder
+from indexer.snapshot import CARDS, graph_path
+from query.reader import SnapshotReader
+from query.search import CANDIDATES, SearchRequest, lexical_ranks, row_mask, validate
+
+WEIGHTS = {"peak": 0.48, "depth": 0.28, "spread": 0.10, "prior": 0.14}
+PER_REPO_CANDIDATES = 40
+DEPTH_TOP = 5
+SPREAD_HALF_FILES = 6.0  # spread = 1 - exp(-files / this): 6 files ~ 0.63, 18 files ~ 0.95
+LEXICAL_BONUS = 0.08  # added to a chunk's cosine when BM25 found it too (scaled by rank)
+RELATIVE_FLOOR = 0.5  # repos scoring under half the best are dropped
+SUBSTANCE_MIN_SHARE = 0.2  # below this share of code evidence, a repo is demoted...
+SUBSTANCE_FACTOR = 0.6  # ...by this factor (a threshold, not a ratio: a README that explains is fine)
+EVIDENCE_PER_REPO = 3
+NOT_SUBSTANCE_RE = re.compile(r"(^|/)(tests?|spec|specs|__tests__|fixtures?|testdata|examples?|docs?)(/|$)|"
+                              r"(^|/)test_[^/]*$|_test\.\w+$|\.test\.\w+$|\.spec\.\w+$|\.(md|rst|txt)$", re.I)
+
+
+@dataclass
+class RepoRoute:
+    org: str
+    repo: str
+    score: float
+    signals: dict
+    evidence: list[dict] = field(default_factory=list)
+    edges: list[dict] = field(default_factory=list)
+    edges_total: int = 0
+    checkout: dict = field(default_factory=dict)
+
+
+def _cards(reader: SnapshotReader) -> dict[tuple[str, str], np.ndarray]:
+    path = reader.path / CARDS
+    if not path.exists():
+        return {}
+    table = pq.read_table(path)
+    vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
+    return {(o, r): vectors[i] for i, (o, r) in enumerate(zip(table.column("org").to_pylist(),
+                                                            table.column("repo").to_pylist()))}
+
+
+def _checkout(paths: list[str]) -> dict:
+    """Directories that cover the evidence, and the sparse-checkout command for them."""
+    dirs = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in paths})
+    dirs = [d for d in dirs if not any(d != o and o != "." and d.startswith(o + "/") for o in dirs)]
+    cone = [d for d in dirs if d != "."]
+    return {"directories": dirs, "command": "git sparse-checkout set " + " ".join(cone) if cone else
+            "git sparse-checkout disable  # the evidence is at the repo root"}
+
+
+def route(reader: SnapshotReader, embedder: Embedder, task: str, org: str = "default", limit: int = 5) -> list[RepoRoute]:
+    req = SearchRequest(task, org=org, limit=min(max(limit, 1), 50))
+    validate(req, reader)
+    mask = row_mask(req, reader)
+    allowed = np.flatnonzero(mask)
+    if not len(allowed):
+        return []
+    vector = embedder.embed([task])[0]
+    cos = reader.vectors[allowed] @ vector
+    lex_rank = {row: rank for rank, (row, _) in enumerate(lexical_ranks(reader, req, mask), 1)}
+    relevance = cos.astype(np.float64)
+    for i, row in enumerate(allowed):
+        if row in lex_rank:
+            relevance[i] += LEXICAL_BONUS * (1 - (lex_rank[row] - 1) / CANDIDATES)
+    order = np.argsort(-relevance, kind="stable")
+    per_repo: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    repo_col = reader.col["repo"]
+    for i in order:
+        repo = repo_col[allowed[i]]
+        if len(per_repo[repo]) < PER_REPO_CANDIDATES:
+            per_repo[repo].append((int(allowed[i]), float(relevance[i])))
+    cards = _cards(reader)
+    edges = pq.read_table(graph_path(reader.path, "edges")).to_pylist()
+    routes = []
+    for repo, cands in per_repo.items():
+        scores = [max(s, 0.0) for _, s in cands]
+        top_rows = [r for r, _ in cands[:PER_REPO_CANDIDATES // 2]]
+        files = {reader.col["path"][r] for r in top_rows}
+        card = cards.get((org, repo))
+        signals = {
+            "peak": scores[0],
+            "depth": sum(scores[:DEPTH_TOP]) / DEPTH_TOP,
+            "spread": 1 - math.exp(-len(files) / SPREAD_HALF_FILES),
+            "prior": max(float(card @ vector), 0.0) if card is not None else 0.0,
+        }
+        score = sum(WEIGHTS[k] * v for k, v in signals.items())
+        evidence_rows = [r for r, _ in cands[:10]]
+        substantial = sum(1 for r in evidence_rows if not NOT_SUBSTANCE_RE.search(reader.col["path"][r]))
+        signals["substance"] = 1.0 if substantial / len(evidence_rows) >= SUBSTANCE_MIN_SHARE else SUBSTANCE_FACTOR
+        score *= signals["substance"]
+        evidence = []
+        for row, rel in cands[:EVIDENCE_PER_REPO]:
+            r = reader.row(row)
+            evidence.append({"path": r["path"], "line_start": r["line_start"], "line_end": r["line_end"],
+                             "symbol": r["symbol"], "relevance": round(rel, 4), "row": row})
+        evidence_files = {reader.col["path"][r] for r in evidence_rows}
+        touching = [e for e in edges if e["org"] == org and repo in (e["from_repo"], e["to_repo"])]
+        here = [e for e in touching if (e["from_repo"] == repo and e["from_path"] in evidence_files)
+                or (e["to_repo"] == repo and e["to_path"] in evidence_files)]
+        routes.append(RepoRoute(org, repo, round(score, 4), {k: round(v, 4) for k, v in signals.items()},
+                                evidence, here, len(touching), _checkout(sorted(evidence_files))))
+    routes.sort(key=lambda r: (-r.score, r.repo))
+    best = routes[0].score if routes else 0.0
+    return [r for r in routes if r.score >= RELATIVE_FLOOR * best][:limit]

@@ -1,0 +1,132 @@
+"""The query service: one live snapshot (swapped when CURRENT changes), one embedder, and every
+operation the surfaces (MCP, HTTP, CLI) expose, with the same semantics on each."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import asdict
+
+from indexer.config import Config
+from indexer.embed import Embedder, load_embedder, model_id_for
+from indexer.errors import BlobdexError
+from indexer.snapshot import SnapshotError, current_id
+from query.context import context
+from query.get_file import FileText, get_file
+from query.grep import GrepMatch, grep
+from query.reader import SnapshotReader
+from query.route import RepoRoute, route
+from query.search import Hit, SearchRequest, search
+from query.status import repo_status
+
+log = logging.getLogger(__name__)
+
+MAX_CLIPS = 20_000  # hits remembered for get_chunk, oldest forgotten first
+RETRY_REFUSED_SECONDS = 30.0  # how often a snapshot that failed to open is tried again
+
+
+class ChunkNotFound(BlobdexError):
+    pass
+
+
+class Service:
+    def __init__(self, cfg: Config, embedder: Embedder | None = None):
+        self.cfg = cfg
+        self._embedder = embedder
+        self._reader: SnapshotReader | None = None
+        self._refused: tuple[str, float] | None = None
+        self._lock = threading.Lock()
+        self._clips: OrderedDict[int, dict] = OrderedDict()
+        self._next_clip = 1
+
+    # -- the live snapshot -------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = load_embedder(self.cfg.model)
+            return self._embedder
+
+    def model_id(self) -> str:
+        return self._embedder.model_id if self._embedder else model_id_for(self.cfg.model)
+
+    def reader(self) -> SnapshotReader:
+        """The snapshot CURRENT names, opened once; a request holds on to the one it got, so a swap
+        never disturbs it. A new snapshot that cannot be opened is refused and the old one serves."""
+        live = current_id(self.cfg.data_dir)
+        with self._lock:
+            if self._reader is not None and live == self._reader.snapshot_id:
+                return self._reader
+            if self._reader is not None and self._refused and self._refused[0] == live \
+                    and time.monotonic() - self._refused[1] < RETRY_REFUSED_SECONDS:
+                return self._reader
+            try:
+                fresh = SnapshotReader(self.cfg.data_dir, live)
+                fresh.check_model(self.model_id())
+            except SnapshotError as exc:
+                if self._reader is None:
+                    raise
+                log.error("keeping snapshot %s: the new one is refused: %s", self._reader.snapshot_id, exc)
+                self._refused = (live, time.monotonic())
+                return self._reader
+            if self._reader is not None:
+                log.info("swapped snapshot %s -> %s", self._reader.snapshot_id, fresh.snapshot_id)
+            self._reader, self._refused = fresh, None
+            return fresh
+
+    # -- operations --------------------------------------------------------------------
+    def search(self, req: SearchRequest) -> tuple[str, list[tuple[int, Hit]]]:
+        reader = self.reader()
+        hits = search(reader, self.embedder, req)
+        return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
+
+    def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
+        with self._lock:
+            clip = self._next_clip
+            self._next_clip += 1
+            self._clips[clip] = {**hit.to_dict(), "text": reader.row(hit.row)["text"],
+                                 "snapshot_id": reader.snapshot_id}
+            while len(self._clips) > MAX_CLIPS:
+                self._clips.popitem(last=False)
+            return clip
+
+    def get_chunk(self, clip: int, org: str) -> dict:
+        with self._lock:
+            found = self._clips.get(clip)
+        if found is None or found["org"] != org:
+            raise ChunkNotFound(f"no chunk with id {clip}: ids come from search results of this server "
+                                f"(the oldest are forgotten); run search_code again")
+        return {"id": clip, **found}
+
+    def grep(self, pattern: str, org: str, **kw) -> tuple[str, list[GrepMatch], bool]:
+        reader = self.reader()
+        matches, more = grep(reader, pattern, org, **kw)
+        return reader.snapshot_id, matches, more
+
+    def get_file(self, repo: str, path: str, ref: str | None, org: str, start: int | None, end: int | None) -> FileText:
+        return get_file(self.cfg.data_dir, repo, path, ref, org, start, end)
+
+    def route(self, task: str, org: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
+        reader = self.reader()
+        return reader.snapshot_id, route(reader, self.embedder, task, org, limit)
+
+    def context(self, symbol: str, org: str, repo: str | None = None) -> dict:
+        return context(self.cfg.data_dir, symbol, org, repo, self.reader().snapshot_id)
+
+    def repos(self, org: str) -> tuple[str | None, list[dict]]:
+        return repo_status(self.cfg, org)
+
+    def status(self, org: str) -> dict:
+        snapshot_id, rows = repo_status(self.cfg, org)
+        reader = self._reader
+        return {"snapshot_id": snapshot_id, "serving": reader.snapshot_id if reader else None,
+                "model": self.model_id(), "repos": rows}
+
+
+def route_dict(r: RepoRoute) -> dict:
+    d = asdict(r)
+    for e in d["evidence"]:
+        e.pop("row", None)
+    return d
