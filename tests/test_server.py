@@ -1,0 +1,252 @@
+"""The query server: MCP tools in memory, over streamable HTTP and over stdio; the HTTP API; live swap."""
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from mcp import Client, StdioServerParameters
+
+from indexer.embed import HASH_MODEL, HashEmbedder
+from indexer.index import run
+from query import tokens
+from query.http import app
+from query.mcp_server import build
+from query.service import Service
+from tests import gitrepo
+from tests.conftest import api_files
+
+BLOBDEX = str(Path(sys.executable).parent / "blobdex")
+
+
+@pytest.fixture(scope="module")
+def service(corpus):
+    return Service(corpus.cfg, embedder=HashEmbedder())
+
+
+def call(server, tool, args):
+    async def go():
+        async with Client(server) as client:
+            return await client.call_tool(tool, args)
+    return asyncio.run(go())
+
+
+def text(result) -> str:
+    return result.content[0].text
+
+
+def test_tools_are_listed_read_only_with_instructions(service):
+    async def go():
+        async with Client(build(service)) as client:
+            return await client.list_tools()
+    tools = {t.name: t for t in asyncio.run(go()).tools}
+    assert set(tools) == {"search_code", "get_chunk", "grep", "get_file", "route_task", "expand_context",
+                          "list_repos", "index_status"}
+    assert all(t.annotations.read_only_hint for t in tools.values())
+    assert "get_chunk" in tools["search_code"].description
+
+
+def test_search_code_markdown_then_get_chunk(service, corpus):
+    server = build(service)
+    out = text(call(server, "search_code", {"query": "renew_subscription", "repos": ["api"], "limit": 3}))
+    assert out.startswith('# Search: "renew_subscription"') and "repos=['api']" in out
+    caption = next(line for line in out.splitlines() if line.startswith("api:src/billing/renew.py"))
+    assert "Billing.renew_subscription" in caption and " • id " in caption
+    clip = int(caption.rsplit("id ", 1)[1])
+    chunk = text(call(server, "get_chunk", {"ids": [clip, 999999]}))
+    assert "def renew_subscription" in chunk and corpus.commits["api_main"][:12] in chunk
+    assert "## id 999999" in chunk and "no chunk with id 999999" in chunk
+
+
+def test_search_code_json_and_thresholds(service):
+    server = build(service)
+    data = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json", "limit": 5})))
+    assert data["hits"] and {"id", "repo", "path", "signals"} <= set(data["hits"][0])
+    strict = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json",
+                                                         "min_score_diff": 0.0})))
+    assert len(strict["hits"]) <= len(data["hits"]) and any("min_score_diff" in a for a in strict["applied"])
+    both = call(server, "search_code", {"query": "x", "min_score": 0.1, "min_score_diff": 0.1})
+    assert both.is_error and "not both" in text(both)
+
+
+@pytest.mark.parametrize("tool,args,message", [
+    ("search_code", {"query": " "}, "the query is empty"),
+    ("search_code", {"query": "x", "repos": ["nope"]}, "unknown repo 'nope'"),
+    ("search_code", {"query": "x", "paths": ["[z-a]"]}, "bad path glob"),
+    ("grep", {"pattern": "(a)\\1"}, "RE2 has no backreferences"),
+    ("get_file", {"repo": "nope", "path": "x"}, "known: api, tools"),
+    ("get_file", {"repo": "api", "path": "assets/logo.png"}, "is a binary file"),
+    ("get_file", {"repo": "api", "path": "src/billing/renew.py", "start_line": 900}, "past the end"),
+    ("get_file", {"repo": "api", "path": "src/billing/renew.py", "ref_or_commit": "nope"}, "not found in repo 'api'"),
+    ("expand_context", {"symbol": "no_such_symbol"}, "no definition of 'no_such_symbol'"),
+])
+def test_bad_input_is_a_tool_error_saying_what_to_do(service, tool, args, message):
+    result = call(build(service), tool, args)
+    assert result.is_error and message in text(result)
+
+
+def test_get_file_pages_long_files(service):
+    out = text(call(build(service), "get_file", {"repo": "api", "path": "src/billing/renew.py", "end_line": 3}))
+    assert "lines 1-3 of 16" in out and "call get_file again with start_line=4" in out
+    assert "     1  \"\"\"Subscription billing.\"\"\"" in out
+
+
+def test_grep_route_context_list_and_status(service, corpus):
+    server = build(service)
+    grep = text(call(server, "grep", {"pattern": "def (renew|cancel)", "repos": ["api"]}))
+    assert "api:src/billing/renew.py:10:     def renew_subscription(self, subscription):" in grep
+    assert "api:src/billing/renew.py:15:     def cancel(self, subscription):" in grep
+    literal = text(call(server, "grep", {"pattern": "days=30)", "literal": True}))
+    assert "renew.py:12" in literal
+    routed = text(call(server, "route_task", {"task": "queue drain server health"}))
+    assert routed.startswith('# Route: "queue drain server health"') and "**tools**" in routed
+    assert "git sparse-checkout set" in routed and "here of" in routed
+    ctx = json.loads(text(call(server, "expand_context", {"symbol": "Invoice"})))
+    assert ctx["definitions"][0]["path"] == "src/billing/invoice.py"
+    repos = json.loads(text(call(server, "list_repos", {})))
+    assert {r["name"] for r in repos["repos"]} == {"api", "tools"}  # org default only
+    status = json.loads(text(call(server, "index_status", {})))
+    assert status["serving"] == repos["snapshot_id"] and status["model"] == HASH_MODEL
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The real ASGI app on a real socket, in a thread."""
+
+    def __init__(self, asgi):
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        for _ in range(200):
+            if self.server.started:
+                return f"http://127.0.0.1:{self.port}"
+            time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def test_mcp_over_streamable_http_on_a_socket(service):
+    with Server(app(service)) as url:
+        async def go():
+            async with Client(f"{url}/mcp") as client:
+                tools = await client.list_tools()
+                found = await client.call_tool("search_code", {"query": "issue_refund", "ref": "dev"})
+                return tools, found
+        tools, found = asyncio.run(go())
+    assert len(tools.tools) == 8 and "src/billing/refund.py" in text(found)
+
+
+def test_http_api_answers_and_errors_share_one_shape(service, corpus):
+    with Server(app(service)) as url:
+        c = httpx.Client(base_url=url)
+        assert c.get("/healthz").json() == {"ok": True} and c.get("/readyz").json()["ok"]
+        hits = c.post("/v1/search", json={"query": "renew_subscription", "limit": 2}).json()["hits"]
+        assert hits[0]["symbol"] == "Billing.renew_subscription"
+        chunk = c.get("/v1/chunks", params={"ids": f"{hits[0]['id']},abc"}).json()
+        assert chunk["chunks"][0]["text"].startswith("    def renew_subscription") and chunk["errors"]
+        f = c.get("/v1/file", params={"repo": "api", "path": "src/billing/invoice.py", "ref": "dev", "start": 9}).json()
+        assert f["content"].startswith("    def pdf") and f["commit_id"] == corpus.commits["api_dev"]
+        assert c.post("/v1/route", json={"task": "renew a subscription"}).json()["repos"][0]["repo"] == "api"
+        assert c.get("/v1/context", params={"symbol": "issue_refund"}).json()["definitions"]
+        assert c.post("/v1/grep", json={"pattern": "Invoice(", "literal": True}).json()["matches"]
+        assert c.get("/openapi.json").json()["paths"]["/v1/search"]["post"]
+        for method, path, kw, status, code in [
+            ("post", "/v1/search", {"json": {"query": ""}}, 400, "bad_request"),
+            ("post", "/v1/search", {"json": {"query": "x", "limit": 0}}, 400, "bad_request"),
+            ("post", "/v1/search", {"content": b"{not json"}, 400, "bad_request"),
+            ("post", "/v1/search", {"json": {"query": "x", "repos": "api", "lang": 5}}, 400, "bad_request"),
+            ("get", "/v1/file", {"params": {"repo": "api", "path": "nope.py"}}, 404, "not_found"),
+            ("get", "/v1/file", {"params": {"repo": "api", "path": "x", "start": "abc"}}, 400, "bad_request"),
+            ("post", "/v1/grep", {"json": {"pattern": "(?<=x)y"}}, 400, "bad_request"),
+            ("get", "/v1/repos", {"headers": {"Host": "evil.example"}}, 421, "bad_host"),
+            ("get", "/v1/repos", {"headers": {"Origin": "http://evil.example"}}, 403, "bad_origin"),
+            ("post", "/v1/search", {"content": b"x" * (1024 * 1024 + 1)}, 413, "too_large"),
+        ]:
+            r = getattr(c, method)(path, **kw)
+            assert r.status_code == status and r.json()["error"]["code"] == code, (path, kw, r.text)
+            assert r.json()["error"]["message"]
+
+
+def test_tokens_are_stored_hashed_and_name_the_org(service, corpus, tmp_path):
+    cfg = replace(corpus.cfg, data_dir=corpus.cfg.data_dir)
+    acme = tokens.mint(cfg.data_dir, "acme ci", "acme")
+    assert acme not in (cfg.data_dir / tokens.TOKENS_FILE).read_text()
+    with Server(app(service, require_token=True)) as url:
+        c = httpx.Client(base_url=url)
+        assert c.get("/v1/repos").status_code == 401
+        assert c.get("/v1/repos", headers={"Authorization": "Bearer bdx_wrong"}).json()["error"]["code"] == "bad_token"
+        auth = {"Authorization": f"Bearer {acme}"}
+        assert [r["name"] for r in c.get("/v1/repos", headers=auth).json()["repos"]] == ["api"]
+        hits = c.post("/v1/search", json={"query": "acme_only_renewal renew", "limit": 50}, headers=auth).json()["hits"]
+        assert hits and {h["org"] for h in hits} == {"acme"}
+        assert c.get("/healthz").status_code == 200
+    tokens.revoke(cfg.data_dir, tokens.listing(cfg.data_dir)[-1]["id"])
+    assert tokens.verify(cfg.data_dir, acme) is None
+
+
+def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
+    env = {**os.environ, "BLOBDEX_CONFIG": str(corpus.cfg.path), "BLOBDEX_DATA_DIR": str(corpus.cfg.data_dir),
+           "BLOBDEX_MODEL": HASH_MODEL}
+
+    async def go():
+        async with Client(StdioServerParameters(command=BLOBDEX, args=["mcp"], env=env)) as client:
+            return await client.call_tool("search_code", {"query": "drain_queue"})
+    out = text(asyncio.run(go()))
+    assert "tools:queue/src/lib.rs" in out and "drain_queue" in out
+
+
+def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
+    repo = gitrepo.init(tmp_path / "src" / "api")
+    first = gitrepo.commit(repo, api_files())
+    from tests.conftest import write_config
+    from indexer.config import RepoSpec
+
+    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])
+    run(cfg, show_progress=False)
+    svc = Service(cfg, embedder=HashEmbedder())
+    errors, commits = [], []
+    with Server(app(svc)) as url:
+        stop = threading.Event()
+
+        def loop():
+            with httpx.Client(base_url=url) as c:
+                while not stop.is_set():
+                    r = c.post("/v1/search", json={"query": "renew_subscription", "limit": 1})
+                    if r.status_code != 200:
+                        errors.append(r.text)
+                    else:
+                        commits.append(r.json()["hits"][0]["commit_id"])
+        threads = [threading.Thread(target=loop) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        second = gitrepo.commit(repo, {**api_files(), "NEWS.md": b"# News\n\nrenewals are monthly\n"})
+        run(cfg, show_progress=False)
+        deadline = time.time() + 20
+        while time.time() < deadline and (not commits or commits[-1] != second):
+            time.sleep(0.1)
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert commits[0] == first and commits[-1] == second
