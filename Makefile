@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 # On a GPU machine: make install TORCH=torch   (or any pip requirement, e.g. torch==2.13.0+cu128)
 TORCH ?= torch==2.13.0
 SAMPLE_QUERY ?= where is the snapshot published atomically
+PORT ?= 8765
 
 .PHONY: install run test bench clean
 
@@ -21,7 +22,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 run: install
 	test -f blobdex.toml || $(BIN)/blobdex init
 	$(BIN)/blobdex index
-	$(BIN)/blobdex search "$(SAMPLE_QUERY)" -n 5
+	$(BIN)/blobdex search "$(SAMPLE_QUERY)" -n 3
+	$(BIN)/blobdex serve --port $(PORT)
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -120,3 +120,62 @@ def test_failed_repo_gives_exit_code_1_and_previous_content_keeps_serving(workdi
         assert hits[0]["symbol"] == "drain_queue"
     finally:
         (root / "remote" / "tools-gone.git").rename(root / "remote" / "tools.git")
+
+
+def test_readme_mcp_config_starts_a_working_stdio_server(workdir):
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    _, work, env, _, _ = workdir
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- tested: mcp-config", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    server = json.loads(block)["mcpServers"]["blobdex"]
+    command = server["command"].replace("/path/to/blobdex/.venv/bin/blobdex", BLOBDEX)
+    args = [a.replace("/path/to/blobdex/blobdex.toml", str(work / "blobdex.toml")) for a in server["args"]]
+
+    async def go():
+        async with Client(StdioServerParameters(command=command, args=args, env=env, cwd=str(work))) as client:
+            tools = await client.list_tools()
+            found = await client.call_tool("search_code", {"query": "renew_subscription", "limit": 1})
+            return tools, found
+    tools, found = asyncio.run(go())
+    assert "route_task" in {t.name for t in tools.tools}
+    assert "src/billing/renew.py" in found.content[0].text
+
+
+def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
+    import socket
+    import time
+
+    import httpx
+
+    _, work, env, _, _ = workdir
+    text = (ROOT / "README.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("claude mcp add --transport http"))
+    url = line.split()[-1]
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as s:
+        free = s.connect_ex(("127.0.0.1", port)) != 0
+    if not free:  # the documented port is taken on this machine: serve the same path on another one
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    proc = subprocess.Popen([BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        r = httpx.post(f"http://127.0.0.1:{port}/mcp", json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "readme-test", "version": "1"}}},
+            headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 200 and "blobdex" in r.text
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,129 @@
+"""route_task with the real model: four services with distinct jobs; each task's owner ranks first."""
+
+import pytest
+
+from indexer.config import RepoSpec
+from indexer.embed import load_embedder
+from indexer.index import run
+from query.reader import SnapshotReader
+from query.route import NOT_SUBSTANCE_RE, _checkout, route
+from tests import gitrepo
+from tests.conftest import write_config
+
+SERVICES = {
+    "billing": {
+        "README.md": b"# Billing\n\nSubscriptions, invoices and card payments for the shop.\n",
+        "billing/payments.py": b'''import time
+
+
+class PaymentProvider:
+    def charge(self, card_token, amount_cents):
+        """Charge a stored card through the payment gateway."""
+        return self.gateway.post("/charges", {"card": card_token, "amount": amount_cents})
+
+
+def renew_subscription(subscription, provider):
+    """Bill the next period of a subscription."""
+    receipt = provider.charge(subscription.card_token, subscription.plan.price_cents)
+    subscription.paid_until = subscription.paid_until + subscription.plan.period
+    return receipt
+''',
+        "billing/invoices.py": b'''def invoice_total(lines, tax_rate):
+    subtotal = sum(line.quantity * line.unit_price for line in lines)
+    return round(subtotal * (1 + tax_rate), 2)
+''',
+    },
+    "auth": {
+        "README.md": b"# Auth\n\nSign-in, passwords and sessions.\n",
+        "auth/login.py": b'''import hashlib
+import hmac
+
+
+def verify_password(user, attempt):
+    digest = hashlib.scrypt(attempt.encode(), salt=user.salt, n=2**14, r=8, p=1)
+    return hmac.compare_digest(digest, user.password_hash)
+
+
+def sign_in(users, username, attempt):
+    """Check credentials and open a session."""
+    user = users.get(username)
+    if user is None or not verify_password(user, attempt):
+        user.failed_attempts += 1
+        return None
+    user.failed_attempts = 0
+    return user.new_session()
+''',
+    },
+    "notify": {
+        "README.md": b"# Notify\n\nE-mail, SMS and push messages to customers.\n",
+        "notify/channels.py": b'''def send_sms(phone_number, body, client):
+    """Deliver a text message through the SMS gateway."""
+    return client.messages.create(to=phone_number, body=body)
+
+
+def send_email(address, subject, body, smtp):
+    smtp.sendmail("noreply@shop.example", address, f"Subject: {subject}\\n\\n{body}")
+''',
+    },
+    "catalog": {
+        "README.md": b"# Catalog\n\nProduct listings and product search.\n",
+        "catalog/search.py": b'''def score(product, terms, now):
+    """Relevance of a product for the query terms."""
+    matches = sum(product.description.count(t) for t in terms)
+    age_days = (now - product.created_at).days
+    return matches / (1 + age_days / 365)
+
+
+def search_products(products, query, now, limit=20):
+    terms = query.lower().split()
+    ranked = sorted(products, key=lambda p: score(p, terms, now), reverse=True)
+    return ranked[:limit]
+''',
+    },
+}
+
+TASKS = [
+    ("retry the card charge when the payment gateway times out", "billing"),
+    ("lock the account after five wrong passwords", "auth"),
+    ("text the customer when their parcel ships", "notify"),
+    ("show newer products higher in the search results", "catalog"),
+]
+
+
+@pytest.fixture(scope="module")
+def routed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("route")
+    specs = []
+    for name, files in SERVICES.items():
+        gitrepo.commit(gitrepo.init(root / "src" / name), files)
+        specs.append(RepoSpec(name, str(root / "src" / name)))
+    cfg = write_config(root, specs, model="all-MiniLM-L6-v2")
+    embedder = load_embedder(cfg.model)
+    run(cfg, embedder=embedder, show_progress=False)
+    return SnapshotReader(cfg.data_dir), embedder
+
+
+@pytest.mark.parametrize("task,owner", TASKS, ids=[t[1] for t in TASKS])
+def test_route_task_ranks_the_owner_first(routed, task, owner):
+    reader, embedder = routed
+    routes = route(reader, embedder, task, limit=4)
+    assert routes[0].repo == owner, [(r.repo, r.score, r.signals) for r in routes]
+    top = routes[0]
+    assert set(top.signals) == {"peak", "depth", "spread", "prior", "substance"}
+    assert top.evidence
+    assert top.evidence[0]["path"].startswith(f"{owner}/") or top.evidence[0]["path"] == "README.md"
+    assert top.checkout["command"].startswith("git sparse-checkout")
+
+
+def test_cards_give_every_repo_a_prior(routed):
+    reader, embedder = routed
+    routes = route(reader, embedder, "card payments and invoices", limit=4)
+    assert routes[0].repo == "billing" and routes[0].signals["prior"] > 0
+
+
+def test_substance_and_checkout_rules():
+    assert NOT_SUBSTANCE_RE.search("tests/test_login.py") and NOT_SUBSTANCE_RE.search("docs/guide.md")
+    assert NOT_SUBSTANCE_RE.search("web/cart.spec.ts") and not NOT_SUBSTANCE_RE.search("billing/payments.py")
+    plan = _checkout(["billing/payments.py", "billing/sub/x.py", "README.md", "api/v1/h.py"])
+    assert plan["directories"] == [".", "api/v1", "billing"]
+    assert plan["command"] == "git sparse-checkout set api/v1 billing"
