@@ -99,9 +99,57 @@ def query_latency(data_dir: Path, repo_name: str) -> dict:
         t0 = time.monotonic()
         get_file(data_dir, repo_name, path, start=1, end=200)
         reads.append(time.monotonic() - t0)
+    sample = rng.sample(paths, min(QUERY_COUNT, len(paths)))
     return {"search": percentiles(timings), "search_filtered": percentiles(filtered), "get_file": percentiles(reads),
             "open_snapshot_s": round(load_reader, 2), "load_model_s": round(load_model, 2),
-            "rows": reader.rows.num_rows}
+            "rows": reader.rows.num_rows}, queries, sample
+
+
+def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], repo_name: str) -> dict:
+    """search, route and get_file through `blobdex serve` on a real socket; RSS of that process."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        client = httpx.Client(base_url=base, timeout=60)
+        client.post("/v1/search", json={"query": "warm up"})
+
+        def timed(calls) -> dict:
+            seconds = []
+            for method, url, kw in calls:
+                t0 = time.monotonic()
+                r = getattr(client, method)(url, **kw)
+                seconds.append(time.monotonic() - t0)
+                if r.status_code != 200:
+                    sys.exit(f"bench: {url} answered {r.status_code}: {r.text[:200]}")
+            return percentiles(seconds)
+
+        out = {
+            "search": timed([("post", "/v1/search", {"json": {"query": q or "graph", "limit": 10}}) for q in queries]),
+            "route_task": timed([("post", "/v1/route", {"json": {"task": q or "graph"}}) for q in queries[:60]]),
+            "get_file": timed([("get", "/v1/file", {"params": {"repo": repo_name, "path": p, "start": 1, "end": 200}})
+                               for p in paths]),
+        }
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
+        out["peak_rss_mib"] = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) // 1024
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def extraction_throughput(data_dir: Path) -> dict:
@@ -173,7 +221,8 @@ def main() -> None:
         files[target] += b"\n\ndef bench_added_function(graph):\n    \"\"\"Count the nodes.\"\"\"\n    return len(graph)\n"
         gitrepo.commit(repo, files, message="one more function")
         one_commit, one_wall = run_index(env, work)
-    latency = query_latency(work / "data", name)
+    latency, queries, paths = query_latency(work / "data", name)
+    over_http = http_latency(work, env, queries, paths, name)
     extraction = extraction_throughput(work / "data")
 
     t = cold["totals"]
@@ -187,6 +236,7 @@ def main() -> None:
                       "published": again["published"], "chunks_embedded": again["totals"]["chunks_embedded"],
                       "peak_rss_mib": again["peak_rss_mib"]},
         "queries": latency,
+        "http": over_http,
         "extraction_parse_and_extract": extraction,
         "graph": cold["totals"]["graph"],
     }
