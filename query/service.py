@@ -37,7 +37,8 @@ class Service:
         self._embedder = embedder
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # clips and the embedder
+        self._opening = threading.Lock()  # one request at a time opens a new snapshot
         self._clips: OrderedDict[int, dict] = OrderedDict()
         self._next_clip = 1
 
@@ -54,13 +55,21 @@ class Service:
 
     def reader(self) -> SnapshotReader:
         """The snapshot CURRENT names, opened once; a request holds on to the one it got, so a swap
-        never disturbs it. A new snapshot that cannot be opened is refused and the old one serves."""
+        never disturbs it. While one request opens a new snapshot the others keep using the old one.
+        A new snapshot that cannot be opened is refused (logged) and the old one keeps serving."""
         live = current_id(self.cfg.data_dir)
-        with self._lock:
-            if self._reader is not None and live == self._reader.snapshot_id:
-                return self._reader
-            if self._reader is not None and self._refused and self._refused[0] == live \
-                    and time.monotonic() - self._refused[1] < RETRY_REFUSED_SECONDS:
+        current = self._reader
+        if current is not None:
+            if live == current.snapshot_id:
+                return current
+            if self._refused and self._refused[0] == live and time.monotonic() - self._refused[1] < RETRY_REFUSED_SECONDS:
+                return current
+            if not self._opening.acquire(blocking=False):
+                return current
+        else:
+            self._opening.acquire()
+        try:
+            if self._reader is not None and self._reader.snapshot_id == live:
                 return self._reader
             try:
                 fresh = SnapshotReader(self.cfg.data_dir, live)
@@ -75,6 +84,8 @@ class Service:
                 log.info("swapped snapshot %s -> %s", self._reader.snapshot_id, fresh.snapshot_id)
             self._reader, self._refused = fresh, None
             return fresh
+        finally:
+            self._opening.release()
 
     # -- operations --------------------------------------------------------------------
     def search(self, req: SearchRequest) -> tuple[str, list[tuple[int, Hit]]]:

@@ -250,3 +250,25 @@ def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
             t.join()
     assert errors == []
     assert commits[0] == first and commits[-1] == second
+
+
+def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path, caplog):
+    from indexer import snapshot
+    from indexer.config import RepoSpec
+    from tests.conftest import write_config
+
+    repo = gitrepo.init(tmp_path / "src" / "api")
+    gitrepo.commit(repo, api_files())
+    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])
+    good = run(cfg, show_progress=False).snapshot_id
+    svc = Service(cfg, embedder=HashEmbedder())
+    assert svc.reader().snapshot_id == good
+    broken = snapshot.snapshots_dir(cfg.data_dir) / "20991231T000000000000Z-broken"
+    (broken / "vectors").mkdir(parents=True)
+    (broken / snapshot.MANIFEST).write_text((snapshot.snapshots_dir(cfg.data_dir) / good / snapshot.MANIFEST)
+                                           .read_text().replace(good, broken.name))
+    (cfg.data_dir / snapshot.CURRENT).write_text(broken.name + "\n")
+    with Server(app(svc)) as url:
+        r = httpx.post(f"{url}/v1/search", json={"query": "renew_subscription"})
+    assert r.status_code == 200 and r.json()["snapshot_id"] == good
+    assert "the new one is refused" in caplog.text
