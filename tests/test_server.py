@@ -272,3 +272,19 @@ def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path
         r = httpx.post(f"{url}/v1/search", json={"query": "renew_subscription"})
     assert r.status_code == 200 and r.json()["snapshot_id"] == good
     assert "the new one is refused" in caplog.text
+
+
+def test_mcp_over_http_runs_in_the_org_of_its_token(service, corpus):
+    acme = tokens.mint(corpus.cfg.data_dir, "acme agent", "acme")
+    with Server(app(service, require_token=True)) as url:
+        async def go(headers):
+            from mcp.client.streamable_http import streamable_http_client
+            import httpx2
+
+            transport = streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers))
+            async with Client(transport) as client:
+                return await client.call_tool("list_repos", {})
+        repos = json.loads(text(asyncio.run(go({"Authorization": f"Bearer {acme}"}))))
+        assert [r["name"] for r in repos["repos"]] == ["api"] and repos["repos"][0]["org"] == "acme"
+        with pytest.raises(Exception):
+            asyncio.run(go({}))
