@@ -25,6 +25,7 @@ from query import tokens
 from query.context import ContextError
 from query.get_file import GetFileError
 from query.mcp_server import build as build_mcp
+from query.overlay import SessionNotFound
 from query.search import SearchRequest
 from query.service import ChunkNotFound, Service, route_dict
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _org: contextvars.ContextVar[str] = contextvars.ContextVar("org", default="default")
-NOT_FOUND = (ChunkNotFound, GetFileError, ContextError)
+NOT_FOUND = (ChunkNotFound, GetFileError, ContextError, SessionNotFound)
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:
@@ -146,7 +147,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         d = await _json(request)
         req = SearchRequest(str(d.get("query") or ""), org, _strs(d, "repos"), _strs(d, "lang"), _strs(d, "paths"),
                             _strs(d, "ignore"), d.get("kind"), d.get("ref"), _int(d.get("limit"), "limit", 10))
-        snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req)
+        snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req, d.get("session_id"))
         return {"snapshot_id": snapshot_id, "hits": [{"id": c, **h.to_dict()} for c, h in hits]}
 
     async def chunks(request: Request, org: str):
@@ -188,6 +189,20 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         q = request.query_params
         return await anyio.to_thread.run_sync(service.context, q.get("symbol", ""), org, q.get("repo"))
 
+    async def session_sync(request: Request, org: str):
+        d = await _json(request)
+        files = d.get("files") or {}
+        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+            raise BlobdexError("'files' must be an object of path -> content strings")
+        return await anyio.to_thread.run_sync(service.sync_workspace, org, request.path_params["session_id"],
+                                              str(d.get("repo") or ""), files, list(_strs(d, "deleted")))
+
+    async def session(request: Request, org: str):
+        sid = request.path_params["session_id"]
+        if request.method == "DELETE":
+            return {"session_id": sid, "ended": service.end_session(org, sid)}
+        return service.session_status(org, sid)
+
     async def repos(request: Request, org: str):
         snapshot_id, rows = service.repos(org)
         return {"snapshot_id": snapshot_id, "repos": rows}
@@ -222,6 +237,8 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         Route("/v1/file", endpoint(file)), Route("/v1/route", endpoint(route), methods=["POST"]),
         Route("/v1/context", endpoint(context)), Route("/v1/repos", endpoint(repos)),
         Route("/v1/status", endpoint(status)),
+        Route("/v1/sessions/{session_id}/sync", endpoint(session_sync), methods=["POST"]),
+        Route("/v1/sessions/{session_id}", endpoint(session), methods=["GET", "DELETE"]),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
     starlette = Starlette(routes=routes, lifespan=lifespan)

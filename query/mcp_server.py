@@ -23,7 +23,8 @@ FILE_LINES_PER_CALL = 500
 INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
 order: route_task (which repos own a task) -> search_code (relevant code across repos) -> get_chunk / get_file
 (read more, at any commit, without cloning) -> expand_context (callers in other services, routes, config keys).
-grep finds exact text. list_repos and index_status say what is indexed and how fresh it is."""
+grep finds exact text. list_repos and index_status say what is indexed and how fresh it is. To search your own
+uncommitted edits, sync_workspace them into a session and pass session_id to search_code."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -39,7 +40,7 @@ def render_search(query: str, snapshot_id: str, hits: list, applied: list[str]) 
              f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"), ""]
     for clip, h in hits:
         lines.append(f"{h.repo}:{h.path}:{h.line_start}-{h.line_end} • {h.symbol or '(file)'} • "
-                     f"{h.score:.4f} • id {clip}")
+                     f"{h.score:.4f} • id {clip}" + (" • uncommitted" if h.uncommitted else ""))
         fence = _fence(h.snippet)
         lines += [f"{fence}{h.lang}", h.snippet, fence, ""]
     if hits:
@@ -68,6 +69,7 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many hits.")] = 10,
         min_score: Annotated[float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")] = None,
         min_score_diff: Annotated[float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")] = None,
+        session_id: Annotated[str | None, Field(description="Include this session's uncommitted edits (from sync_workspace); files it touched are searched in their edited form only.")] = None,
         format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
     ) -> str:
         """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
@@ -77,11 +79,12 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         req = SearchRequest(query, org(), tuple(repos or ()), tuple(lang or ()), tuple(paths or ()),
                             tuple(ignore or ()), kind, ref, limit)
         try:
-            snapshot_id, hits = service.search(req)
+            snapshot_id, hits = service.search(req, session_id)
         except BlobdexError as exc:
             fail(exc)
         applied = [f"{name}={value}" for name, value in (("repos", repos), ("lang", lang), ("paths", paths),
-                                                          ("ignore", ignore), ("kind", kind), ("ref", ref)) if value]
+                                                          ("ignore", ignore), ("kind", kind), ("ref", ref),
+                                                          ("session", session_id)) if value]
         similarity = [(c, h, h.signals.get("vector_score") or 0.0) for c, h in hits]
         if min_score is not None:
             similarity = [x for x in similarity if x[2] >= min_score]
@@ -201,6 +204,41 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         except BlobdexError as exc:
             fail(exc)
         return json.dumps(data, indent=1)
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False), structured_output=False)
+    def sync_workspace(
+        session_id: Annotated[str, Field(description="A name for your working session, e.g. the task or branch; reuse it.")],
+        repo: Annotated[str, Field(description="The repo the edits belong to.")],
+        files: Annotated[dict[str, str] | None, Field(description="Edited or new files: repo-relative path -> full new content.")] = None,
+        deleted: Annotated[list[str] | None, Field(description="Paths you deleted.")] = None,
+    ) -> str:
+        """Make your uncommitted edits searchable: send the full content of each file you changed (and the
+        paths you deleted), then pass session_id to search_code. Only this session sees them; the committed
+        index is never changed. Sync again after further edits; end_session when done."""
+        try:
+            result = service.sync_workspace(org(), session_id, repo, files or {}, deleted or [])
+        except BlobdexError as exc:
+            fail(exc)
+        return json.dumps(result, indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})"
+
+    @mcp.tool(annotations=READ_ONLY, structured_output=False)
+    def session_status(session_id: Annotated[str, Field(description="The session to inspect.")]) -> str:
+        """The files a session has edited or deleted, its chunk count, and when it expires if left idle."""
+        try:
+            return json.dumps(service.session_status(org(), session_id), indent=1)
+        except BlobdexError as exc:
+            fail(exc)
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False), structured_output=False)
+    def end_session(session_id: Annotated[str, Field(description="The session to discard.")]) -> str:
+        """Discard a session's overlay (its edits stay in your working tree; only the index forgets them)."""
+        try:
+            existed = service.end_session(org(), session_id)
+        except BlobdexError as exc:
+            fail(exc)
+        return f"session {session_id!r} ended" if existed else f"no session {session_id!r} (nothing to end)"
 
     @mcp.tool(annotations=READ_ONLY, structured_output=False)
     def list_repos() -> str:

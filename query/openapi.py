@@ -30,7 +30,7 @@ def document() -> dict:
         "paths": {
             "/v1/search": {"post": _op("Hybrid search", {
                 "query": {"type": "string"}, "repos": STRINGS, "lang": STRINGS, "paths": STRINGS, "ignore": STRINGS,
-                "kind": {"type": "string"}, "ref": {"type": "string"},
+                "kind": {"type": "string"}, "ref": {"type": "string"}, "session_id": {"type": "string"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 200}})},
             "/v1/chunks": {"get": _op("Full chunks of search hits by id", params=["ids"])},
             "/v1/grep": {"post": _op("RE2 or literal search over indexed text", {
@@ -41,6 +41,10 @@ def document() -> dict:
                                                                  "limit": {"type": "integer"}})},
             "/v1/context": {"get": _op("Definitions, callers, routes, env keys and edges of a symbol",
                                        params=["symbol", "repo"])},
+            "/v1/sessions/{session_id}/sync": {"post": _op("Add a session's uncommitted edits", {
+                "repo": {"type": "string"}, "files": {"type": "object", "additionalProperties": {"type": "string"}},
+                "deleted": STRINGS})},
+            "/v1/sessions/{session_id}": {"get": _op("A session's overlay"), "delete": _op("End a session")},
             "/v1/repos": {"get": _op("Indexed repos")},
             "/v1/status": {"get": _op("Served snapshot, model and per-repo freshness")},
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "OK"}}}},

@@ -49,7 +49,17 @@ class SnapshotReader:
         self.col["category"] = np.asarray([category(x) for x in self.col["lang"]], dtype=object)
         self.symbol_rows = _symbol_index(self.rows.column("symbol").to_pylist(), self.col["kind"])
         self._refs: list[list[str]] | None = None
+        self._rows_at: dict[tuple[str, str, str], list[int]] | None = None
         self.commit_of = {(r.org, r.name, x.ref): x.commit_id for r in self.manifest.repos for x in r.refs}
+
+    def rows_at(self, org: str, repo: str, path: str) -> list[int]:
+        """The rows of one file (every blob of it); the index is built on first use."""
+        if self._rows_at is None:
+            index: dict[tuple[str, str, str], list[int]] = {}
+            for i, key in enumerate(zip(self.col["org"], self.col["repo"], self.col["path"])):
+                index.setdefault(key, []).append(i)
+            self._rows_at = index
+        return self._rows_at.get((org, repo, path), [])
 
     @property
     def snapshot_id(self) -> str:

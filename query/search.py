@@ -10,6 +10,7 @@ import tantivy
 
 from indexer.embed import Embedder, embed_text
 from indexer.errors import BlobdexError
+from indexer.languages import category
 from indexer.tokenize import WORD_RE, tokens
 from query.reader import SnapshotReader
 
@@ -60,12 +61,25 @@ class Hit:
     snippet: str
     score: float
     signals: dict = field(default_factory=dict)
-    row: int = -1
+    uncommitted: bool = False  # from a session overlay, not from a commit
+    row: int = -1  # the snapshot row; -1 for an overlay hit
+    text: str | None = field(default=None, repr=False)  # an overlay hit's whole chunk
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("row")
+        d.pop("text")
         return d
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """A session's edits for one search: its chunks (with vectors) and the (repo, path) pairs it shadows."""
+
+    session_id: str
+    shadowed: frozenset
+    chunks: list  # overlay.OverlayChunk
+    vectors: np.ndarray
 
 
 def _globs(patterns: tuple[str, ...], what: str) -> pathspec.PathSpec | None:
@@ -205,23 +219,78 @@ def snippet(text: str, line_start: int, query: str) -> tuple[str, int, int]:
     return "\n".join(lines[best:best + SNIPPET_LINES]), line_start + best, line_start + best + SNIPPET_LINES - 1
 
 
-def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest) -> list[Hit]:
+def _kind_ok(wanted: str | None, lang: str, kind: str) -> bool:
+    if wanted in ("code", "doc"):
+        return category(lang) == wanted
+    return wanted is None or kind == wanted
+
+
+def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray, vec: list) -> tuple[list, list]:
+    """The session's chunks that pass the filters, as (key, score) lists: vectors merged with the
+    snapshot's by cosine (comparable), and a lexical list of their own (query words matched)."""
+    include, ignore = _globs(req.paths, "path"), _globs(req.ignore, "ignore")
+    keep = []
+    for i, c in enumerate(overlay.chunks):
+        if (req.repos and c.repo not in req.repos) or (req.langs and c.lang not in req.langs):
+            continue
+        if not _kind_ok(req.kind, c.lang, c.kind):
+            continue
+        if (include and not include.match_file(c.path)) or (ignore and ignore.match_file(c.path)):
+            continue
+        keep.append(i)
+    if not keep:
+        return vec, []
+    scores = overlay.vectors[keep] @ vector
+    merged = sorted(vec + [(("o", i), float(sc)) for i, sc in zip(keep, scores)], key=lambda x: -x[1])[:CANDIDATES]
+    words = set(tokens(req.query)) - STOPWORDS
+    lexical = []
+    for i in keep:
+        c = overlay.chunks[i]
+        found = words & set(tokens(f"{c.symbol} {c.path} {c.text}"))
+        if found:
+            lexical.append((("o", i), float(len(found))))
+    lexical.sort(key=lambda x: -x[1])
+    return merged, lexical
+
+
+def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None) -> list[Hit]:
     validate(req, reader)
     mask = row_mask(req, reader)
+    if overlay is not None:
+        # Shadowing happens before ranking: a path the session deleted has no chunks of its own
+        # to outrank the committed ones, so filtering afterwards would keep returning them.
+        for key in overlay.shadowed:
+            mask[reader.rows_at(req.org, *key)] = False
     vector = embedder.embed([embed_text("", req.query)])[0]
     vec = _vector_ranks(reader, vector, mask)
     lex = lexical_ranks(reader, req, mask)
     sym = _symbol_ranks(reader, req, mask, lex, vec)
-    fused: dict[int, dict] = {}
-    for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym)):
+    extra = []
+    if overlay is not None:
+        vec, overlay_lex = _overlay_ranks(overlay, req, vector, vec)
+        extra = [("overlay_bm25", overlay_lex)]
+    fused: dict = {}
+    for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym), *extra):
         for rank, (row, score) in enumerate(ranked, 1):
             entry = fused.setdefault(row, {"score": 0.0, "vector_rank": None, "vector_score": None,
                                            "bm25_rank": None, "bm25_score": None,
                                            "symbol_rank": None, "symbol_score": None})
             entry["score"] += 1.0 / (RRF_K + rank)
+            name = "bm25" if name == "overlay_bm25" else name
             entry[f"{name}_rank"], entry[f"{name}_score"] = rank, round(score, 4)
-    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))[:req.limit]
-    return [_hit(reader, row, signals, req) for row, signals in best]
+    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))[:req.limit]
+    return [_overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
+            for key, signals in best]
+
+
+def _overlay_hit(overlay: Overlay, index: int, signals: dict, req: SearchRequest) -> Hit:
+    c = overlay.chunks[index]
+    text, start, end = snippet(c.text, c.line_start, req.query)
+    score = signals.pop("score")
+    return Hit(org=req.org, repo=c.repo, ref=f"session:{overlay.session_id}", commit_id="", path=c.path,
+               blob_id=c.blob_id, chunk_index=c.chunk_index, symbol=c.symbol, kind=c.kind, lang=c.lang,
+               line_start=c.line_start, line_end=c.line_end, snippet=text, score=round(score, 6),
+               signals={**signals, "snippet_lines": [start, end]}, uncommitted=True, text=c.text)
 
 
 def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) -> Hit:

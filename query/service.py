@@ -18,13 +18,15 @@ from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
 from query.reader import SnapshotReader
 from query.route import RepoRoute, route
-from query.search import Hit, SearchRequest, search
+from query.overlay import OverlayError, OverlayStore, SessionNotFound
+from query.search import Hit, Overlay, SearchRequest, search
 from query.status import repo_status
 
 log = logging.getLogger(__name__)
 
 MAX_CLIPS = 20_000  # hits remembered for get_chunk, oldest forgotten first
 RETRY_REFUSED_SECONDS = 30.0  # how often a snapshot that failed to open is tried again
+SWEEP_EVERY_SECONDS = 60.0  # idle sessions are swept at most this often
 
 
 class ChunkNotFound(BlobdexError):
@@ -40,6 +42,8 @@ class Service:
         self._lock = threading.Lock()  # clips and the embedder
         self._opening = threading.Lock()  # one request at a time opens a new snapshot
         self._clips: OrderedDict[int, dict] = OrderedDict()
+        self._overlays: OverlayStore | None = None
+        self._swept = 0.0
         self._next_clip = 1
 
     # -- the live snapshot -------------------------------------------------------------
@@ -88,17 +92,18 @@ class Service:
             self._opening.release()
 
     # -- operations --------------------------------------------------------------------
-    def search(self, req: SearchRequest) -> tuple[str, list[tuple[int, Hit]]]:
+    def search(self, req: SearchRequest, session_id: str | None = None) -> tuple[str, list[tuple[int, Hit]]]:
         reader = self.reader()
-        hits = search(reader, self.embedder, req)
+        overlay = self._overlay(req.org, session_id) if session_id else None
+        hits = search(reader, self.embedder, req, overlay)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
+        text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]
         with self._lock:
             clip = self._next_clip
             self._next_clip += 1
-            self._clips[clip] = {**hit.to_dict(), "text": reader.row(hit.row)["text"],
-                                 "snapshot_id": reader.snapshot_id}
+            self._clips[clip] = {**hit.to_dict(), "text": text, "snapshot_id": reader.snapshot_id}
             while len(self._clips) > MAX_CLIPS:
                 self._clips.popitem(last=False)
             return clip
@@ -110,6 +115,38 @@ class Service:
             raise ChunkNotFound(f"no chunk with id {clip}: ids come from search results of this server "
                                 f"(the oldest are forgotten); run search_code again")
         return {"id": clip, **found}
+
+    # -- session overlays --------------------------------------------------------------
+    @property
+    def overlays(self) -> OverlayStore:
+        with self._lock:
+            if self._overlays is None:
+                self._overlays = OverlayStore(self.cfg.data_dir)
+            store = self._overlays
+        if time.monotonic() - self._swept > SWEEP_EVERY_SECONDS:
+            self._swept = time.monotonic()
+            store.sweep()
+        return store
+
+    def _overlay(self, org: str, session_id: str) -> Overlay:
+        store = self.overlays
+        store.check_id(session_id)
+        if not store.touch(org, session_id):
+            raise SessionNotFound(f"no session {session_id!r}: call sync_workspace first (idle sessions expire)")
+        chunks, vectors = store.chunks(org, session_id)
+        return Overlay(session_id, frozenset(store.shadowed(org, session_id)), chunks, vectors)
+
+    def sync_workspace(self, org: str, session_id: str, repo: str, files: dict[str, str], deleted: list[str]) -> dict:
+        known = {r.name for r in self.reader().manifest.repos if r.org == org}
+        if repo not in known:
+            raise OverlayError(f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(sorted(known)) or 'none'}")
+        return self.overlays.sync(org, session_id, repo, files, deleted, self.embedder, self.cfg.max_blob_bytes)
+
+    def session_status(self, org: str, session_id: str) -> dict:
+        return self.overlays.status(org, session_id)
+
+    def end_session(self, org: str, session_id: str) -> bool:
+        return self.overlays.end(org, session_id)
 
     def grep(self, pattern: str, org: str, **kw) -> tuple[str, list[GrepMatch], bool]:
         reader = self.reader()

@@ -49,8 +49,10 @@ def test_tools_are_listed_read_only_with_instructions(service):
             return await client.list_tools()
     tools = {t.name: t for t in asyncio.run(go()).tools}
     assert set(tools) == {"search_code", "get_chunk", "grep", "get_file", "route_task", "expand_context",
-                          "list_repos", "index_status"}
-    assert all(t.annotations.read_only_hint for t in tools.values())
+                          "list_repos", "index_status", "sync_workspace", "session_status", "end_session"}
+    writes = {"sync_workspace", "end_session"}
+    assert all(t.annotations.read_only_hint for name, t in tools.items() if name not in writes)
+    assert tools["end_session"].annotations.destructive_hint
     assert "get_chunk" in tools["search_code"].description
 
 
@@ -152,7 +154,7 @@ def test_mcp_over_streamable_http_on_a_socket(service):
                 found = await client.call_tool("search_code", {"query": "issue_refund", "ref": "dev"})
                 return tools, found
         tools, found = asyncio.run(go())
-    assert len(tools.tools) == 8 and "src/billing/refund.py" in text(found)
+    assert len(tools.tools) == 11 and "src/billing/refund.py" in text(found)
 
 
 def test_http_api_answers_and_errors_share_one_shape(service, corpus):
