@@ -127,3 +127,23 @@ def test_session_tools_over_mcp(service):
     assert json.loads(status.content[0].text)["files"][0]["path"] == "src/billing/renew.py"
     assert "ended" in ended.content[0].text
     assert gone.is_error and "call sync_workspace first" in gone.content[0].text
+
+
+def test_session_endpoints_over_http(service):
+    import httpx
+
+    from query.http import app
+    from tests.test_server import Server
+
+    with Server(app(service)) as url:
+        c = httpx.Client(base_url=url)
+        r = c.post("/v1/sessions/h1/sync", json={"repo": "api", "files": {"src/billing/renew.py": EDITED},
+                                                 "deleted": ["web/app.js"]})
+        assert r.status_code == 200 and r.json()["chunks"] > 0
+        hits = c.post("/v1/search", json={"query": "pause_subscription loadCart", "session_id": "h1"}).json()["hits"]
+        assert hits[0]["uncommitted"] and not any(h["path"] == "web/app.js" for h in hits)
+        assert c.get("/v1/sessions/h1").json()["files"][1]["deleted"] is True
+        assert c.delete("/v1/sessions/h1").json()["ended"] is True
+        assert c.get("/v1/sessions/h1").status_code == 404
+        bad = c.post("/v1/sessions/h2/sync", json={"repo": "api", "files": {"a.py": 5}})
+        assert bad.status_code == 400 and "path -> content" in bad.json()["error"]["message"]
