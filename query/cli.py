@@ -190,8 +190,10 @@ def context(ctx, symbol, repo, org, as_json) -> None:
               help="Also accept this Host/Origin (repeatable); needed when serving beyond localhost.")
 @click.option("--require-token", is_flag=True, help="Refuse requests without a bearer token from 'blobdex token mint'.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True, help="Org of requests that carry no token.")
+@click.option("--codesearch-prefix", default="/codesearch", show_default=True,
+              help="Where the codebase-semantic-search HTTP API is mounted.")
 @click.pass_context
-def serve(ctx, host, port, allow_hosts, require_token, org) -> None:
+def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix) -> None:
     """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT."""
     import uvicorn
 
@@ -206,7 +208,10 @@ def serve(ctx, host, port, allow_hosts, require_token, org) -> None:
         click.echo(f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "
                    f"every indexed repo", err=True)
     click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
-    uvicorn.run(app(service, list(allow_hosts), require_token, org), host=host, port=port, log_level="warning")
+    if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
+        raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
+    uvicorn.run(app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/")),
+                host=host, port=port, log_level="warning")
 
 
 @cli.command()

@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route
 
 from indexer.errors import BlobdexError
 from query import tokens
+from query.codesearch import app as codesearch_app
 from query.context import ContextError
 from query.get_file import GetFileError
 from query.mcp_server import build as build_mcp
@@ -120,7 +121,7 @@ def _int(value, key: str, default: int | None = None) -> int | None:
 
 
 def app(service: Service, allowed_hosts: list[str] | None = None, require_token: bool = False,
-        default_org: str = "default") -> Starlette:
+        default_org: str = "default", codesearch_prefix: str = "/codesearch") -> Starlette:
     mcp = build_mcp(service, org=_org.get)
     allowed = list(LOCAL_HOSTS) + list(allowed_hosts or [])
     security = TransportSecuritySettings(
@@ -239,6 +240,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         Route("/v1/status", endpoint(status)),
         Route("/v1/sessions/{session_id}/sync", endpoint(session_sync), methods=["POST"]),
         Route("/v1/sessions/{session_id}", endpoint(session), methods=["GET", "DELETE"]),
+        Mount(codesearch_prefix, app=codesearch_app(service, _org.get)),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
     starlette = Starlette(routes=routes, lifespan=lifespan)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -42,6 +43,7 @@ class SearchRequest:
     kind: str | None = None  # code | doc | a chunk kind (function, class, ...)
     ref: str | None = None  # a branch, tag or full ref name
     limit: int = 10
+    ignore_re: str | None = None  # drop paths this regex matches (built by a facade from its own pattern syntax)
 
 
 @dataclass(frozen=True)
@@ -123,13 +125,15 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
     elif req.kind:
         mask &= col["kind"] == req.kind
     include, ignore = _globs(req.paths, "path"), _globs(req.ignore, "ignore")
-    if include or ignore:
+    drop = re.compile(req.ignore_re) if req.ignore_re else None
+    if include or ignore or drop:
         candidates = np.flatnonzero(mask)
         verdict: dict[str, bool] = {}
         for i in candidates:
             p = col["path"][i]
             if p not in verdict:
-                verdict[p] = (include is None or include.match_file(p)) and not (ignore and ignore.match_file(p))
+                verdict[p] = ((include is None or include.match_file(p)) and not (ignore and ignore.match_file(p))
+                              and not (drop and drop.search(p)))
             mask[i] = verdict[p]
     if req.ref:
         names = _ref_names(req.ref)
