@@ -192,8 +192,10 @@ def context(ctx, symbol, repo, org, as_json) -> None:
 @click.option("--org", default=DEFAULT_ORG, show_default=True, help="Org of requests that carry no token.")
 @click.option("--codesearch-prefix", default="/codesearch", show_default=True,
               help="Where the codebase-semantic-search HTTP API is mounted.")
+@click.option("--lucos", is_flag=True,
+              help="Serve the Lucos API under /api/v1, trusting X-Org-Id/X-User-Id headers: only behind a gateway.")
 @click.pass_context
-def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix) -> None:
+def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, lucos) -> None:
     """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT."""
     import uvicorn
 
@@ -210,7 +212,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix) -
     click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
     if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
         raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
-    uvicorn.run(app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/")),
+    uvicorn.run(app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos),
                 host=host, port=port, log_level="warning")
 
 

@@ -23,6 +23,7 @@ from starlette.routing import Mount, Route
 from indexer.errors import BlobdexError
 from query import tokens
 from query.codesearch import app as codesearch_app
+from query.lucos import app as lucos_app
 from query.context import ContextError
 from query.get_file import GetFileError
 from query.mcp_server import build as build_mcp
@@ -33,6 +34,7 @@ from query.service import ChunkNotFound, Service, route_dict
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+LUCOS_PREFIX = "/api/v1"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _org: contextvars.ContextVar[str] = contextvars.ContextVar("org", default="default")
 NOT_FOUND = (ChunkNotFound, GetFileError, ContextError, SessionNotFound)
@@ -46,9 +48,10 @@ def error(status: int, code: str, message: str) -> JSONResponse:
 class Guard:
     """ASGI middleware: Host/Origin checks, body size cap, bearer tokens -> org (before any route)."""
 
-    def __init__(self, app, allowed_hosts: list[str], require_token: bool, data_dir, default_org: str):
+    def __init__(self, app, allowed_hosts: list[str], require_token: bool, data_dir, default_org: str,
+                 exempt: tuple[str, ...] = ()):
         self.app, self.allowed, self.require_token = app, allowed_hosts, require_token
-        self.data_dir, self.default_org = data_dir, default_org
+        self.data_dir, self.default_org, self.exempt = data_dir, default_org, exempt
 
     def _host_ok(self, host: str) -> bool:
         name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
@@ -70,7 +73,7 @@ class Guard:
         if int(headers.get("content-length") or 0) > MAX_BODY_BYTES:
             return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
         org = self.default_org
-        if scope["path"] not in ("/healthz", "/readyz"):
+        if scope["path"] not in ("/healthz", "/readyz") and not scope["path"].startswith(self.exempt):
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
             if token is not None:
@@ -121,7 +124,7 @@ def _int(value, key: str, default: int | None = None) -> int | None:
 
 
 def app(service: Service, allowed_hosts: list[str] | None = None, require_token: bool = False,
-        default_org: str = "default", codesearch_prefix: str = "/codesearch") -> Starlette:
+        default_org: str = "default", codesearch_prefix: str = "/codesearch", lucos: bool = False) -> Starlette:
     mcp = build_mcp(service, org=_org.get)
     allowed = list(LOCAL_HOSTS) + list(allowed_hosts or [])
     security = TransportSecuritySettings(
@@ -240,8 +243,11 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         Route("/v1/status", endpoint(status)),
         Route("/v1/sessions/{session_id}/sync", endpoint(session_sync), methods=["POST"]),
         Route("/v1/sessions/{session_id}", endpoint(session), methods=["GET", "DELETE"]),
+        *([Mount(LUCOS_PREFIX, app=lucos_app(service))] if lucos else []),
         Mount(codesearch_prefix, app=codesearch_app(service, _org.get)),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
     starlette = Starlette(routes=routes, lifespan=lifespan)
-    return Guard(starlette, allowed, require_token, service.cfg.data_dir, default_org)
+    # The Lucos routes authenticate by the gateway's trusted headers, not by our bearer tokens.
+    exempt = (LUCOS_PREFIX + "/",) if lucos else ()
+    return Guard(starlette, allowed, require_token, service.cfg.data_dir, default_org, exempt)

@@ -287,6 +287,28 @@ def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overl
             for key, signals in best]
 
 
+def search_overlay(embedder: Embedder, req: SearchRequest, overlay: Overlay) -> list[tuple[Hit, float]]:
+    """Search only an overlay's chunks (content that no snapshot holds): (hit, cosine) pairs, fused order."""
+    if not req.query or not req.query.strip():
+        raise SearchError("the query is empty: describe what the code does, or name an identifier")
+    if not 1 <= req.limit <= MAX_LIMIT:
+        raise SearchError(f"limit {req.limit} is out of range: use 1 to {MAX_LIMIT}")
+    if not overlay.chunks:
+        return []
+    vector = embedder.embed([embed_text("", req.query)])[0]
+    vec, lex = _overlay_ranks(overlay, req, vector, [])
+    fused: dict = {}
+    for name, ranked in (("vector", vec), ("bm25", lex)):
+        for rank, (key, score) in enumerate(ranked, 1):
+            entry = fused.setdefault(key, {"score": 0.0, "vector_rank": None, "vector_score": None,
+                                           "bm25_rank": None, "bm25_score": None})
+            entry["score"] += 1.0 / (RRF_K + rank)
+            entry[f"{name}_rank"], entry[f"{name}_score"] = rank, round(score, 4)
+    cosine = dict(vec)
+    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))[:req.limit]
+    return [(_overlay_hit(overlay, key[1], signals, req), cosine.get(key, 0.0)) for key, signals in best]
+
+
 def _overlay_hit(overlay: Overlay, index: int, signals: dict, req: SearchRequest) -> Hit:
     c = overlay.chunks[index]
     text, start, end = snippet(c.text, c.line_start, req.query)

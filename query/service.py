@@ -19,6 +19,7 @@ from query.grep import GrepMatch, grep
 from query.reader import SnapshotReader
 from query.route import RepoRoute, route
 from query.overlay import OverlayError, OverlayStore, SessionNotFound
+from query.pushed import PushedStore
 from query.search import Hit, Overlay, SearchRequest, search
 from query.status import repo_status
 
@@ -43,6 +44,7 @@ class Service:
         self._opening = threading.Lock()  # one request at a time opens a new snapshot
         self._clips: OrderedDict[int, dict] = OrderedDict()
         self._overlays: OverlayStore | None = None
+        self._pushed: PushedStore | None = None
         self._swept = 0.0
         self._next_clip = 1
 
@@ -127,6 +129,13 @@ class Service:
             self._swept = time.monotonic()
             store.sweep()
         return store
+
+    @property
+    def pushed(self) -> PushedStore:
+        with self._lock:
+            if self._pushed is None:
+                self._pushed = PushedStore(self.cfg.data_dir)
+            return self._pushed
 
     def _overlay(self, org: str, session_id: str) -> Overlay:
         store = self.overlays

@@ -1,0 +1,163 @@
+"""The Lucos indexing & retrieval API (shared/seeds/lucos-indexing-retrieval-api.md) under /api/v1.
+
+Trusted-header mode: a gateway has authenticated the user and forwards X-Request-Id, X-Org-Id and
+X-User-Id (X-Repo-Ids limits a team-only member). It is enabled only by `blobdex serve --lucos`,
+because it believes those headers. Workspace repos (`lucos:ws:<16 hex>`) are registered on first
+upload and live in the pushed-chunk store of the request's org, never in a snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from indexer.errors import BlobdexError
+from query.pushed import PushedChunk
+from query.search import Overlay, SearchRequest, search_overlay
+
+SPACE = "lucos"
+MAX_CHUNKS = 200
+MAX_CONTENT_BYTES = 64 * 1024
+MAX_TOP_K = 100
+REPO_ID_RE = re.compile(r"^lucos:ws:[0-9a-f]{16}$")
+SOURCE_TYPES = {"repo_code": "code", "repo_doc": "doc"}
+VERSION = "blobdex-lucos-1"
+
+
+class LucosError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def _context(request: Request) -> dict:
+    h = request.headers
+    missing = [n for n in ("X-Request-Id", "X-Org-Id", "X-User-Id") if not h.get(n)]
+    if missing:
+        raise LucosError(401, "TRUSTED_CONTEXT_REQUIRED", f"missing trusted headers: {', '.join(missing)}")
+    repos = h.get("X-Repo-Ids")
+    return {"request_id": h["X-Request-Id"], "org": h["X-Org-Id"], "user": h["X-User-Id"],
+            "repo_ids": {r.strip() for r in repos.split(",") if r.strip()} if repos is not None else None}
+
+
+def _repo(ctx: dict, repo_id) -> str:
+    if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id):
+        raise LucosError(400, "INVALID_PAYLOAD", f"repo_id {repo_id!r} is not lucos:ws:<16 hex characters>")
+    if ctx["repo_ids"] is not None and repo_id not in ctx["repo_ids"]:
+        raise LucosError(403, "REPO_FORBIDDEN", f"repo {repo_id} is not among this member's repos (X-Repo-Ids)")
+    return repo_id
+
+
+def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
+    if not isinstance(raw, dict):
+        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}] is not an object")
+    for name, kind in (("chunk_id", str), ("chunk_hash", str), ("file_path", str), ("content", str),
+                       ("source_type", str), ("start_line", int), ("end_line", int)):
+        if not isinstance(raw.get(name), kind) or isinstance(raw.get(name), bool):
+            raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].{name} is required ({kind.__name__})")
+    if raw["source_type"] not in SOURCE_TYPES:
+        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].source_type must be repo_code or repo_doc")
+    if not 1 <= raw["start_line"] <= raw["end_line"]:
+        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}] needs 1 <= start_line <= end_line")
+    path = raw["file_path"]
+    if path.startswith("/") or ".." in path.split("/") or "\x00" in path:
+        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].file_path must be repo-relative")
+    return PushedChunk(repo_id, raw["chunk_id"], raw["chunk_hash"], path, str(raw.get("language") or "text"),
+                       str(raw.get("symbol_name") or ""), raw["start_line"], raw["end_line"], raw["content"],
+                       raw["source_type"])
+
+
+def app(service) -> Starlette:
+    def handle(fn):
+        async def endpoint(request: Request):
+            try:
+                ctx = _context(request)
+                return JSONResponse(await fn(request, ctx))
+            except LucosError as exc:
+                return JSONResponse({"code": exc.code, "message": str(exc),
+                                     "request_id": request.headers.get("X-Request-Id")}, status_code=exc.status)
+            except BlobdexError as exc:
+                return JSONResponse({"code": "INVALID_PAYLOAD", "message": str(exc),
+                                     "request_id": request.headers.get("X-Request-Id")}, status_code=400)
+        return endpoint
+
+    async def body(request: Request) -> dict:
+        try:
+            data = await request.json()
+        except ValueError:
+            raise LucosError(400, "INVALID_PAYLOAD", "the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise LucosError(400, "INVALID_PAYLOAD", "the body must be a JSON object")
+        return data
+
+    async def upload(request: Request, ctx: dict):
+        d = await body(request)
+        repo_id = _repo(ctx, d.get("repo_id"))
+        raw = d.get("chunks", [])
+        deleted = d.get("deleted_chunk_ids", [])
+        if not isinstance(raw, list) or not isinstance(deleted, list) or not all(isinstance(x, str) for x in deleted):
+            raise LucosError(400, "INVALID_PAYLOAD", "chunks and deleted_chunk_ids must be arrays")
+        if len(raw) > MAX_CHUNKS:
+            raise LucosError(400, "INVALID_PAYLOAD", f"{len(raw)} chunks in one request; at most {MAX_CHUNKS}")
+        chunks = [_chunk(repo_id, c, n) for n, c in enumerate(raw)]
+        oversized = [c for c in chunks if len(c.content.encode("utf-8")) > MAX_CONTENT_BYTES]
+        store = service.pushed
+        store.delete_ids(ctx["org"], SPACE, repo_id, deleted)
+        counts = await anyio.to_thread.run_sync(
+            store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder)
+        counts["failed"] += len(oversized)
+        if d.get("commit_sha"):
+            store.set_state(ctx["org"], SPACE, repo_id, "commit_sha", str(d["commit_sha"]))
+        return {"repo_id": repo_id, "counts": counts, "request_id": ctx["request_id"]}
+
+    async def status(request: Request, ctx: dict):
+        repo_id = _repo(ctx, request.query_params.get("repo_id"))
+        s = service.pushed.stats(ctx["org"], SPACE, repo_id)
+        last = (datetime.fromtimestamp(s["updated"], timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                if s["updated"] else None)
+        return {"repo_id": repo_id, "state": "ready" if s["chunks"] else "pending", "files_total": s["files"],
+                "files_indexed": s["files"], "chunks_total": s["chunks"], "stale_count": 0, "last_indexed_at": last}
+
+    async def retrieve(request: Request, ctx: dict):
+        d = await body(request)
+        repo_ids = d.get("repo_ids")
+        if not isinstance(repo_ids, list) or not repo_ids:
+            raise LucosError(400, "INVALID_PAYLOAD", "repo_ids must be a non-empty array")
+        repos = tuple(_repo(ctx, r) for r in repo_ids)
+        top_k = d.get("top_k", 20)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            raise LucosError(400, "INVALID_PAYLOAD", f"top_k must be an integer from 1 to {MAX_TOP_K}")
+        filters = d.get("filters") or {}
+        paths = filters.get("paths", []) if isinstance(filters, dict) else None
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise LucosError(400, "INVALID_PAYLOAD", "filters.paths must be an array of globs")
+        chunks, vectors, meta = service.pushed.overlay(ctx["org"], SPACE, repos)
+        overlay = Overlay(SPACE, frozenset(), chunks, vectors)
+        req = SearchRequest(str(d.get("query") or ""), ctx["org"], repos, (), tuple(paths), (), None, None, top_k)
+        found = await anyio.to_thread.run_sync(search_overlay, service.embedder, req, overlay)
+        results = []
+        for hit, score in found:
+            m = meta[hit.chunk_index]  # overlay chunks are numbered in the order meta lists them
+            results.append({"file_path": hit.path, "start_line": hit.line_start, "end_line": hit.line_end,
+                            "score": round(score, 4), "chunk_hash": m.get("chunk_hash"), "chunk_id": m.get("chunk_id"),
+                            "snippet": hit.snippet, "source_type": m.get("source_type"), "repo_id": hit.repo})
+        return {"results": results, "request_id": ctx["request_id"]}
+
+    async def health(request: Request):
+        return JSONResponse({"status": "ok"})
+
+    async def version(request: Request):
+        return JSONResponse({"version": VERSION})
+
+    return Starlette(routes=[
+        Route("/indexing/chunks", handle(upload), methods=["POST"]),
+        Route("/indexing/status", handle(status)),
+        Route("/retrieval/search", handle(retrieve), methods=["POST"]),
+        Route("/health/", health), Route("/version", version),
+    ])
