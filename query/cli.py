@@ -262,14 +262,30 @@ def token() -> None:
 
 
 @token.command("mint")
-@click.option("--name", required=True, help="Who or what the token is for.")
+@click.option("--name", help="Who or what the token is for (blobdex tokens).")
 @click.option("--org", default=DEFAULT_ORG, show_default=True, help="The org every request with it runs in.")
+@click.option("--jwt", "as_jwt", is_flag=True, help="Mint a Codebase Index Protocol access token (JWT) instead.")
+@click.option("--user", help="The JWT's username (with --jwt).")
+@click.option("--ttl", default=3600, show_default=True, type=int, help="JWT lifetime in seconds (with --jwt).")
 @click.pass_context
-def token_mint(ctx, name, org) -> None:
-    """Print a new token once; only its sha256 is kept."""
+def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
+    """Print a new token once. blobdex tokens are kept only as sha256; JWTs are signed, not stored."""
+    cfg = cli_config(ctx)
+    if as_jwt:
+        from query.cip import load_settings, mint as mint_jwt
+
+        settings = load_settings(cfg.path)
+        if not user:
+            raise click.UsageError("--jwt needs --user NAME")
+        if not settings.secret:
+            raise click.ClickException("no JWT secret: set BLOBDEX_JWT_SECRET or jwt_secret in blobdex.toml")
+        click.echo(mint_jwt(settings.secret, user, ttl))
+        return
+    if not name:
+        raise click.UsageError("--name is required")
     from query.tokens import mint
 
-    click.echo(mint(cli_config(ctx).data_dir, name, org))
+    click.echo(mint(cfg.data_dir, name, org))
 
 
 @token.command("list")

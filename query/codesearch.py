@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from indexer.errors import BlobdexError
+from query import payload
 from query.get_file import MAX_FILE_BYTES, GetFileError
 from query.search import SearchRequest
 
@@ -151,6 +152,13 @@ def _split_path(file_path) -> tuple[str, str]:
     return repo, path
 
 
+async def _body(request: Request) -> dict:
+    try:
+        return payload.parse(await request.body())
+    except payload.PayloadError as exc:
+        raise ContractError(400, str(exc)) from None
+
+
 def app(service, org) -> Starlette:
     """The contract's routes; `org()` names the org of the current request."""
     clips = ClipStore()
@@ -178,13 +186,7 @@ def app(service, org) -> Starlette:
         return endpoint
 
     async def search(request: Request, org_name: str):
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ContractError(400, "the body must be JSON") from None
-        if not isinstance(body, dict):
-            raise ContractError(400, "the body must be a JSON object")
-        p = parse_search(body)
+        p = parse_search(await _body(request))
         req = SearchRequest(p["query"], org_name, (p["module"],) if p["module"] else (),
                             (p["language"],) if p["language"] else (), (), (), p["chunk_type"], None, p["top_k"],
                             ignore_re=p["ignore_re"])
@@ -237,10 +239,7 @@ def app(service, org) -> Starlette:
 
     async def clips_batch(request: Request, org_name: str):
         if request.method == "POST":
-            try:
-                ids = (await request.json()).get("ids")
-            except (ValueError, AttributeError):
-                raise ContractError(400, 'the body must be {"ids": [...]}') from None
+            ids = (await _body(request)).get("ids")
         else:
             ids = [x for v in request.query_params.getlist("ids") for x in v.split(",") if x.strip()]
         if not isinstance(ids, list) or not ids:
@@ -259,10 +258,7 @@ def app(service, org) -> Starlette:
                    "clipStoreSize": len(clips)})
 
     async def read_range(request: Request, org_name: str):
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ContractError(400, "the body must be JSON") from None
+        body = await _body(request)
         start, end = body.get("startLine", 1), body.get("endLine")
         if not isinstance(start, int) or start < 1 or (end is not None and (not isinstance(end, int) or end < start)):
             raise ContractError(400, "startLine and endLine must be integers with 1 <= startLine <= endLine")

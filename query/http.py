@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import logging
 from dataclasses import asdict
 
@@ -21,7 +20,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from indexer.errors import BlobdexError
-from query import tokens
+from query import payload, tokens
+from query.cip import AuthSettings, load_settings
+from query.cip import app as cip_app
 from query.codesearch import app as codesearch_app
 from query.lucos import app as lucos_app
 from query.context import ContextError
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
 LUCOS_PREFIX = "/api/v1"
+CIP_PREFIX = "/codebase-index"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _org: contextvars.ContextVar[str] = contextvars.ContextVar("org", default="default")
 NOT_FOUND = (ChunkNotFound, GetFileError, ContextError, SessionNotFound)
@@ -97,12 +99,9 @@ async def _json(request: Request) -> dict:
     if len(body) > MAX_BODY_BYTES:
         raise BlobdexError(f"request body over {MAX_BODY_BYTES} bytes")
     try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise BlobdexError(f"the body is not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise BlobdexError("the body must be a JSON object")
-    return data
+        return payload.parse(body)
+    except payload.PayloadError as exc:
+        raise BlobdexError(str(exc)) from exc
 
 
 def _strs(data: dict, key: str) -> tuple[str, ...]:
@@ -124,7 +123,8 @@ def _int(value, key: str, default: int | None = None) -> int | None:
 
 
 def app(service: Service, allowed_hosts: list[str] | None = None, require_token: bool = False,
-        default_org: str = "default", codesearch_prefix: str = "/codesearch", lucos: bool = False) -> Starlette:
+        default_org: str = "default", codesearch_prefix: str = "/codesearch", lucos: bool = False,
+        cip_settings: AuthSettings | None = None) -> Starlette:
     mcp = build_mcp(service, org=_org.get)
     allowed = list(LOCAL_HOSTS) + list(allowed_hosts or [])
     security = TransportSecuritySettings(
@@ -245,9 +245,11 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         Route("/v1/sessions/{session_id}", endpoint(session), methods=["GET", "DELETE"]),
         *([Mount(LUCOS_PREFIX, app=lucos_app(service))] if lucos else []),
         Mount(codesearch_prefix, app=codesearch_app(service, _org.get)),
+        Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg.path))),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
     starlette = Starlette(routes=routes, lifespan=lifespan)
     # The Lucos routes authenticate by the gateway's trusted headers, not by our bearer tokens.
-    exempt = (LUCOS_PREFIX + "/",) if lucos else ()
+    # The Codebase Index Protocol has JWTs of its own.
+    exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos else ())
     return Guard(starlette, allowed, require_token, service.cfg.data_dir, default_org, exempt)

@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from indexer.errors import BlobdexError
+from query import payload
 from query.pushed import PushedChunk
 from query.search import Overlay, SearchRequest, search_overlay
 
@@ -63,7 +64,7 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
             raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].{name} is required ({kind.__name__})")
     if raw["source_type"] not in SOURCE_TYPES:
         raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].source_type must be repo_code or repo_doc")
-    if not 1 <= raw["start_line"] <= raw["end_line"]:
+    if not 1 <= raw["start_line"] <= raw["end_line"] <= 10_000_000:
         raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}] needs 1 <= start_line <= end_line")
     path = raw["file_path"]
     if path.startswith("/") or ".." in path.split("/") or "\x00" in path:
@@ -89,12 +90,9 @@ def app(service) -> Starlette:
 
     async def body(request: Request) -> dict:
         try:
-            data = await request.json()
-        except ValueError:
-            raise LucosError(400, "INVALID_PAYLOAD", "the body is not JSON") from None
-        if not isinstance(data, dict):
-            raise LucosError(400, "INVALID_PAYLOAD", "the body must be a JSON object")
-        return data
+            return payload.parse(await request.body())
+        except payload.PayloadError as exc:
+            raise LucosError(400, "INVALID_PAYLOAD", str(exc)) from None
 
     async def upload(request: Request, ctx: dict):
         d = await body(request)

@@ -130,6 +130,11 @@ class PushedStore:
                               [org, space, repo, key]).fetchone()
         return row[0] if row else None
 
+    def keys(self, org: str, space: str, prefix: str) -> list[tuple[str, str]]:
+        """(repo, key) of every state entry whose key starts with `prefix`."""
+        return self.db.execute("SELECT repo, key FROM state WHERE org=? AND space=? AND substr(key, 1, ?) = ?",
+                               [org, space, len(prefix), prefix]).fetchall()
+
     def set_state(self, org: str, space: str, repo: str, key: str, value: str) -> None:
         with self._lock, self.db:
             self.db.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)", [org, space, repo, key, value])
