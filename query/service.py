@@ -123,7 +123,7 @@ class Service:
     def overlays(self) -> OverlayStore:
         with self._lock:
             if self._overlays is None:
-                self._overlays = OverlayStore(self.cfg.data_dir)
+                self._overlays = OverlayStore(self.cfg.data_dir, self.cfg.session_idle_hours * 3600)
             store = self._overlays
         if time.monotonic() - self._swept > SWEEP_EVERY_SECONDS:
             self._swept = time.monotonic()

@@ -94,3 +94,22 @@ def test_health_and_version(client):
     assert httpx.get(f"{str(client.base_url).rstrip('/')}/health/").json() == {"status": "ok"}
     assert httpx.get(f"{str(client.base_url).rstrip('/')}/version").json()["version"]
     assert client.get("/indexing/status", params={"repo_id": OTHER}).json()["state"] == "pending"
+
+
+def test_pushed_chunks_survive_a_restart_and_big_bodies_are_413(corpus, tmp_path):
+    import shutil
+    from dataclasses import replace
+
+    data = tmp_path / "data"
+    shutil.copytree(corpus.cfg.data_dir, data)
+    cfg = replace(corpus.cfg, data_dir=data)
+    with Server(app(Service(cfg, embedder=HashEmbedder()), lucos=True)) as url:
+        c = httpx.Client(base_url=f"{url}/api/v1", headers=HEADERS)
+        c.post("/indexing/chunks", json={"repo_id": REPO, "chunks": [chunk("k", "k.ts", "export const kept = 1;")]})
+        huge = c.post("/indexing/chunks", content=b"{" + b" " * (1024 * 1024) + b"}",
+                      headers={"Content-Type": "application/json"})
+        assert huge.status_code == 413
+    with Server(app(Service(cfg, embedder=HashEmbedder()), lucos=True)) as url:  # a new process, same data dir
+        c = httpx.Client(base_url=f"{url}/api/v1", headers=HEADERS)
+        found = c.post("/retrieval/search", json={"repo_ids": [REPO], "query": "kept"}).json()["results"]
+        assert [x["chunk_id"] for x in found] == ["k"]
