@@ -45,9 +45,12 @@ for command in COMMANDS:
 @click.option("--ref", help="Only chunks reachable from this branch, tag or ref.")
 @click.option("-n", "--limit", default=10, show_default=True, type=int, help="How many hits.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True, help="Tenant to search in.")
+@click.option("--files", "by_file", is_flag=True, help="Rank files (chunk evidence per file, plus names the query spells).")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True,
+              help="Signals to use; single ones exist to measure what fusion adds.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]} as JSON.')
 @click.pass_context
-def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, as_json) -> None:
+def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_file, mode, as_json) -> None:
     """Hybrid search (vectors + BM25, fused by RRF) over the live snapshot."""
     from indexer.embed import load_embedder, model_id_for
     from query.reader import SnapshotReader
@@ -56,8 +59,22 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, as_js
     cfg = cli_config(ctx)
     reader = SnapshotReader(cfg.data_dir)
     reader.check_model(model_id_for(cfg.model))
-    req = SearchRequest(query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit)
+    req = SearchRequest(query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit,
+                        mode=mode)
     validate(req, reader)  # before loading the model: bad input answers at once
+    if by_file:
+        from query.localize import localize
+
+        files = localize(reader, load_embedder(cfg.model), req)
+        if as_json:
+            click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query, "files": [
+                {"repo": f.repo, "path": f.path, "score": f.score, "signals": f.signals,
+                 "evidence": [h.to_dict() for h in f.evidence]} for f in files]}, indent=2))
+            return
+        for n, f in enumerate(files, 1):
+            why = ", ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
+            click.echo(f"{n}. {f.repo}:{f.path}  {f.score:.4f}  ({why})")
+        return
     hits = run_search(reader, load_embedder(cfg.model), req)
     if as_json:
         click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query,
@@ -306,6 +323,49 @@ def token_revoke(ctx, token_id) -> None:
     if not revoke(cli_config(ctx).data_dir, token_id):
         raise click.ClickException(f"no token with id {token_id!r}; see 'blobdex token list'")
     click.echo(f"revoked {token_id}")
+
+
+@cli.group("eval")
+def eval_group() -> None:
+    """Measure retrieval on your own repos: BM25-only, vector-only and hybrid side by side."""
+
+
+@eval_group.command("queries")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary and per-query rows as JSON.")
+@click.pass_context
+def eval_queries(ctx, path, org, as_json) -> None:
+    """Score a JSONL file of {"query", "repo"?, "expected": [path or path:lines]} against the live snapshot."""
+    from pathlib import Path
+
+    from indexer.embed import load_embedder
+    from query.evaluate import configuration, load_queries, render, run_cases
+    from query.reader import SnapshotReader
+
+    cfg = cli_config(ctx)
+    cases = load_queries(Path(path))
+    reader = SnapshotReader(cfg.data_dir)
+    result = {"configuration": configuration(reader), **run_cases(reader, load_embedder(cfg.model), cases, org)}
+    click.echo(json.dumps(result, indent=2) if as_json else render(result))
+
+
+@eval_group.command("commits")
+@click.option("--repo", required=True, help="A configured, indexed repo whose history supplies the queries.")
+@click.option("--n", "count", default=150, show_default=True, type=int, help="How many commits to sample.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary and per-commit rows as JSON.")
+@click.pass_context
+def eval_commits_cmd(ctx, repo, count, seed, org, as_json) -> None:
+    """Query each sampled commit's subject against its parent commit and score the files it changed."""
+    from indexer.embed import load_embedder
+    from query.evaluate import eval_commits, render
+
+    cfg = cli_config(ctx, must_exist=True)
+    report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
+    result = eval_commits(cfg, repo, count, seed, load_embedder(cfg.model), org, progress=report)
+    click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ COMPOUND_BOOST = 3.0
 # Question words carry no evidence in code; the vector side still sees the whole query.
 STOPWORDS = frozenset("a an and are as at be by do does for from how i in is it of on or the this to was "
                       "what when where which who why with".split())
+MODES = ("hybrid", "vector", "bm25")
 KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "module", "section", "text"})
 
 
@@ -44,6 +45,7 @@ class SearchRequest:
     ref: str | None = None  # a branch, tag or full ref name
     limit: int = 10
     ignore_re: str | None = None  # drop paths this regex matches (built by a facade from its own pattern syntax)
+    mode: str = "hybrid"  # hybrid | vector | bm25: single signals exist to measure what fusion adds
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ def validate(req: SearchRequest, reader: SnapshotReader) -> None:
         raise SearchError("the query is empty: describe what the code does, or name an identifier")
     if not 1 <= req.limit <= MAX_LIMIT:
         raise SearchError(f"limit {req.limit} is out of range: use 1 to {MAX_LIMIT}")
+    if req.mode not in MODES:
+        raise SearchError(f"unknown mode {req.mode!r}: use one of {', '.join(MODES)}")
     if req.kind is not None and req.kind not in KINDS:
         raise SearchError(f"unknown kind {req.kind!r}: use one of {', '.join(sorted(KINDS))}")
     known = {r.name for r in reader.manifest.repos if r.org == req.org}
@@ -266,9 +270,9 @@ def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overl
         for key in overlay.shadowed:
             mask[reader.rows_at(req.org, *key)] = False
     vector = embedder.embed([embed_text("", req.query)])[0]
-    vec = _vector_ranks(reader, vector, mask)
-    lex = lexical_ranks(reader, req, mask)
-    sym = _symbol_ranks(reader, req, mask, lex, vec)
+    vec = _vector_ranks(reader, vector, mask) if req.mode != "bm25" else []
+    lex = lexical_ranks(reader, req, mask) if req.mode != "vector" else []
+    sym = _symbol_ranks(reader, req, mask, lex, vec) if req.mode == "hybrid" else []
     extra = []
     if overlay is not None:
         vec, overlay_lex = _overlay_ranks(overlay, req, vector, vec)

@@ -1,0 +1,178 @@
+"""Retrieval evaluation anyone can run on their own repos: labelled queries from a JSONL file, or
+queries generated from real commits (subject line -> the files the commit changed).
+
+Every run measures BM25-only, vector-only and hybrid side by side and prints the configuration it
+measured, so a change is judged as a ratio in one run, not against a remembered number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from dulwich.diff_tree import tree_changes
+
+from indexer.chunk import CHUNKER_VERSION
+from indexer.config import Config, RepoSpec
+from indexer.errors import BlobdexError
+from indexer.languages import category, language_for
+from indexer.mirror import mirror_path, open_mirror
+from query import search as search_module
+from query.localize import localize
+from query.reader import SnapshotReader
+from query.search import MODES, SearchRequest
+
+SKIP_SUBJECT_RE = re.compile(r"\b(release|bump|merge|typo|format(ting)?|version|changelog|lint)\b", re.I)
+MIN_SUBJECT_WORDS = 4
+MAX_FILES_CHANGED = 5
+
+
+class EvalError(BlobdexError):
+    pass
+
+
+@dataclass(frozen=True)
+class Case:
+    query: str
+    expected: tuple[str, ...]  # repo-relative paths
+    repo: str | None = None
+    commit_id: str | None = None  # for commit cases: the commit whose parent is searched
+
+
+@dataclass
+class Scores:
+    ranks: list[int | None] = field(default_factory=list)  # rank of the first expected file, per case
+    recalls: list[float] = field(default_factory=list)  # share of expected files in the top 10
+
+    def add(self, ranked: list[str], expected: tuple[str, ...]) -> dict:
+        rank = next((i for i, p in enumerate(ranked, 1) if p in expected), None)
+        recall = len(set(ranked[:10]) & set(expected)) / len(expected)
+        self.ranks.append(rank)
+        self.recalls.append(recall)
+        return {"rank": rank, "recall@10": round(recall, 3)}
+
+    def summary(self) -> dict:
+        n = len(self.ranks) or 1
+        hit = lambda k: sum(1 for r in self.ranks if r is not None and r <= k) / n  # noqa: E731
+        return {"n": len(self.ranks), "hit@1": round(hit(1), 3), "hit@5": round(hit(5), 3),
+                "hit@10": round(hit(10), 3), "recall@10": round(sum(self.recalls) / n, 3),
+                "mrr": round(sum(1 / r for r in self.ranks if r) / n, 3)}
+
+
+def configuration(reader: SnapshotReader) -> dict:
+    return {"model": reader.manifest.model_id, "snapshot_id": reader.snapshot_id, "chunker_version": CHUNKER_VERSION,
+            "rrf_k": search_module.RRF_K, "candidates": search_module.CANDIDATES,
+            "symbol_boost": search_module.SYMBOL_BOOST, "path_boost": search_module.PATH_BOOST,
+            "compound_boost": search_module.COMPOUND_BOOST}
+
+
+def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "default") -> dict:
+    """Score file-level rankings of every case in each mode."""
+    scores = {mode: Scores() for mode in MODES}
+    rows = []
+    for case in cases:
+        row = {"query": case.query, "expected": list(case.expected), "repo": case.repo}
+        if case.commit_id:
+            row["commit_id"] = case.commit_id
+        for mode in MODES:
+            req = SearchRequest(case.query, org, (case.repo,) if case.repo else (), limit=10, mode=mode)
+            ranked = [f.path for f in localize(reader, embedder, req)]
+            row[mode] = {**scores[mode].add(ranked, case.expected), "top": ranked[:3]}
+        rows.append(row)
+    return {"summary": {mode: scores[mode].summary() for mode in MODES}, "cases": rows}
+
+
+def load_queries(path: Path) -> list[Case]:
+    cases = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            expected = tuple(str(e).split(":", 1)[0] for e in item["expected"])
+            cases.append(Case(str(item["query"]), expected, item.get("repo")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EvalError(f"{path}:{n}: each line must be {{\"query\", \"expected\": [paths], \"repo\"?}} ({exc})") from exc
+    if not cases:
+        raise EvalError(f"{path} holds no queries")
+    return cases
+
+
+def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default", max_walk: int = 5000) -> list[Case]:
+    """Real commits as labelled queries: non-merge, subject >= 4 words and not a chore, modifying
+    1-5 existing source files; the query is the subject and the answer is those files."""
+    spec = cfg.repo(repo, org)
+    if spec is None:
+        raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
+    candidates = []
+    with open_mirror(mirror_path(cfg.data_dir, spec)) as git:
+        for entry in git.get_walker(max_entries=max_walk):
+            commit = entry.commit
+            subject = commit.message.decode("utf-8", "replace").strip().split("\n", 1)[0]
+            if len(commit.parents) != 1 or len(subject.split()) < MIN_SUBJECT_WORDS or SKIP_SUBJECT_RE.search(subject):
+                continue
+            parent = git[commit.parents[0]]
+            changes = list(tree_changes(git.object_store, parent.tree, commit.tree))
+            if not 1 <= len(changes) <= MAX_FILES_CHANGED or any(c.type != "modify" for c in changes):
+                continue
+            paths = tuple(sorted(c.old.path.decode("utf-8", "replace") for c in changes))
+            if not all(category(language_for(p)) == "code" and language_for(p) != "text" for p in paths):
+                continue
+            candidates.append(Case(subject, paths, repo, commit.id.decode()))
+    random.Random(seed).shuffle(candidates)
+    return candidates[:n]
+
+
+def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str = "default",
+                 progress=None) -> dict:
+    """Index each sampled commit's parent (blob identity makes consecutive parents nearly free),
+    then ask its subject and score the files it changed."""
+    from indexer.index import run
+
+    cases = commit_cases(cfg, repo, n, seed, org)
+    if not cases:
+        raise EvalError(f"no commit of {repo!r} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
+                        f"files, a subject of {MIN_SUBJECT_WORDS}+ words)")
+    work = cfg.data_dir / "eval" / f"{org}-{repo}"
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / "cache").exists():  # share the content-addressed caches: nothing is embedded twice
+        os.symlink(cfg.data_dir / "cache", work / "cache")
+    spec = cfg.repo(repo, org)
+    source = str(mirror_path(cfg.data_dir, spec))
+    totals = {mode: Scores() for mode in MODES}
+    rows, config = [], None
+    for i, case in enumerate(cases):
+        parent = _parent(cfg, spec, case.commit_id)
+        eval_cfg = replace(cfg, data_dir=work, keep_snapshots=1,
+                           repos=(RepoSpec(repo, source, org, (parent,)),))
+        run(eval_cfg, embedder=embedder, show_progress=False)
+        reader = SnapshotReader(work)
+        config = config or configuration(reader)
+        result = run_cases(reader, embedder, [case], org)
+        for mode in MODES:
+            totals[mode].ranks += [result["cases"][0][mode]["rank"]]
+            totals[mode].recalls += [result["cases"][0][mode]["recall@10"]]
+        rows += result["cases"]
+        if progress:
+            progress(i + 1, len(cases))
+    shutil.rmtree(work / "snapshots", ignore_errors=True)
+    return {"configuration": config, "summary": {m: totals[m].summary() for m in MODES}, "cases": rows}
+
+
+def _parent(cfg: Config, spec: RepoSpec, commit_id: str) -> str:
+    with open_mirror(mirror_path(cfg.data_dir, spec)) as git:
+        return git[commit_id.encode()].parents[0].decode()
+
+
+def render(result: dict) -> str:
+    lines = ["configuration: " + ", ".join(f"{k}={v}" for k, v in result["configuration"].items()), "",
+             f"{'mode':<8} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'recall@10':>9} {'mrr':>6}"]
+    for mode, s in result["summary"].items():
+        lines.append(f"{mode:<8} {s['n']:>4} {s['hit@1']:>6} {s['hit@5']:>6} {s['hit@10']:>6} "
+                     f"{s['recall@10']:>9} {s['mrr']:>6}")
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""The eval harness and file-level localization, on fixtures (the numbers that matter are measured on
+real repos, not asserted here)."""
+
+import json
+
+import pytest
+
+from indexer.config import RepoSpec
+from indexer.embed import HashEmbedder
+from indexer.index import run
+from query.evaluate import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
+from query.localize import localize, named_files
+from query.search import SearchError, SearchRequest, search
+from tests import gitrepo
+from tests.conftest import write_config
+
+
+def test_scores_compute_hit_recall_and_mrr():
+    s = Scores()
+    s.add(["a", "b", "c"], ("b",))
+    s.add(["x"] * 10 + ["a"], ("a", "z"))
+    s.add(["a"], ("a",))
+    assert s.summary() == {"n": 3, "hit@1": 0.333, "hit@5": 0.667, "hit@10": 0.667, "recall@10": 0.667,
+                           "mrr": 0.53}
+
+
+def test_modes_isolate_the_signals(reader, hasher):
+    bm25 = search(reader, hasher, SearchRequest("renew_subscription", mode="bm25"))
+    assert bm25 and all(h.signals["vector_rank"] is None for h in bm25)
+    vector = search(reader, hasher, SearchRequest("renew_subscription", mode="vector"))
+    assert vector and all(h.signals["bm25_rank"] is None and h.signals["symbol_rank"] is None for h in vector)
+    with pytest.raises(SearchError, match="unknown mode"):
+        search(reader, hasher, SearchRequest("x", mode="magic"))
+
+
+def test_localize_uses_names_and_stack_frames(reader, hasher):
+    trace = 'Traceback:\n  File "/srv/app/src/billing/invoice.py", line 7, in total_with_tax\nTypeError'
+    files = localize(reader, hasher, SearchRequest(trace, limit=5))
+    assert files[0].path == "src/billing/invoice.py" and files[0].signals["named_file"]
+    assert files[0].signals["named_symbols"] >= 1 and files[0].evidence
+    assert named_files("see renew.py:12 and at com.x.Y.z(Y.java:3)") == {"renew.py", "Y.java"}
+
+
+def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [
+        {"query": "renew_subscription", "expected": ["src/billing/renew.py:10-13"]},
+        {"query": "drain_queue", "repo": "tools", "expected": ["queue/src/lib.rs"]}]) + "\n")
+    result = run_cases(reader, hasher, load_queries(path))
+    assert set(result["summary"]) == {"hybrid", "vector", "bm25"}
+    assert result["summary"]["hybrid"]["hit@1"] == 1.0 and result["summary"]["bm25"]["hit@1"] == 1.0
+    assert result["cases"][1]["hybrid"]["top"][0] == "queue/src/lib.rs"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "x"}\n')
+    with pytest.raises(EvalError, match="bad.jsonl:1"):
+        load_queries(bad)
+
+
+@pytest.fixture
+def history(tmp_path):
+    repo = gitrepo.init(tmp_path / "src" / "shop")
+    files = {"shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n",
+             "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n",
+             "README.md": b"# Shop\n"}
+    gitrepo.commit(repo, files, message="initial import of the shop")
+    files = {**files, "shop/price.py": files["shop/price.py"] + b"\n\ndef apply_coupon(total, coupon):\n    return total - coupon\n"}
+    gitrepo.commit(repo, files, message="apply coupons to the total price")
+    files = {**files, "shop/cart.py": files["shop/cart.py"] + b"\n\ndef remove_item(cart, item):\n    cart.remove(item)\n"}
+    gitrepo.commit(repo, files, message="let customers remove items from the cart")
+    files = {**files, "shop/cart.py": files["shop/cart.py"].replace(b"cart.append", b"cart.insert(0,")}
+    gitrepo.commit(repo, files, message="bump version")  # a chore: never a query
+    cfg = write_config(tmp_path, [RepoSpec("shop", str(tmp_path / "src" / "shop"))])
+    run(cfg, show_progress=False)
+    return cfg
+
+
+def test_commit_cases_pick_real_commits_and_skip_chores(history):
+    cases = commit_cases(history, "shop", 10, 0)
+    assert sorted((c.query, c.expected) for c in cases) == [
+        ("apply coupons to the total price", ("shop/price.py",)),
+        ("let customers remove items from the cart", ("shop/cart.py",))]
+
+
+def test_eval_commits_indexes_parents_and_scores_all_modes(history):
+    result = eval_commits(history, "shop", 10, 0, HashEmbedder())
+    assert result["summary"]["bm25"]["n"] == 2 and result["configuration"]["model"] == "blobdex:hash"
+    assert all(row["hybrid"]["rank"] is not None for row in result["cases"])
+    with pytest.raises(EvalError, match="unknown repo 'nope'"):
+        eval_commits(history, "nope", 1, 0, HashEmbedder())
