@@ -104,7 +104,12 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
             raise
         except (NotGitRepository, FileNotFoundError) as exc:
             raise MirrorError(f"cannot fetch repo {spec.name!r}: {redact(url)} is not a git repository ({exc})") from exc
-        except (GitProtocolError, HangupException, OSError, ValueError, KeyError) as exc:
+        except KeyError as exc:  # not transient: the source lacks an object its refs need
+            missing = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)}: the source is missing object "
+                              f"{missing} (it is incomplete or corrupt); run 'git fsck' there, or fetch from a "
+                              f"complete copy") from exc
+        except (GitProtocolError, HangupException, OSError, ValueError) as exc:
             last = exc
             log.warning("fetch of %s from %s failed (attempt %d of %d): %s",
                         spec.name, redact(url), attempt + 1, FETCH_ATTEMPTS, exc)

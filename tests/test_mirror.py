@@ -106,3 +106,17 @@ def test_corrupt_mirror_is_reported(tmp_path):
     (path / "objects").rename(path / "objects-gone")
     with pytest.raises(MirrorError, match="missing or corrupt"):
         fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))
+
+
+def test_a_source_missing_objects_is_named_and_not_retried(tmp_path, monkeypatch):
+    import os
+
+    src = gitrepo.init(tmp_path / "src", bare=True)
+    gitrepo.commit(src, {"a.py": b"print('a')\n", "b.py": b"print('b')\n"})
+    blob = next(e.sha for e in src[src[src.refs[b"refs/heads/main"]].tree].items() if e.path == b"b.py").decode()
+    os.remove(tmp_path / "src" / "objects" / blob[:2] / blob[2:])
+    sleeps = []
+    monkeypatch.setattr("indexer.mirror.time.sleep", sleeps.append)
+    with pytest.raises(MirrorError, match=f"the source is missing object {blob}"):
+        fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))
+    assert sleeps == []
