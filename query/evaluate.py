@@ -20,14 +20,15 @@ from dulwich.diff_tree import tree_changes
 from indexer.chunk import CHUNKER_VERSION
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
-from indexer.languages import category, language_for
+from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
 from query import search as search_module
 from query.localize import localize
 from query.reader import SnapshotReader
 from query.search import MODES, SearchRequest
 
-SKIP_SUBJECT_RE = re.compile(r"\b(release|bump|merge|typo|format(ting)?|version|changelog|lint)\b", re.I)
+SKIP_SUBJECT_RE = re.compile(r"\b(release|bump|merge|typo|format(ting)?|version|changelog|lint|autoupdate|"
+                             r"pre-commit|dependabot|deps)\b", re.I)
 MIN_SUBJECT_WORDS = 4
 MAX_FILES_CHANGED = 5
 
@@ -121,7 +122,7 @@ def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default"
             if not 1 <= len(changes) <= MAX_FILES_CHANGED or any(c.type != "modify" for c in changes):
                 continue
             paths = tuple(sorted(c.old.path.decode("utf-8", "replace") for c in changes))
-            if not all(category(language_for(p)) == "code" and language_for(p) != "text" for p in paths):
+            if not all(language_for(p) in GRAMMARS for p in paths):  # source files, not config or docs
                 continue
             candidates.append(Case(subject, paths, repo, commit.id.decode()))
     random.Random(seed).shuffle(candidates)
