@@ -368,6 +368,30 @@ def eval_commits_cmd(ctx, repo, count, seed, org, as_json) -> None:
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
 
+@eval_group.command("routing")
+@click.option("--repos", required=True, help="Comma-separated repos whose commit subjects are pooled.")
+@click.option("--n", "count", default=50, show_default=True, type=int, help="Commits sampled per repo.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
+    """route_task on pooled commit subjects: top-1 accuracy and MRR of the owning repo (live snapshot)."""
+    from indexer.embed import load_embedder
+    from query.evaluate import eval_routing
+    from query.reader import SnapshotReader
+
+    cfg = cli_config(ctx, must_exist=True)
+    names = [r.strip() for r in repos.split(",") if r.strip()]
+    result = eval_routing(cfg, SnapshotReader(cfg.data_dir), load_embedder(cfg.model), names, count, seed, org)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo("configuration: " + ", ".join(f"{k}={v}" for k, v in result["configuration"].items()))
+        s = result["summary"]
+        click.echo(f"routing: n {s['n']}  top-1 {s['top1']}  mrr {s['mrr']}")
+
+
 def main() -> None:
     try:
         code = cli.main(standalone_mode=False)

@@ -165,6 +165,24 @@ def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str =
     return {"configuration": config, "summary": {m: totals[m].summary() for m in MODES}, "cases": rows}
 
 
+def eval_routing(cfg: Config, reader: SnapshotReader, embedder, repos: list[str], n: int, seed: int,
+                 org: str = "default") -> dict:
+    """Pool commit subjects of several repos, ask route_task for each, and score the owning repo."""
+    from query.route import route
+
+    pooled = [c for repo in repos for c in commit_cases(cfg, repo, n, seed, org)]
+    ranks, rows = [], []
+    for case in pooled:
+        ranked = [r.repo for r in route(reader, embedder, case.query, org, limit=len(repos))]
+        rank = ranked.index(case.repo) + 1 if case.repo in ranked else None
+        ranks.append(rank)
+        rows.append({"query": case.query, "owner": case.repo, "rank": rank, "ranked": ranked})
+    count = len(ranks) or 1
+    summary = {"n": len(ranks), "top1": round(sum(1 for r in ranks if r == 1) / count, 3),
+               "mrr": round(sum(1 / r for r in ranks if r) / count, 3)}
+    return {"configuration": configuration(reader), "summary": summary, "cases": rows}
+
+
 def _parent(cfg: Config, spec: RepoSpec, commit_id: str) -> str:
     with open_mirror(mirror_path(cfg.data_dir, spec)) as git:
         return git[commit_id.encode()].parents[0].decode()

@@ -70,14 +70,31 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         min_score: Annotated[float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")] = None,
         min_score_diff: Annotated[float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")] = None,
         session_id: Annotated[str | None, Field(description="Include this session's uncommitted edits (from sync_workspace); files it touched are searched in their edited form only.")] = None,
+        group_by: Annotated[Literal["chunk", "file"], Field(description="'file' ranks files for a task, issue or stack trace instead of chunks.")] = "chunk",
         format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
     ) -> str:
         """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
-        with short ids; read a whole hit with get_chunk(ids), or the surrounding file with get_file."""
+        with short ids; read a whole hit with get_chunk(ids), or the surrounding file with get_file.
+        With group_by='file', paste an issue text or a stack trace to get the files most likely involved."""
         if min_score is not None and min_score_diff is not None:
             raise ToolError("pass min_score or min_score_diff, not both")
         req = SearchRequest(query, org(), tuple(repos or ()), tuple(lang or ()), tuple(paths or ()),
                             tuple(ignore or ()), kind, ref, limit)
+        if group_by == "file":
+            try:
+                snapshot_id, files = service.localize(req)
+            except BlobdexError as exc:
+                fail(exc)
+            if format == "json":
+                return json.dumps({"snapshot_id": snapshot_id, "files": [
+                    {"repo": f.repo, "path": f.path, "score": f.score, "signals": f.signals,
+                     "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence]}
+                    for f in files]}, indent=1)
+            lines = [f'# Files: "{query}"', ""]
+            for n, f in enumerate(files, 1):
+                why = "; ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
+                lines.append(f"{n}. {f.repo}:{f.path} • {f.score:.4f} • {why}")
+            return "\n".join(lines + ["", "Next: get_file(repo, path) to read one."])
         try:
             snapshot_id, hits = service.search(req, session_id)
         except BlobdexError as exc:

@@ -16,6 +16,7 @@ from indexer.snapshot import SnapshotError, current_id
 from query.context import context
 from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
+from query.localize import localize
 from query.reader import SnapshotReader
 from query.route import RepoRoute, route
 from query.overlay import OverlayError, OverlayStore, SessionNotFound
@@ -99,6 +100,10 @@ class Service:
         overlay = self._overlay(req.org, session_id) if session_id else None
         hits = search(reader, self.embedder, req, overlay)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
+
+    def localize(self, req: SearchRequest) -> tuple[str, list]:
+        reader = self.reader()
+        return reader.snapshot_id, localize(reader, self.embedder, req)
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
         text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]

@@ -87,3 +87,24 @@ def test_eval_commits_indexes_parents_and_scores_all_modes(history):
     assert all(row["hybrid"]["rank"] is not None for row in result["cases"])
     with pytest.raises(EvalError, match="unknown repo 'nope'"):
         eval_commits(history, "nope", 1, 0, HashEmbedder())
+
+
+def test_eval_routing_scores_the_owner(tmp_path):
+    from query.evaluate import eval_routing
+    from query.reader import SnapshotReader
+
+    specs = []
+    for name, word in (("billing", "invoice"), ("auth", "password")):
+        repo = gitrepo.init(tmp_path / "src" / name)
+        files = {f"{name}/core.py": f"def {word}_check():\n    return '{word}'\n".encode()}
+        gitrepo.commit(repo, files, message="initial import of the code")
+        files = {f"{name}/core.py": files[f"{name}/core.py"] + f"\n\ndef {word}_retry():\n    pass\n".encode()}
+        gitrepo.commit(repo, files, message=f"retry the {word} check when it fails")
+        specs.append(RepoSpec(name, str(tmp_path / "src" / name)))
+    cfg = write_config(tmp_path, specs)
+    run(cfg, show_progress=False)
+    result = eval_routing(cfg, SnapshotReader(cfg.data_dir), HashEmbedder(), ["billing", "auth"], 5, 0)
+    assert result["summary"]["n"] == 2 and result["summary"]["top1"] == 1.0
+    assert {c["owner"] for c in result["cases"]} == {"billing", "auth"}
+
+

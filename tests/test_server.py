@@ -290,3 +290,9 @@ def test_mcp_over_http_runs_in_the_org_of_its_token(service, corpus):
         assert [r["name"] for r in repos["repos"]] == ["api"] and repos["repos"][0]["org"] == "acme"
         with pytest.raises(Exception):
             asyncio.run(go({}))
+
+
+def test_search_code_can_rank_files(service):
+    out = text(call(build(service), "search_code", {"query": "invoice total_with_tax", "group_by": "file"}))
+    assert out.startswith('# Files: "invoice total_with_tax"')
+    assert out.splitlines()[2].startswith("1. api:src/billing/invoice.py")
