@@ -16,7 +16,7 @@ import hashlib
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
 import anyio
@@ -51,7 +51,6 @@ class AuthSettings:
     github_authorize_url: str = "https://github.com/login/oauth/authorize"
     github_token_url: str = "https://github.com/login/oauth/access_token"
     github_user_url: str = "https://api.github.com/user"
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, raw: dict | None = None) -> "AuthSettings":
