@@ -22,6 +22,7 @@ from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
+from indexer.snapshot import CURRENT
 from query import search as search_module
 from query.localize import localize
 from query.reader import SnapshotReader
@@ -161,7 +162,9 @@ def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str =
         rows += result["cases"]
         if progress:
             progress(i + 1, len(cases))
+    # The eval snapshots are scratch: drop them and the pointer to them (mirror and caches stay warm).
     shutil.rmtree(work / "snapshots", ignore_errors=True)
+    (work / CURRENT).unlink(missing_ok=True)
     return {"configuration": config, "summary": {m: totals[m].summary() for m in MODES}, "cases": rows}
 
 

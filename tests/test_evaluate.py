@@ -84,6 +84,8 @@ def test_commit_cases_pick_real_commits_and_skip_chores(history):
 def test_eval_commits_indexes_parents_and_scores_all_modes(history):
     result = eval_commits(history, "shop", 10, 0, HashEmbedder())
     assert result["summary"]["bm25"]["n"] == 2 and result["configuration"]["model"] == "blobdex:hash"
+    scratch = history.data_dir / "eval" / "default-shop"
+    assert not (scratch / "CURRENT").exists() and not (scratch / "snapshots").exists()
     assert all(row["hybrid"]["rank"] is not None for row in result["cases"])
     with pytest.raises(EvalError, match="unknown repo 'nope'"):
         eval_commits(history, "nope", 1, 0, HashEmbedder())
