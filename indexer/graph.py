@@ -59,6 +59,16 @@ def _add(edges: list[dict], counts: dict, kind: str, key: str, src: Site, dst: S
                   "to_repo": dst.repo, "to_path": dst.path, "to_line": dst.line, "detail": detail})
 
 
+def _pairwise(edges: list[dict], counts: dict, kind: str, key: str, by_repo: dict[str, list[dict]], detail: str) -> None:
+    """An undirected coupling: one edge per pair of repos, evidenced by each side's first fact."""
+    repos = sorted(by_repo)
+    for i, a in enumerate(repos):
+        for b in repos[i + 1:]:
+            fa, fb = by_repo[a][0], by_repo[b][0]
+            _add(edges, counts, kind, key, Site(a, fa["path"], fa["line"]), Site(b, fb["path"], fb["line"]),
+                 f"{fa[detail]} / {fb[detail]}")
+
+
 def python_packages(paths: list[str]) -> set[str]:
     """Top-level importable package names of a repo, from its `__init__.py` files and root modules."""
     inits = {p.rsplit("/", 1)[0] for p in paths if p.endswith("/__init__.py")}
@@ -107,14 +117,8 @@ def edges(org: str, facts: dict[str, list[dict]], files: list[dict]) -> list[dic
     for e in facts["env_keys"]:
         readers[e["key"]][e["repo"]].append(e)
     for key, by_repo in readers.items():
-        if not 2 <= len(by_repo) <= ENV_KEY_MAX_REPOS:
-            continue
-        repos = sorted(by_repo)
-        for i, a in enumerate(repos):
-            for b in repos[i + 1:]:
-                ea, eb = by_repo[a][0], by_repo[b][0]
-                _add(out, counts, "env_key", key, Site(a, ea["path"], ea["line"]), Site(b, eb["path"], eb["line"]),
-                     f"{ea['how']} / {eb['how']}")
+        if 2 <= len(by_repo) <= ENV_KEY_MAX_REPOS:
+            _pairwise(out, counts, "env_key", key, by_repo, "how")
 
     models = defaultdict(lambda: defaultdict(list))
     for s in facts["symbols"]:
@@ -122,12 +126,7 @@ def edges(org: str, facts: dict[str, list[dict]], files: list[dict]) -> list[dic
                 and "(" in s["signature"]:
             models[s["name"]][s["repo"]].append(s)
     for name, by_repo in models.items():
-        repos = sorted(by_repo)
-        for i, a in enumerate(repos):
-            for b in repos[i + 1:]:
-                sa, sb = by_repo[a][0], by_repo[b][0]
-                _add(out, counts, "db_model", name, Site(a, sa["path"], sa["line"]), Site(b, sb["path"], sb["line"]),
-                     f"{sa['signature']} / {sb['signature']}")
+        _pairwise(out, counts, "db_model", name, by_repo, "signature")
 
     paths_by_repo = defaultdict(list)
     for f in files:
