@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch by default (a plain `torch` pulls a multi-GB CUDA build).
 # On a GPU machine: make install TORCH=torch   (or any pip requirement, e.g. torch==2.13.0+cu128)
 TORCH ?= torch==2.13.0
-SAMPLE_QUERY ?= where is the snapshot published atomically
+SAMPLE_QUERY ?= publish a new snapshot atomically
 PORT ?= 8765
 
 .PHONY: install run test bench clean
