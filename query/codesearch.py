@@ -25,6 +25,7 @@ from indexer.errors import BlobdexError
 from query import payload
 from query.get_file import MAX_FILE_BYTES, GetFileError
 from query.search import SearchRequest
+from query.search import search as hybrid_search
 
 TOP_K_MAX = 100
 DEFAULT_MIN_SCORE_DIFF = 0.1
@@ -190,10 +191,10 @@ def app(service, org) -> Starlette:
         req = SearchRequest(p["query"], org_name, (p["module"],) if p["module"] else (),
                             (p["language"],) if p["language"] else (), (), (), p["chunk_type"], None, p["top_k"],
                             ignore_re=p["ignore_re"])
-        _, hits = await anyio.to_thread.run_sync(service.search, req)
-        reader = service.reader()
+        reader = service.reader()  # one snapshot for the search and the rows its hits point at
+        hits = await anyio.to_thread.run_sync(hybrid_search, reader, service.embedder, req)
         qvec = service.embedder.embed([p["query"]])[0]
-        scored = [(h, float(reader.vectors[h.row] @ qvec)) for _, h in hits]
+        scored = [(h, float(reader.vectors[h.row] @ qvec)) for h in hits]
         before = len(scored)
         echo: dict = {}
         if p["min_score"] is not None:

@@ -50,7 +50,14 @@ class SnapshotReader:
         self.symbol_rows = _symbol_index(self.rows.column("symbol").to_pylist(), self.col["kind"])
         self._refs: list[list[str]] | None = None
         self._rows_at: dict[tuple[str, str, str], list[int]] | None = None
+        self._cache: dict[str, object] = {}
         self.commit_of = {(r.org, r.name, x.ref): x.commit_id for r in self.manifest.repos for x in r.refs}
+
+    def cached(self, name: str, load):
+        """Something derived from this snapshot, loaded on first use: a snapshot never changes."""
+        if name not in self._cache:
+            self._cache[name] = load()
+        return self._cache[name]
 
     def rows_at(self, org: str, repo: str, path: str) -> list[int]:
         """The rows of one file (every blob of it); the index is built on first use."""

@@ -92,8 +92,8 @@ def route(reader: SnapshotReader, embedder: Embedder, task: str, org: str = "def
         repo = repo_col[allowed[i]]
         if len(per_repo[repo]) < PER_REPO_CANDIDATES:
             per_repo[repo].append((int(allowed[i]), float(relevance[i])))
-    cards = _cards(reader)
-    edges = pq.read_table(graph_path(reader.path, "edges")).to_pylist()
+    cards, edges = reader.cached("route", lambda: (_cards(reader), pq.read_table(
+        graph_path(reader.path, "edges")).to_pylist()))
     routes = []
     for repo, cands in per_repo.items():
         scores = [max(s, 0.0) for _, s in cands]
