@@ -288,8 +288,10 @@ def test_mcp_over_http_runs_in_the_org_of_its_token(service, corpus):
                 return await client.call_tool("list_repos", {})
         repos = json.loads(text(asyncio.run(go({"Authorization": f"Bearer {acme}"}))))
         assert [r["name"] for r in repos["repos"]] == ["api"] and repos["repos"][0]["org"] == "acme"
-        with pytest.raises(Exception):
-            asyncio.run(go({}))
+        refused = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+            headers={"Accept": "application/json, text/event-stream"})
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "token_required"
 
 
 def test_search_code_can_rank_files(service):
