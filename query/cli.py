@@ -350,22 +350,81 @@ def eval_queries(ctx, path, org, as_json) -> None:
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
 
+MODEL_HELP = ("Measure with this sentence-transformers model (a name or local path); repeat it to compare models "
+              "in one run. Default: the configured model.")
+
+
 @eval_group.command("commits")
 @click.option("--repo", required=True, help="A configured, indexed repo whose history supplies the queries.")
 @click.option("--n", "count", default=150, show_default=True, type=int, help="How many commits to sample.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--model", "models", multiple=True, help=MODEL_HELP)
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the summary and per-commit rows as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the summary and per-commit rows as JSON (a list, one object per model, with --model twice).")
 @click.pass_context
-def eval_commits_cmd(ctx, repo, count, seed, org, as_json) -> None:
+def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
     """Query each sampled commit's subject against its parent commit and score the files it changed."""
-    from indexer.embed import load_embedder
     from query.evaluate import eval_commits, render
 
     cfg = cli_config(ctx, must_exist=True)
     report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
-    result = eval_commits(cfg, repo, count, seed, load_embedder(cfg.model), org, progress=report)
-    click.echo(json.dumps(result, indent=2) if as_json else render(result))
+    _per_model(cfg, models, as_json, render,
+               lambda c, embedder: eval_commits(c, repo, count, seed, embedder, org, progress=report))
+
+
+@eval_group.command("codesearchnet")
+@click.argument("annotations", type=click.Path(exists=True))
+@click.option("--repo", required=True, help="The configured repo that mirrors sourcegraph-testing/codesearchnet.")
+@click.option("--depth", default=200, show_default=True, type=click.IntRange(1, 5000),
+              help="Candidates per signal; an annotated span ranked deeper gains nothing.")
+@click.option("--model", "models", multiple=True,
+              help=MODEL_HELP + " With --model the corpus is indexed into a scratch snapshot; without it the "
+                   "live snapshot is measured.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary and per-query rows as JSON.")
+@click.pass_context
+def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) -> None:
+    """NDCG ("within") on the CodeSearchNet challenge's graded human judgements (ANNOTATIONS: the folder
+    holding annotationStore.csv, or the file)."""
+    from pathlib import Path
+
+    from query import judgements
+    from query.evaluate import configuration, drop_scratch, index_scratch
+    from query.reader import SnapshotReader
+
+    cfg = cli_config(ctx, must_exist=True)
+    report = lambda i, n: click.echo(f"eval: {i}/{n} queries", err=True) if i % 100 == 0 or i == n else None  # noqa: E731
+
+    def measure(c, embedder):
+        if models:
+            click.echo(f"eval: indexing {repo} with {c.model}", err=True)
+            reader = index_scratch(c, repo, org, embedder)
+        else:
+            reader = SnapshotReader(c.data_dir)
+            reader.check_model(embedder.model_id)
+        result = judgements.evaluate(reader, embedder, Path(annotations), repo, org, depth, progress=report)
+        if models:
+            drop_scratch(c, repo, org)
+        return {"configuration": configuration(reader), **result}
+
+    _per_model(cfg, models, as_json, judgements.render_with_configuration, measure)
+
+
+def _per_model(cfg, models, as_json: bool, render, measure) -> None:
+    """Run `measure(config, embedder)` once per model and print each result (JSON: a list when several)."""
+    from dataclasses import replace
+
+    from indexer.embed import load_embedder
+
+    results = []
+    for model in models or (cfg.model,):
+        c = replace(cfg, model=model)
+        results.append(measure(c, load_embedder(model)))
+        if not as_json:
+            click.echo(("\n" if len(results) > 1 else "") + render(results[-1]))
+    if as_json:
+        click.echo(json.dumps(results[0] if len(results) == 1 else results, indent=2))
 
 
 @eval_group.command("routing")

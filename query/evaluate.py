@@ -24,6 +24,7 @@ from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
 from indexer.snapshot import CURRENT
 from query import search as search_module
+from query import localize as localize_module
 from query.localize import localize
 from query.reader import SnapshotReader
 from query.search import MODES, SearchRequest
@@ -68,9 +69,11 @@ class Scores:
 
 def configuration(reader: SnapshotReader) -> dict:
     return {"model": reader.manifest.model_id, "snapshot_id": reader.snapshot_id, "chunker_version": CHUNKER_VERSION,
-            "rrf_k": search_module.RRF_K, "candidates": search_module.CANDIDATES,
+            "rrf_k": search_module.RRF_K, "weights": "/".join(f"{k}:{v:g}" for k, v in search_module.WEIGHTS.items()),
+            "candidates": search_module.CANDIDATES,
             "symbol_boost": search_module.SYMBOL_BOOST, "path_boost": search_module.PATH_BOOST,
-            "compound_boost": search_module.COMPOUND_BOOST}
+            "compound_boost": search_module.COMPOUND_BOOST, "file_decay": localize_module.DECAY,
+            "non_source_weight": localize_module.NON_SOURCE_WEIGHT}
 
 
 def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "default") -> dict:
@@ -134,26 +137,14 @@ def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str =
                  progress=None) -> dict:
     """Index each sampled commit's parent (blob identity makes consecutive parents nearly free),
     then ask its subject and score the files it changed."""
-    from indexer.index import run
-
     cases = commit_cases(cfg, repo, n, seed, org)
     if not cases:
         raise EvalError(f"no commit of {repo!r} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
                         f"files, a subject of {MIN_SUBJECT_WORDS}+ words)")
-    work = cfg.data_dir / "eval" / f"{org}-{repo}"
-    work.mkdir(parents=True, exist_ok=True)
-    if not (work / "cache").exists():  # share the content-addressed caches: nothing is embedded twice
-        os.symlink(cfg.data_dir / "cache", work / "cache")
-    spec = cfg.repo(repo, org)
-    source = str(mirror_path(cfg.data_dir, spec))
     totals = {mode: Scores() for mode in MODES}
     rows, config = [], None
     for i, case in enumerate(cases):
-        parent = _parent(cfg, spec, case.commit_id)
-        eval_cfg = replace(cfg, data_dir=work, keep_snapshots=1,
-                           repos=(RepoSpec(repo, source, org, (parent,)),))
-        run(eval_cfg, embedder=embedder, show_progress=False)
-        reader = SnapshotReader(work)
+        reader = index_scratch(cfg, repo, org, embedder, (_parent(cfg, cfg.repo(repo, org), case.commit_id),))
         config = config or configuration(reader)
         result = run_cases(reader, embedder, [case], org)
         for mode in MODES:
@@ -162,10 +153,35 @@ def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str =
         rows += result["cases"]
         if progress:
             progress(i + 1, len(cases))
-    # The eval snapshots are scratch: drop them and the pointer to them (mirror and caches stay warm).
+    drop_scratch(cfg, repo, org)
+    return {"configuration": config, "summary": {m: totals[m].summary() for m in MODES}, "cases": rows}
+
+
+def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, ...] | None = None) -> SnapshotReader:
+    """Index one configured repo (at `refs`, or its configured refs) with `cfg.model` into a scratch
+    data dir beside the live one. The content-addressed caches are shared, so nothing is embedded twice
+    and the live snapshot is never touched."""
+    from indexer.index import run
+
+    spec = cfg.repo(repo, org)
+    if spec is None:
+        raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
+    work = cfg.data_dir / "eval" / f"{org}-{repo}"
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / "cache").exists():
+        os.symlink(cfg.data_dir / "cache", work / "cache")
+    source = str(mirror_path(cfg.data_dir, spec))
+    eval_cfg = replace(cfg, data_dir=work, keep_snapshots=1,
+                       repos=(RepoSpec(repo, source, org, spec.refs if refs is None else refs),))
+    run(eval_cfg, embedder=embedder, show_progress=False)
+    return SnapshotReader(work)
+
+
+def drop_scratch(cfg: Config, repo: str, org: str) -> None:
+    """The eval snapshots are scratch: drop them and the pointer to them (mirror and caches stay warm)."""
+    work = cfg.data_dir / "eval" / f"{org}-{repo}"
     shutil.rmtree(work / "snapshots", ignore_errors=True)
     (work / CURRENT).unlink(missing_ok=True)
-    return {"configuration": config, "summary": {m: totals[m].summary() for m in MODES}, "cases": rows}
 
 
 def eval_routing(cfg: Config, reader: SnapshotReader, embedder, repos: list[str], n: int, seed: int,

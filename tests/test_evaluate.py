@@ -110,3 +110,18 @@ def test_eval_routing_scores_the_owner(tmp_path):
     assert {c["owner"] for c in result["cases"]} == {"billing", "auth"}
 
 
+
+
+def test_eval_commits_cli_runs_each_model(history):
+    from click.testing import CliRunner
+
+    from query.cli import cli
+
+    args = ["--config", str(history.path), "eval", "commits", "--repo", "shop", "--n", "5", "--json"]
+    out = CliRunner().invoke(cli, args + ["--model", "blobdex:hash", "--model", "blobdex:hash"])
+    assert out.exit_code == 0, out.output
+    results = json.loads(out.stdout)
+    assert len(results) == 2 and results[0]["summary"] == results[1]["summary"]
+    assert results[0]["configuration"]["weights"] == "vector:1/bm25:0.75/symbol:1"
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0 and json.loads(out.stdout)["summary"]["hybrid"]["n"] == 2
