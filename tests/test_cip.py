@@ -115,7 +115,8 @@ def test_new_repo_returns_all_files_and_searches_cross_repo(server):
 
 
 @pytest.mark.parametrize("token", [
-    None, "garbage", jwt.encode({"username": "alice", "iat": 1, "exp": int(time.time()) + 60}, "wrong-secret"),
+    None, "garbage",
+    jwt.encode({"username": "alice", "iat": 1, "exp": int(time.time()) + 60}, "a-wrong-secret-long-enough-for-hs256"),
     jwt.encode({"username": "alice", "iat": 1, "exp": int(time.time()) + 60}, None, algorithm="none"),
     jwt.encode({"username": "alice", "iat": 1}, SECRET),  # no exp
     jwt.encode({"username": "alice", "iat": 1, "exp": 2}, SECRET),  # expired

@@ -86,6 +86,7 @@ def test_evaluate_ranks_annotated_spans_by_overlapping_chunks(csn):
     assert bm25[("Python", "distance on a sphere")] == 0.0  # its file is not in the corpus
     assert bm25[("Go", "parse csv rows")] is None  # every grade 0
     assert result["summary"]["bm25"]["all"] == {"n": 2, "ndcg": 0.5}
+    assert result["summary"]["bm25"]["languages"] == {"n": 1, "ndcg": 0.5}  # Python only: Go is all zeros
     assert set(result["summary"]) == {"hybrid", "vector", "bm25"}
     with pytest.raises(JudgementError, match="repo 'nope' has no indexed chunks"):
         evaluate(reader, HashEmbedder(), folder, "nope")
