@@ -52,6 +52,7 @@ class Config:
     keep_snapshots: int = KEEP_SNAPSHOTS
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
+    reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
 
     def repo(self, name: str, org: str = DEFAULT_ORG) -> RepoSpec | None:
         return next((r for r in self.repos if r.name == name and r.org == org), None)
@@ -127,6 +128,7 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
         keep_snapshots=max(1, int(raw.get("keep_snapshots", KEEP_SNAPSHOTS))),
         repos=tuple(repos),
         session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
+        reranker=str(raw.get("reranker", "")),
     )
 
 
@@ -142,6 +144,10 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
     lines.append(f"model = {_toml_str(cfg.model)}")
     lines.append(f"max_blob_bytes = {cfg.max_blob_bytes}")
     lines.append(f"keep_snapshots = {cfg.keep_snapshots}")
+    if cfg.session_idle_hours != SESSION_IDLE_HOURS:
+        lines.append(f"session_idle_hours = {cfg.session_idle_hours}")
+    if cfg.reranker:
+        lines.append(f"reranker = {_toml_str(cfg.reranker)}")
     for r in cfg.repos:
         lines += ["", "[[repo]]", f"org = {_toml_str(r.org)}", f"name = {_toml_str(r.name)}",
                   f"url = {_toml_str(r.url)}"]
@@ -162,7 +168,9 @@ def save(cfg: Config) -> None:
         raw = tomllib.loads(cfg.path.read_text(encoding="utf-8"))
     kept = replace(cfg, model=str(raw.get("model", DEFAULT_MODEL)),
                    max_blob_bytes=int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
-                   keep_snapshots=int(raw.get("keep_snapshots", KEEP_SNAPSHOTS)))
+                   keep_snapshots=int(raw.get("keep_snapshots", KEEP_SNAPSHOTS)),
+                   session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
+                   reranker=str(raw.get("reranker", "")))
     tmp = cfg.path.with_name(cfg.path.name + ".tmp")
     tmp.write_text(dumps(kept, raw.get("data_dir")), encoding="utf-8")
     os.replace(tmp, cfg.path)

@@ -62,10 +62,13 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
     req = SearchRequest(query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit,
                         mode=mode)
     validate(req, reader)  # before loading the model: bad input answers at once
+    from query.rerank import load_reranker
+
+    reranker = load_reranker(cfg.reranker)
     if by_file:
         from query.localize import localize
 
-        files = localize(reader, load_embedder(cfg.model), req)
+        files = localize(reader, load_embedder(cfg.model), req, reranker)
         if as_json:
             click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query, "files": [
                 {"repo": f.repo, "path": f.path, "score": f.score, "signals": f.signals,
@@ -75,7 +78,7 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
             why = ", ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
             click.echo(f"{n}. {f.repo}:{f.path}  {f.score:.4f}  ({why})")
         return
-    hits = run_search(reader, load_embedder(cfg.model), req)
+    hits = run_search(reader, load_embedder(cfg.model), req, reranker=reranker)
     if as_json:
         click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query,
                                "hits": [h.to_dict() for h in hits]}, indent=2))
@@ -346,7 +349,10 @@ def eval_queries(ctx, path, org, as_json) -> None:
     cfg = cli_config(ctx)
     cases = load_queries(Path(path))
     reader = SnapshotReader(cfg.data_dir)
-    result = {"configuration": configuration(reader), **run_cases(reader, load_embedder(cfg.model), cases, org)}
+    from query.rerank import load_reranker
+
+    result = {"configuration": configuration(reader),
+              **run_cases(reader, load_embedder(cfg.model), cases, org, load_reranker(cfg.reranker))}
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
 
@@ -370,7 +376,7 @@ def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
     cfg = cli_config(ctx, must_exist=True)
     report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
     _per_model(cfg, models, as_json, render,
-               lambda c, embedder: eval_commits(c, repo, count, seed, embedder, org, progress=report))
+               lambda c, embedder, reranker: eval_commits(c, repo, count, seed, embedder, org, report, reranker))
 
 
 @eval_group.command("codesearchnet")
@@ -396,14 +402,14 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
     cfg = cli_config(ctx, must_exist=True)
     report = lambda i, n: click.echo(f"eval: {i}/{n} queries", err=True) if i % 100 == 0 or i == n else None  # noqa: E731
 
-    def measure(c, embedder):
+    def measure(c, embedder, reranker):
         if models:
             click.echo(f"eval: indexing {repo} with {c.model}", err=True)
             reader = index_scratch(c, repo, org, embedder)
         else:
             reader = SnapshotReader(c.data_dir)
             reader.check_model(embedder.model_id)
-        result = judgements.evaluate(reader, embedder, Path(annotations), repo, org, depth, progress=report)
+        result = judgements.evaluate(reader, embedder, Path(annotations), repo, org, depth, report, reranker)
         if models:
             drop_scratch(c, repo, org)
         return {"configuration": configuration(reader), **result}
@@ -412,15 +418,17 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
 
 
 def _per_model(cfg, models, as_json: bool, render, measure) -> None:
-    """Run `measure(config, embedder)` once per model and print each result (JSON: a list when several)."""
+    """Run `measure(config, embedder, reranker)` once per model and print each result (JSON: a list when
+    several). A configured reranker adds a `rerank` column (hybrid, then the cross-encoder)."""
     from dataclasses import replace
 
     from indexer.embed import load_embedder
+    from query.rerank import load_reranker
 
-    results = []
+    results, reranker = [], load_reranker(cfg.reranker)
     for model in models or (cfg.model,):
         c = replace(cfg, model=model)
-        results.append(measure(c, load_embedder(model)))
+        results.append(measure(c, load_embedder(model), reranker))
         if not as_json:
             click.echo(("\n" if len(results) > 1 else "") + render(results[-1]))
     if as_json:

@@ -76,20 +76,27 @@ def configuration(reader: SnapshotReader) -> dict:
             "non_source_weight": localize_module.NON_SOURCE_WEIGHT}
 
 
-def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "default") -> dict:
+def modes(reranker=None) -> tuple[str, ...]:
+    """The columns an eval measures: each signal alone, hybrid, and hybrid reranked when a reranker is set."""
+    return MODES + (("rerank",) if reranker is not None else ())
+
+
+def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "default", reranker=None) -> dict:
     """Score file-level rankings of every case in each mode."""
-    scores = {mode: Scores() for mode in MODES}
+    columns = modes(reranker)
+    scores = {mode: Scores() for mode in columns}
     rows = []
     for case in cases:
         row = {"query": case.query, "expected": list(case.expected), "repo": case.repo}
         if case.commit_id:
             row["commit_id"] = case.commit_id
-        for mode in MODES:
-            req = SearchRequest(case.query, org, (case.repo,) if case.repo else (), limit=10, mode=mode)
-            ranked = [f.path for f in localize(reader, embedder, req)]
+        for mode in columns:
+            req = SearchRequest(case.query, org, (case.repo,) if case.repo else (), limit=10,
+                                mode="hybrid" if mode == "rerank" else mode)
+            ranked = [f.path for f in localize(reader, embedder, req, reranker if mode == "rerank" else None)]
             row[mode] = {**scores[mode].add(ranked, case.expected), "top": ranked[:3]}
         rows.append(row)
-    return {"summary": {mode: scores[mode].summary() for mode in MODES}, "cases": rows}
+    return {"summary": {mode: scores[mode].summary() for mode in columns}, "cases": rows}
 
 
 def load_queries(path: Path) -> list[Case]:
@@ -134,27 +141,28 @@ def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default"
 
 
 def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str = "default",
-                 progress=None) -> dict:
+                 progress=None, reranker=None) -> dict:
     """Index each sampled commit's parent (blob identity makes consecutive parents nearly free),
     then ask its subject and score the files it changed."""
     cases = commit_cases(cfg, repo, n, seed, org)
     if not cases:
         raise EvalError(f"no commit of {repo!r} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
                         f"files, a subject of {MIN_SUBJECT_WORDS}+ words)")
-    totals = {mode: Scores() for mode in MODES}
+    columns = modes(reranker)
+    totals = {mode: Scores() for mode in columns}
     rows, config = [], None
     for i, case in enumerate(cases):
         reader = index_scratch(cfg, repo, org, embedder, (_parent(cfg, cfg.repo(repo, org), case.commit_id),))
         config = config or configuration(reader)
-        result = run_cases(reader, embedder, [case], org)
-        for mode in MODES:
+        result = run_cases(reader, embedder, [case], org, reranker)
+        for mode in columns:
             totals[mode].ranks += [result["cases"][0][mode]["rank"]]
             totals[mode].recalls += [result["cases"][0][mode]["recall@10"]]
         rows += result["cases"]
         if progress:
             progress(i + 1, len(cases))
     drop_scratch(cfg, repo, org)
-    return {"configuration": config, "summary": {m: totals[m].summary() for m in MODES}, "cases": rows}
+    return {"configuration": config, "summary": {m: totals[m].summary() for m in columns}, "cases": rows}
 
 
 def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, ...] | None = None) -> SnapshotReader:

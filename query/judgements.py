@@ -18,9 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from indexer.embed import embed_text
 from indexer.errors import BlobdexError
-from query.search import MODES, SearchRequest, rank
+from query.evaluate import modes
 from query.reader import SnapshotReader
+from query.rerank import RERANK_POOL
+from query.search import SearchRequest, rank
 
 ANNOTATIONS = "annotationStore.csv"
 URL_RE = re.compile(r"^https://github\.com/[^/]+/[^/]+/blob/([0-9a-f]{40})/([^#]+)#L(\d+)(?:-L(\d+))?$")
@@ -106,7 +109,7 @@ def annotated_order(reader: SnapshotReader, rows: list[int], judged: list[Judged
 
 
 def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: str = "default",
-             depth: int = DEPTH, progress=None) -> dict:
+             depth: int = DEPTH, progress=None, reranker=None) -> dict:
     """NDCG (within) per mode, overall and per language, with what share of judgements was indexed."""
     judged = load(directory)
     indexed = set(reader.col["path"][(reader.col["org"] == org) & (reader.col["repo"] == repo)])
@@ -115,13 +118,20 @@ def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: 
                              f"(sourcegraph-testing/codesearchnet) with 'blobdex repo add' and index it")
     total = sum(len(v) for v in judged.values())
     covered = sum(1 for v in judged.values() for j in v if j.path in indexed)
-    scores: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in MODES}
+    columns = modes(reranker)
+    scores: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in columns}
     rows = []
     for i, ((language, query), items) in enumerate(sorted(judged.items())):
         row = {"language": language, "query": query, "judged": len(items)}
-        for mode in MODES:
-            req = SearchRequest(query, org, (repo,), langs=(LANGS[language],), mode=mode)
+        for mode in columns:
+            req = SearchRequest(query, org, (repo,), langs=(LANGS[language],),
+                                mode="hybrid" if mode == "rerank" else mode)
             ranked = [key for key, _ in rank(reader, embedder, req, depth=depth)][:depth]
+            if mode == "rerank":
+                head = ranked[:RERANK_POOL]
+                order, _ = reranker.order(query, [embed_text(reader.row(r)["symbol"], reader.row(r)["text"])
+                                                  for r in head])
+                ranked = [head[i] for i in order] + ranked[RERANK_POOL:]
             value = ndcg_within(annotated_order(reader, ranked, items), items)
             if value is not None:
                 scores[mode][language].append(value)
@@ -131,7 +141,7 @@ def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: 
         if progress:
             progress(i + 1, len(judged))
     summary = {m: {lang: {"n": len(v), "ndcg": round(float(np.mean(v)), 4) if v else None}
-                   for lang, v in sorted(scores[m].items())} for m in MODES}
+                   for lang, v in sorted(scores[m].items())} for m in columns}
     for per in summary.values():  # the challenge's leaderboard figure: the mean over languages
         means = [v["ndcg"] for lang, v in per.items() if lang != "all"]
         per["languages"] = {"n": len(means), "ndcg": round(float(np.mean(means)), 4) if means else None}

@@ -46,8 +46,8 @@ def named_files(text: str) -> set[str]:
     return {n.lstrip("./") for n in names}
 
 
-def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest) -> list[FileHit]:
-    pool = search(reader, embedder, SearchRequest(**{**req.__dict__, "limit": CHUNK_POOL}))
+def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, reranker=None) -> list[FileHit]:
+    pool = search(reader, embedder, SearchRequest(**{**req.__dict__, "limit": CHUNK_POOL}), reranker=reranker)
     files: dict[tuple[str, str], FileHit] = {}
     seen = defaultdict(int)
     for hit in pool:

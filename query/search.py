@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pathspec
@@ -14,6 +14,7 @@ from indexer.errors import BlobdexError
 from indexer.languages import category
 from indexer.tokenize import WORD_RE, tokens
 from query.reader import SnapshotReader
+from query.rerank import RERANK_POOL
 
 RRF_K = 60  # Cormack, Clarke & Buettcher 2009
 # Each signal's share of the fused score (weighted RRF); an overlay's lexical list counts as bm25.
@@ -269,11 +270,21 @@ def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray, vec
     return merged, lexical
 
 
-def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None) -> list[Hit]:
+def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
+           reranker=None) -> list[Hit]:
+    """The best `req.limit` chunks; a configured cross-encoder (query.rerank) reorders a hybrid head."""
     validate(req, reader)
-    best = rank(reader, embedder, req, overlay)[:req.limit]
-    return [_overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
+    rerank = reranker is not None and req.mode == "hybrid"
+    best = rank(reader, embedder, req, overlay)[:max(req.limit, RERANK_POOL) if rerank else req.limit]
+    hits = [_overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
             for key, signals in best]
+    if rerank:
+        head = hits[:RERANK_POOL]
+        texts = [embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"]) for h in head]
+        order, scores = reranker.order(req.query, texts)
+        hits = [replace(head[i], signals={**head[i].signals, "rerank_score": round(float(scores[i]), 4)})
+                for i in order] + hits[RERANK_POOL:]
+    return hits[:req.limit]
 
 
 def rank(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,

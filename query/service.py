@@ -39,6 +39,7 @@ class Service:
     def __init__(self, cfg: Config, embedder: Embedder | None = None):
         self.cfg = cfg
         self._embedder = embedder
+        self._reranker = None
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None
         self._lock = threading.Lock()  # clips and the embedder
@@ -56,6 +57,16 @@ class Service:
             if self._embedder is None:
                 self._embedder = load_embedder(self.cfg.model)
             return self._embedder
+
+    @property
+    def reranker(self):
+        """The configured cross-encoder (loaded on first use), or None when `reranker` is unset."""
+        with self._lock:
+            if self._reranker is None and self.cfg.reranker:
+                from query.rerank import load_reranker
+
+                self._reranker = load_reranker(self.cfg.reranker)
+            return self._reranker
 
     def model_id(self) -> str:
         return self._embedder.model_id if self._embedder else model_id_for(self.cfg.model)
@@ -98,12 +109,12 @@ class Service:
     def search(self, req: SearchRequest, session_id: str | None = None) -> tuple[str, list[tuple[int, Hit]]]:
         reader = self.reader()
         overlay = self._overlay(req.org, session_id) if session_id else None
-        hits = search(reader, self.embedder, req, overlay)
+        hits = search(reader, self.embedder, req, overlay, self.reranker)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
 
     def localize(self, req: SearchRequest) -> tuple[str, list]:
         reader = self.reader()
-        return reader.snapshot_id, localize(reader, self.embedder, req)
+        return reader.snapshot_id, localize(reader, self.embedder, req, self.reranker)
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
         text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]

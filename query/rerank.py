@@ -1,0 +1,54 @@
+"""An optional cross-encoder pass over the head of a hybrid ranking.
+
+Off unless `reranker` in blobdex.toml names a sentence-transformers CrossEncoder, as a local path:
+nothing is downloaded at run time. A cross-encoder reads the query and a chunk together, which
+neither the bi-encoder vectors nor BM25 can, at the price of one model call per candidate, so it
+reorders only the first RERANK_POOL candidates and leaves the rest in fused order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from indexer.errors import BlobdexError
+
+log = logging.getLogger(__name__)
+
+RERANK_POOL = 30
+
+
+class RerankError(BlobdexError):
+    """The configured reranker cannot be loaded or run; the message says what to do."""
+
+
+class Reranker:
+    def __init__(self, name: str):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        try:
+            from sentence_transformers import CrossEncoder
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            self.model = CrossEncoder(name)
+        except Exception as exc:  # the library raises many types for "cannot load"
+            raise RerankError(f"cannot load reranker {name!r}: {exc}; set `reranker` in blobdex.toml to a local "
+                              f"sentence-transformers CrossEncoder directory, or remove it to search without "
+                              f"one") from exc
+        self.model_id = name
+        log.info("reranking with %s", name)
+
+    def order(self, query: str, texts: list[str]) -> tuple[list[int], np.ndarray]:
+        """Indices of `texts` by descending relevance to `query` (ties keep their order), and the scores."""
+        if not texts:
+            return [], np.zeros(0, dtype=np.float32)
+        scores = np.asarray(self.model.predict([(query, t) for t in texts], show_progress_bar=False),
+                            dtype=np.float32).reshape(len(texts), -1)[:, 0]
+        return sorted(range(len(texts)), key=lambda i: (-scores[i], i)), scores
+
+
+def load_reranker(name: str | None) -> Reranker | None:
+    return Reranker(name) if name else None
