@@ -351,8 +351,9 @@ def eval_queries(ctx, path, org, as_json) -> None:
     reader = SnapshotReader(cfg.data_dir)
     from query.rerank import load_reranker
 
-    result = {"configuration": configuration(reader),
-              **run_cases(reader, load_embedder(cfg.model), cases, org, load_reranker(cfg.reranker))}
+    reranker = load_reranker(cfg.reranker)
+    result = {"configuration": configuration(reader, reranker),
+              **run_cases(reader, load_embedder(cfg.model), cases, org, reranker)}
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
 
@@ -412,7 +413,7 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
         result = judgements.evaluate(reader, embedder, Path(annotations), repo, org, depth, report, reranker)
         if models:
             drop_scratch(c, repo, org)
-        return {"configuration": configuration(reader), **result}
+        return {"configuration": configuration(reader, reranker), **result}
 
     _per_model(cfg, models, as_json, judgements.render_with_configuration, measure)
 

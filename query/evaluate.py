@@ -23,8 +23,8 @@ from indexer.errors import BlobdexError
 from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
 from indexer.snapshot import CURRENT
-from query import search as search_module
 from query import localize as localize_module
+from query import search as search_module
 from query.localize import localize
 from query.reader import SnapshotReader
 from query.search import MODES, SearchRequest
@@ -67,8 +67,8 @@ class Scores:
                 "mrr": round(sum(1 / r for r in self.ranks if r) / n, 3)}
 
 
-def configuration(reader: SnapshotReader) -> dict:
-    return {"model": reader.manifest.model_id, "snapshot_id": reader.snapshot_id, "chunker_version": CHUNKER_VERSION,
+def configuration(reader: SnapshotReader, reranker=None) -> dict:
+    return {"model": reader.manifest.model_id, "reranker": reranker.model_id if reranker else "off", "snapshot_id": reader.snapshot_id, "chunker_version": CHUNKER_VERSION,
             "rrf_k": search_module.RRF_K, "weights": "/".join(f"{k}:{v:g}" for k, v in search_module.WEIGHTS.items()),
             "candidates": search_module.CANDIDATES,
             "symbol_boost": search_module.SYMBOL_BOOST, "path_boost": search_module.PATH_BOOST,
@@ -153,7 +153,7 @@ def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str =
     rows, config = [], None
     for i, case in enumerate(cases):
         reader = index_scratch(cfg, repo, org, embedder, (_parent(cfg, cfg.repo(repo, org), case.commit_id),))
-        config = config or configuration(reader)
+        config = config or configuration(reader, reranker)
         result = run_cases(reader, embedder, [case], org, reranker)
         for mode in columns:
             totals[mode].ranks += [result["cases"][0][mode]["rank"]]
