@@ -120,16 +120,18 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
     if dupes:
         raise ConfigError(f"config {str(path)!r}: repo {sorted(dupes)[0][1]!r} appears twice in org "
                           f"{sorted(dupes)[0][0]!r}; names are unique within an org")
-    return Config(
-        path=path,
-        data_dir=resolved.resolve(),
-        model=os.environ.get("BLOBDEX_MODEL") or str(raw.get("model", DEFAULT_MODEL)),
-        max_blob_bytes=int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
-        keep_snapshots=max(1, int(raw.get("keep_snapshots", KEEP_SNAPSHOTS))),
-        repos=tuple(repos),
-        session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
-        reranker=str(raw.get("reranker", "")),
-    )
+    settings = _settings(raw)
+    settings["model"] = os.environ.get("BLOBDEX_MODEL") or settings["model"]
+    return Config(path=path, data_dir=resolved.resolve(), repos=tuple(repos), **settings)
+
+
+def _settings(raw: dict) -> dict:
+    """The file's top-level settings as Config fields (one parser, so `save` cannot drop one)."""
+    return {"model": str(raw.get("model", DEFAULT_MODEL)),
+            "max_blob_bytes": int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
+            "keep_snapshots": max(1, int(raw.get("keep_snapshots", KEEP_SNAPSHOTS))),
+            "session_idle_hours": float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
+            "reranker": str(raw.get("reranker", ""))}
 
 
 def _toml_str(value: str) -> str:
@@ -166,11 +168,7 @@ def save(cfg: Config) -> None:
     raw = {}
     if cfg.path.exists():
         raw = tomllib.loads(cfg.path.read_text(encoding="utf-8"))
-    kept = replace(cfg, model=str(raw.get("model", DEFAULT_MODEL)),
-                   max_blob_bytes=int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
-                   keep_snapshots=int(raw.get("keep_snapshots", KEEP_SNAPSHOTS)),
-                   session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
-                   reranker=str(raw.get("reranker", "")))
+    kept = replace(cfg, **_settings(raw))
     tmp = cfg.path.with_name(cfg.path.name + ".tmp")
     tmp.write_text(dumps(kept, raw.get("data_dir")), encoding="utf-8")
     os.replace(tmp, cfg.path)

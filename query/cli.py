@@ -446,7 +446,7 @@ def _per_model(cfg, models, as_json: bool, render, measure) -> None:
 def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
     """route_task on pooled commit subjects: top-1 accuracy and MRR of the owning repo (live snapshot)."""
     from indexer.embed import load_embedder
-    from query.evaluate import eval_routing
+    from query.evaluate import configuration_line, eval_routing
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx, must_exist=True)
@@ -455,7 +455,7 @@ def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo("configuration: " + ", ".join(f"{k}={v}" for k, v in result["configuration"].items()))
+        click.echo(configuration_line(result))
         s = result["summary"]
         click.echo(f"routing: n {s['n']}  top-1 {s['top1']}  mrr {s['mrr']}")
 

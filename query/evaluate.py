@@ -215,8 +215,12 @@ def _parent(cfg: Config, spec: RepoSpec, commit_id: str) -> str:
         return git[commit_id.encode()].parents[0].decode()
 
 
+def configuration_line(result: dict) -> str:
+    return "configuration: " + ", ".join(f"{k}={v}" for k, v in result["configuration"].items())
+
+
 def render(result: dict) -> str:
-    lines = ["configuration: " + ", ".join(f"{k}={v}" for k, v in result["configuration"].items()), "",
+    lines = [configuration_line(result), "",
              f"{'mode':<8} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'recall@10':>9} {'mrr':>6}"]
     for mode, s in result["summary"].items():
         lines.append(f"{mode:<8} {s['n']:>4} {s['hit@1']:>6} {s['hit@5']:>6} {s['hit@10']:>6} "

@@ -20,9 +20,8 @@ import numpy as np
 
 from indexer.embed import embed_text
 from indexer.errors import BlobdexError
-from query.evaluate import modes
+from query.evaluate import configuration_line, modes
 from query.reader import SnapshotReader
-from query.rerank import RERANK_POOL
 from query.search import SearchRequest, rank
 
 ANNOTATIONS = "annotationStore.csv"
@@ -108,6 +107,11 @@ def annotated_order(reader: SnapshotReader, rows: list[int], judged: list[Judged
     return list(seen)
 
 
+def _embedded(reader: SnapshotReader, row: int) -> str:
+    r = reader.row(row)
+    return embed_text(r["symbol"], r["text"])
+
+
 def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: str = "default",
              depth: int = DEPTH, progress=None, reranker=None) -> dict:
     """NDCG (within) per mode, overall and per language, with what share of judgements was indexed."""
@@ -128,10 +132,7 @@ def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: 
                                 mode="hybrid" if mode == "rerank" else mode)
             ranked = [key for key, _ in rank(reader, embedder, req, depth=depth)][:depth]
             if mode == "rerank":
-                head = ranked[:RERANK_POOL]
-                order, _ = reranker.order(query, [embed_text(reader.row(r)["symbol"], reader.row(r)["text"])
-                                                  for r in head])
-                ranked = [head[i] for i in order] + ranked[RERANK_POOL:]
+                ranked = [r for r, _ in reranker.rerank(query, ranked, lambda r: _embedded(reader, r))]
             value = ndcg_within(annotated_order(reader, ranked, items), items)
             if value is not None:
                 scores[mode][language].append(value)
@@ -150,7 +151,7 @@ def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: 
 
 
 def render_with_configuration(result: dict) -> str:
-    return "configuration: " + ", ".join(f"{k}={v}" for k, v in result["configuration"].items()) + "\n" + render(result)
+    return configuration_line(result) + "\n" + render(result)
 
 
 def render(result: dict) -> str:

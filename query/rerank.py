@@ -41,13 +41,16 @@ class Reranker:
         self.model_id = name
         log.info("reranking with %s", name)
 
-    def order(self, query: str, texts: list[str]) -> tuple[list[int], np.ndarray]:
-        """Indices of `texts` by descending relevance to `query` (ties keep their order), and the scores."""
-        if not texts:
-            return [], np.zeros(0, dtype=np.float32)
-        scores = np.asarray(self.model.predict([(query, t) for t in texts], show_progress_bar=False),
-                            dtype=np.float32).reshape(len(texts), -1)[:, 0]
-        return sorted(range(len(texts)), key=lambda i: (-scores[i], i)), scores
+    def rerank(self, query: str, ranked: list, text_of) -> list[tuple[object, float | None]]:
+        """`ranked` with its first RERANK_POOL items in the cross-encoder's order (ties keep the fused
+        order), each paired with its score; the items after the pool follow unscored."""
+        head = ranked[:RERANK_POOL]
+        if not head:
+            return []
+        scores = np.asarray(self.model.predict([(query, text_of(x)) for x in head], show_progress_bar=False),
+                            dtype=np.float32).reshape(len(head), -1)[:, 0]
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
+        return [(head[i], float(scores[i])) for i in order] + [(x, None) for x in ranked[RERANK_POOL:]]
 
 
 def load_reranker(name: str | None) -> Reranker | None:

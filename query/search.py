@@ -279,11 +279,9 @@ def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overl
     hits = [_overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
             for key, signals in best]
     if rerank:
-        head = hits[:RERANK_POOL]
-        texts = [embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"]) for h in head]
-        order, scores = reranker.order(req.query, texts)
-        hits = [replace(head[i], signals={**head[i].signals, "rerank_score": round(float(scores[i]), 4)})
-                for i in order] + hits[RERANK_POOL:]
+        text_of = lambda h: embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"])  # noqa: E731
+        hits = [h if score is None else replace(h, signals={**h.signals, "rerank_score": round(score, 4)})
+                for h, score in reranker.rerank(req.query, hits, text_of)]
     return hits[:req.limit]
 
 

@@ -70,3 +70,14 @@ def test_repo_add_keeps_every_setting(tmp_path):
     configmod.save(replace(cfg, repos=(RepoSpec("api", "/src/api"),)))
     again = configmod.load(cfg.path)
     assert (again.reranker, again.session_idle_hours, [r.name for r in again.repos]) == ("/models/ce", 2.5, ["api"])
+
+
+def test_codesearchnet_eval_adds_a_rerank_column(reader, hasher, cross_encoder, tmp_path):
+    from query.judgements import evaluate
+
+    url = f"https://github.com/o/r/blob/{'1' * 40}/src/billing/invoice.py#L1-L9"
+    (tmp_path / "annotationStore.csv").write_text(
+        f"Language,Query,GitHubUrl,Relevance,Notes\nPython,invoice total with tax,{url},3,\n")
+    result = evaluate(reader, hasher, tmp_path, "api", reranker=cross_encoder)
+    assert set(result["summary"]) == {"hybrid", "vector", "bm25", "rerank"}
+    assert result["summary"]["rerank"]["all"]["n"] == result["summary"]["hybrid"]["all"]["n"] == 1
