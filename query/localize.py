@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 
 from indexer.embed import Embedder
 from indexer.languages import GRAMMARS, language_for
-from indexer.tokenize import WORD_RE
 from query.reader import SnapshotReader
-from query.search import Hit, SearchRequest, search
+from query.search import Hit, SearchRequest, named_definitions, search
 
 CHUNK_POOL = 200  # chunk hits aggregated into files
 DECAY = 0.5  # the n-th best chunk of a file adds DECAY**n of its score
@@ -59,9 +58,7 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
         if len(entry.evidence) < 3:
             entry.evidence.append(hit)
     if req.mode == "hybrid":
-        words = {m.group().lower() for m in WORD_RE.finditer(req.query)}
-        words |= {w.rsplit(".", 1)[-1] for w in words}
-        for word in words:
+        for word in named_definitions(req.query):
             for row in reader.symbol_rows.get(word, ()):
                 key = (reader.col["repo"][row], reader.col["path"][row])
                 if key in files and reader.col["org"][row] == req.org:

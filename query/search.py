@@ -33,6 +33,8 @@ COMPOUND_BOOST = 3.0
 STOPWORDS = frozenset("a an and are as at be by do does for from how i in is it of on or the this to was "
                       "what when where which who why with".split())
 MODES = ("hybrid", "vector", "bm25")
+CODE_WORD_RE = re.compile(r"[_.$0-9]|[a-z][A-Z]")  # snake_case, dotted, $jquery, v2, camelCase
+FRAME_FUNCTION_RE = re.compile(r"line \d+, in$")  # a Python traceback frame names its function
 KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "module", "section", "text"})
 
 
@@ -205,6 +207,30 @@ def lexical_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray,
         fetch *= 4
 
 
+def named_definitions(text: str) -> set[str]:
+    """The lower-cased definition names a text spells as code, each whole and by its last dotted part.
+
+    A word counts when it looks like code: a compound (`make_context`, `getUserId`, `Command.parse`),
+    a call (`render(`), `backticked`, a traceback's function (`in render`), or a capitalised word
+    inside a sentence (`Option`). Prose words do not: "fix the help for options" must not pull in
+    `class Help`. Measured with `blobdex eval commits` (hybrid file MRR, every lower-case word counting
+    -> this rule): commander.js 0.779 -> 0.812, itsdangerous 0.873 -> 0.878, blinker and markupsafe
+    unchanged; CodeSearchNet NDCG 0.788 -> 0.796.
+    """
+    names = set()
+    for m in WORD_RE.finditer(text):
+        word, before, after = m.group(), text[:m.start()].rstrip(), text[m.end():m.end() + 1]
+        sentence_start = (not before or before[-1] in ".!?:#>-*"
+                          or not text[:m.start()].rsplit("\n", 1)[-1].strip())  # first word of a line
+        if word.isdigit():
+            continue
+        if (CODE_WORD_RE.search(word) or after == "(" or (after == "`" and before.endswith("`"))
+                or FRAME_FUNCTION_RE.search(before) or (word[0].isupper() and not sentence_start)):
+            names.update(n for n in (word.lower(), word.lower().rsplit(".", 1)[-1])
+                         if len(n) >= 3 and n not in STOPWORDS)
+    return names
+
+
 def _symbol_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray,
                   lex: list[tuple[int, float]], vec: list[tuple[int, float]], depth: int) -> list[tuple[int, float]]:
     """Definitions whose name the query spells out (`make_context`, `Command.make_context`).
@@ -212,10 +238,7 @@ def _symbol_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray,
     People and agents paste identifiers; the definition should outrank its callers, which
     BM25 scores alike and vectors may not favour. Ties are broken by the other signals.
     """
-    # Whole words only: `add_command` must not summon every definition named `command`.
-    words = [m.group().lower() for m in WORD_RE.finditer(req.query)]
-    names = {n for w in words for n in (w, w.rsplit(".", 1)[-1]) if len(n) >= 3 and n not in STOPWORDS}
-    rows = {r for name in names for r in reader.symbol_rows.get(name, ()) if mask[r]}
+    rows = {r for name in named_definitions(req.query) for r in reader.symbol_rows.get(name, ()) if mask[r]}
     if not rows:
         return []
     lex_rank = {r: i for i, (r, _) in enumerate(lex)}

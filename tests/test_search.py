@@ -3,7 +3,7 @@
 import pytest
 
 from indexer.tokenize import tokens
-from query.search import SearchError, SearchRequest, lexical_query, search
+from query.search import SearchError, SearchRequest, lexical_query, named_definitions, search
 
 
 def paths(hits):
@@ -102,3 +102,22 @@ def test_filter_values_are_terms_never_query_syntax(reader, hasher):
 def test_only_stopwords_still_searches_by_vector(reader, hasher):
     hits = search(reader, hasher, SearchRequest("where is the"))
     assert hits and all(h.signals["bm25_rank"] is None for h in hits)
+
+
+@pytest.mark.parametrize("text,names", [
+    ("add attributeName() method to Option objects", {"attributename", "option"}),
+    ("Fix help for commands with an executable handler", set()),  # prose, though `class Help` may exist
+    ('File "app.py", line 7, in total_with_tax\n  File "b.py", line 2, in render', {"total_with_tax", "render", "app.py", "b.py"}),
+    ("use `dumps` and Command.parse; issue #1977. Option is set", {"dumps", "command.parse", "parse"}),
+])
+def test_only_words_spelled_as_code_name_definitions(text, names):
+    assert named_definitions(text) == names
+
+
+def test_a_prose_word_does_not_summon_a_definition_of_that_name(reader, hasher):
+    def symbol_paths(query):
+        return {h.path for h in search(reader, hasher, SearchRequest(query, limit=20)) if h.signals["symbol_rank"]}
+
+    assert symbol_paths("cancel the order when payment fails") == set()
+    assert symbol_paths("make cancel() idempotent") == {"src/billing/renew.py"}
+    assert symbol_paths("round the total of an Invoice") == {"src/billing/invoice.py"}
