@@ -15,7 +15,9 @@ from tree_sitter_language_pack import get_parser
 from indexer.languages import GRAMMARS, IDENTIFIER_RE, NEEDS_BODY, Grammar
 
 # 1: initial chunker.
-CHUNKER_VERSION = 1
+# 2: comments directly above a definition (JSDoc, Javadoc, Go and Rust docs) belong to it; the
+#    `class` keyword no longer counts as a member, which split every JS/TS class header off alone.
+CHUNKER_VERSION = 2
 
 # all-MiniLM-L6-v2 reads 256 tokens, about 950 characters of code; a little over that keeps
 # whole small functions together while losing only a short tail to truncation.
@@ -137,7 +139,7 @@ def _defs_under(node: Node, g: Grammar):
     stack = list(reversed(node.children))
     while stack:
         child = stack.pop()
-        if _is_def(child, g):
+        if child.is_named and _is_def(child, g):  # not the `class` keyword token of a class_declaration
             yield child
         else:
             stack.extend(reversed(child.children))
@@ -147,6 +149,29 @@ def _outer(node: Node, g: Grammar) -> Node:
     while node.parent is not None and node.parent.type in g.wrappers:
         node = node.parent
     return node
+
+
+def _leading_comments(node: Node) -> int:
+    """The first line of `node` with the comments directly above it: a doc comment says in words what
+    the definition does, which is what a search in words needs to find in the same chunk."""
+    start = node.start_point[0]
+    prev = node.prev_sibling
+    while prev is not None and _attached(prev) and _last_row(prev) >= start - 1:
+        before = prev.prev_sibling
+        if before is not None and not _attached(before) and _last_row(before) >= prev.start_point[0]:
+            break  # a trailing comment on the line of the code before it
+        start, prev = prev.start_point[0], before
+    return start
+
+
+def _attached(node: Node) -> bool:
+    # Rust's #[derive(...)] sits between an item and its doc comment.
+    return "comment" in node.type or node.type == "attribute_item"
+
+
+def _last_row(node: Node) -> int:
+    row, column = node.end_point
+    return row - 1 if column == 0 and row > node.start_point[0] else row  # a line comment may end on the next row
 
 
 def _text(node: Node | None, src: bytes) -> str:
@@ -203,7 +228,7 @@ def _syntax_spans(tree: Tree, src: bytes, lines: list[str], g: Grammar) -> list[
     def visit(parent: Node, prefix: str) -> None:
         for node in _defs_under(parent, g):
             outer = _outer(node, g)
-            start, end = outer.start_point[0], outer.end_point[0]
+            start, end = _leading_comments(outer), outer.end_point[0]
             if end >= len(lines):
                 end = len(lines) - 1
             name = _name(node, src)

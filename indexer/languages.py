@@ -60,6 +60,9 @@ class Grammar:
 _JS_FUNCS = {"function_declaration", "generator_function_declaration", "method_definition"}
 _JS_WRAPPERS = {"export_statement", "lexical_declaration", "variable_declaration"}
 _JS_ARROWS = {"arrow_function", "function_expression", "function", "generator_function"}
+# Method signatures (interfaces, .d.ts) stay inside their container's chunks: as chunks of their own
+# they restate every method in words and outrank the code (commander.js vector MRR 0.842 -> 0.763).
+_TS_FUNCS = _JS_FUNCS | {"function_signature", "type_alias_declaration"}
 _TS_CONTAINERS = {"class_declaration", "abstract_class_declaration", "class", "interface_declaration",
                   "internal_module", "module", "enum_declaration"}
 
@@ -68,10 +71,9 @@ GRAMMARS = {g.name: g for g in [
             frozenset({"decorated_definition"})),
     Grammar("javascript", frozenset(_JS_FUNCS), frozenset({"class_declaration", "class"}),
             frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
-    Grammar("typescript", frozenset(_JS_FUNCS | {"function_signature", "type_alias_declaration"}),
-            frozenset(_TS_CONTAINERS), frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
-    Grammar("tsx", frozenset(_JS_FUNCS | {"function_signature", "type_alias_declaration"}),
-            frozenset(_TS_CONTAINERS), frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
+    Grammar("typescript", frozenset(_TS_FUNCS), frozenset(_TS_CONTAINERS), frozenset(_JS_WRAPPERS),
+            frozenset(_JS_ARROWS)),
+    Grammar("tsx", frozenset(_TS_FUNCS), frozenset(_TS_CONTAINERS), frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
     Grammar("go", frozenset({"function_declaration", "method_declaration", "type_declaration"}), frozenset()),
     Grammar("rust", frozenset({"function_item", "struct_item", "enum_item", "macro_definition", "type_item",
                                "const_item", "static_item"}),

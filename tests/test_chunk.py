@@ -71,6 +71,31 @@ def test_decorator_belongs_to_its_function():
     assert chunks[0].symbol == "handler" and chunks[0].text.startswith("@app.route")
 
 
+@pytest.mark.parametrize("lang,source,symbol,first_line", [
+    ("javascript", "let n = 0;  // counter\n/**\n * Parse the argv.\n */\nfunction parse(argv) { return argv; }\n",
+     "parse", "/**"),
+    ("go", "package p\n\n// Add appends i.\n// It never fails.\nfunc Add(i int) {}\n", "Add", "// Add appends i."),
+    ("rust", "/// A cart.\n#[derive(Debug)]\npub struct Cart { n: u32 }\n", "Cart", "/// A cart."),
+    ("java", "class A {\n    /** Adds one. */\n    @Override\n    void add() {}\n}\n", "A.add", "    /** Adds one. */"),
+    ("typescript", "/** Items by id. */\nexport interface Store {\n  get(id: string): Item;\n}\n",
+     "Store", "/** Items by id. */"),
+])
+def test_doc_comments_belong_to_the_definition_below(lang, source, symbol, first_line):
+    chunks, _ = chunk_text(source, lang)
+    chunk = next(c for c in chunks if c.symbol == symbol)
+    assert chunk.text.split("\n")[0] == first_line
+
+
+def test_a_trailing_comment_stays_with_its_own_line():
+    chunks, _ = chunk_text("const a = 1; // one\nfunction f() {}\n", "javascript")
+    assert [c.text for c in chunks if c.symbol == "f"] == ["function f() {}"]
+
+
+def test_a_class_header_is_one_chunk_with_its_fields():
+    chunks, _ = chunk_text("class B {\n  x = 1;\n  f() { return 1; }\n}\n", "javascript")
+    assert [(c.symbol, c.line_start, c.line_end) for c in chunks] == [("B", 1, 2), ("B.f", 3, 3)]
+
+
 def test_long_function_is_split_into_windows_with_the_same_symbol():
     body = "".join(f"    value_{i} = compute({i})\n" for i in range(200))
     chunks, _ = chunk_text(f"def big():\n{body}", "python")
