@@ -297,15 +297,24 @@ def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overl
            reranker=None) -> list[Hit]:
     """The best `req.limit` chunks; a configured cross-encoder (query.rerank) reorders a hybrid head."""
     validate(req, reader)
+    return candidates(reader, embedder, req, overlay, reranker, req.limit)
+
+
+def candidates(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
+               reranker=None, limit: int | None = None) -> list[Hit]:
+    """The fused candidates as hits (every one, or the first `limit`), a hybrid head reranked when a
+    reranker is given. `req` must have been validated."""
     rerank = reranker is not None and req.mode == "hybrid"
-    best = rank(reader, embedder, req, overlay)[:max(req.limit, RERANK_POOL) if rerank else req.limit]
+    best = rank(reader, embedder, req, overlay)
+    if limit is not None:
+        best = best[:max(limit, RERANK_POOL) if rerank else limit]
     hits = [_overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
             for key, signals in best]
     if rerank:
         text_of = lambda h: embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"])  # noqa: E731
         hits = [h if score is None else replace(h, signals={**h.signals, "rerank_score": round(score, 4)})
                 for h, score in reranker.rerank(req.query, hits, text_of)]
-    return hits[:req.limit]
+    return hits if limit is None else hits[:limit]
 
 
 def rank(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,

@@ -9,8 +9,8 @@ from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.index import run
 from query.evaluate import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
-from query.localize import localize, named_files
-from query.search import SearchError, SearchRequest, search
+from query.localize import NAMED_FILE_BONUS, NAMED_SYMBOL_BONUS, NON_SOURCE_WEIGHT, localize, named_files
+from query.search import RRF_K, SearchError, SearchRequest, search
 from tests import gitrepo
 from tests.conftest import write_config
 
@@ -39,6 +39,21 @@ def test_localize_uses_names_and_stack_frames(reader, hasher):
     assert files[0].path == "src/billing/invoice.py" and files[0].signals["named_file"]
     assert files[0].signals["named_symbols"] >= 1 and files[0].evidence
     assert named_files("see renew.py:12 and at com.x.Y.z(Y.java:3)") == {"renew.py", "Y.java"}
+
+
+def test_files_fuse_each_signals_own_file_ranking(reader, hasher):
+    query = "renew the subscription and bill the invoice total with tax"
+    hybrid = localize(reader, hasher, SearchRequest(query, limit=50))
+    for signal in ("vector", "bm25"):  # hybrid sees each signal's own file ranking unchanged
+        alone = {f.path: f.signals[f"{signal}_rank"] for f in localize(reader, hasher, SearchRequest(query, limit=50, mode=signal))}
+        assert alone and {f.path: f.signals[f"{signal}_rank"] for f in hybrid if f.path in alone} == alone
+    for f in hybrid:
+        ranks = [f.signals[k] for k in ("vector_rank", "bm25_rank", "symbol_rank") if f.signals.get(k)]
+        weight = NON_SOURCE_WEIGHT if f.path.endswith(".md") else 1.0  # README.md, docs/guide.md
+        bonus = (NAMED_SYMBOL_BONUS * min(f.signals["named_symbols"], 3)
+                 + (NAMED_FILE_BONUS if f.signals["named_file"] else 0.0))
+        assert f.score == pytest.approx(weight * sum(1 / (RRF_K + r) for r in ranks) + bonus, abs=1e-6)
+    assert any(f.path.endswith(".md") for f in hybrid)  # the weight was exercised
 
 
 def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):

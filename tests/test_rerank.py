@@ -11,6 +11,7 @@ from indexer import config as configmod
 from indexer.config import RepoSpec
 from indexer.embed import embed_text
 from query.evaluate import load_queries, run_cases
+from query.localize import localize
 from query.rerank import RERANK_POOL, RerankError, load_reranker
 from query.search import SearchRequest, rank, search
 from tests.conftest import write_config
@@ -60,6 +61,8 @@ def test_eval_adds_a_rerank_column(reader, hasher, cross_encoder, tmp_path):
     result = run_cases(reader, hasher, load_queries(path), reranker=cross_encoder)
     assert set(result["summary"]) == {"hybrid", "vector", "bm25", "rerank"}
     assert result["cases"][0]["rerank"]["top"]
+    files = localize(reader, hasher, SearchRequest("invoice total with tax"), reranker=cross_encoder)
+    assert any(f.signals.get("rerank_rank") == 1 for f in files)  # its order is one more ranking fused per file
 
 
 def test_repo_add_keeps_every_setting(tmp_path):
