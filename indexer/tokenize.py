@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 # 1: whole identifiers and dotted paths, plus their snake_case / camelCase / dotted parts.
-TOKENIZER_VERSION = 1
+# 2: plurals folded to their singular (`tests` -> test, `dependencies` -> dependency).
+TOKENIZER_VERSION = 2
 MAX_TOKEN_CHARS = 64
 
 WORD_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)*|[0-9]+")
@@ -17,21 +18,37 @@ PART_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
 def tokens(text: str) -> list[str]:
-    """Lower-cased tokens: every identifier whole, then its parts (`getUserID` -> getuserid get user id)."""
+    """Lower-cased tokens: every identifier whole, then its parts (`getUserID` -> getuserid get user id),
+    each in its singular form."""
     out: list[str] = []
     for match in WORD_RE.finditer(text):
         word = match.group()
         if len(word) > MAX_TOKEN_CHARS:
             continue
-        out.append(word.lower())
+        out.append(singular(word.lower()))
         names = word.split(".") if "." in word else [word]
         for name in names:
             if len(names) > 1:
-                out.append(name.lower())
+                out.append(singular(name.lower()))
             parts = PART_RE.findall(name)
             if len(parts) > 1:
-                out.extend(p.lower() for p in parts)
+                out.extend(singular(p.lower()) for p in parts)
     return out
+
+
+def singular(word: str) -> str:
+    """A plural's singular, by the first step of Porter's stemmer: "tests: ensure all errors are handled"
+    must match `test/` and `error`. Measured with `blobdex eval commits` (BM25-only file MRR, 7
+    histories): body-parser 0.644 -> 0.814, pflag 0.781 -> 0.824, commander.js 0.768 -> 0.785,
+    flask-sqlalchemy 0.853 -> 0.866, blinker 0.475 -> 0.504, itsdangerous 0.860 -> 0.861,
+    markupsafe 0.818 -> 0.804."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return word  # class, status, analysis, has
+    if word.endswith("sses"):
+        return word[:-2]  # classes -> class
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"  # dependencies -> dependency
+    return word[:-1]
 
 
 def path_tokens(path: str) -> list[str]:

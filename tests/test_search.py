@@ -32,6 +32,14 @@ def test_code_aware_tokens_match_parts_of_identifiers(reader, hasher):
                                                   "handlerequest", "handle", "request"]
 
 
+def test_plurals_match_their_singular(reader, hasher):
+    assert tokens("tests classes dependencies status analysis has") == [
+        "test", "class", "dependency", "status", "analysis", "has"]
+    # `cancel(self, subscription)`: "subscriptions" is found by its singular, in BM25 alone.
+    hits = search(reader, hasher, SearchRequest("subscriptions", mode="bm25", limit=50))
+    assert hits and all("subscription" in h.snippet.lower() for h in hits)
+
+
 def test_every_search_runs_inside_one_org(reader, hasher):
     default = search(reader, hasher, SearchRequest("acme_only_renewal", limit=50))
     assert all(h.org == "default" for h in default)
