@@ -17,7 +17,6 @@ from pathlib import Path
 
 from dulwich.diff_tree import tree_changes
 
-from indexer.chunk import CHUNKER_VERSION
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.languages import GRAMMARS, language_for
@@ -68,7 +67,9 @@ class Scores:
 
 
 def configuration(reader: SnapshotReader, reranker=None) -> dict:
-    return {"model": reader.manifest.model_id, "reranker": reranker.model_id if reranker else "off", "snapshot_id": reader.snapshot_id, "chunker_version": CHUNKER_VERSION,
+    return {"model": reader.manifest.model_id, "reranker": reranker.model_id if reranker else "off",
+            "snapshot_id": reader.snapshot_id, "chunker_version": reader.manifest.chunker_version,
+            "tokenizer_version": reader.manifest.tokenizer_version,
             "rrf_k": search_module.RRF_K, "weights": "/".join(f"{k}:{v:g}" for k, v in search_module.WEIGHTS.items()),
             "candidates": search_module.CANDIDATES,
             "symbol_boost": search_module.SYMBOL_BOOST, "path_boost": search_module.PATH_BOOST,
