@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from indexer.embed import Embedder
 from indexer.languages import GRAMMARS, language_for
 from query.reader import SnapshotReader
-from query.search import RRF_K, Hit, SearchRequest, candidates, named_definitions, validate
+from query.search import (RRF_K, Hit, SearchRequest, candidates, defining_files, named_definitions, row_mask,
+                          validate)
 
 DECAY = 0.5  # within a signal, the n-th best chunk of a file adds DECAY**n of its share
 SIGNALS = ("vector", "bm25", "symbol")  # a file's place in the symbol list is its first definition's
-NAMED_SYMBOL_BONUS = 0.02  # about one signal's first place, per definition the text names
+NAMED_SYMBOL_BONUS = 0.02  # about one signal's first place, per definition the text names (at most 3)
 NAMED_FILE_BONUS = 0.03  # the text names the file itself (a path, a file name, a stack frame)
 # The fused score of a file with no grammar (prose, config, data) counts this much: a task is usually
 # carried out in source, and BM25 otherwise lifts READMEs and changelogs that merely mention its words.
@@ -73,17 +74,19 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
             files[key].signals[f"{name}_rank"] = position
             fused[key] += 1.0 / (RRF_K + position)
     if req.mode == "hybrid":
+        mask = row_mask(req, reader)
         for word in named_definitions(req.query):
-            for row in reader.symbol_rows.get(word, ()):
-                key = (reader.col["repo"][row], reader.col["path"][row])
-                if key in files and reader.col["org"][row] == req.org:
-                    files[key].signals["named_symbols"] += 1
+            # A name defined in n files is 1/n of the evidence for each (`Type` on every value type).
+            defining = defining_files(reader, [r for r in reader.symbol_rows.get(word, ()) if mask[r]])
+            for key in defining & files.keys():
+                files[key].signals["named_symbols"] += 1 / len(defining)
         names = named_files(req.query)
         for (repo, path), entry in files.items():
             if any(path == n or path.endswith("/" + n) or n.endswith("/" + path) for n in names):
                 entry.signals["named_file"] = True
     for key, entry in files.items():
         s = entry.signals
+        s["named_symbols"] = round(s["named_symbols"], 3)
         weight = 1.0 if language_for(entry.path) in GRAMMARS else NON_SOURCE_WEIGHT
         entry.score = round(weight * fused[key] + NAMED_SYMBOL_BONUS * min(s["named_symbols"], 3)
                             + (NAMED_FILE_BONUS if s["named_file"] else 0.0), 6)

@@ -129,3 +129,28 @@ def test_a_prose_word_does_not_summon_a_definition_of_that_name(reader, hasher):
     assert symbol_paths("cancel the order when payment fails") == set()
     assert symbol_paths("make cancel() idempotent") == {"src/billing/renew.py"}
     assert symbol_paths("round the total of an Invoice") == {"src/billing/invoice.py"}
+
+
+def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
+    from indexer.config import RepoSpec
+    from indexer.index import run
+    from query.localize import localize
+    from query.reader import SnapshotReader
+    from query.search import MAX_DEFINING_FILES
+    from tests import gitrepo
+    from tests.conftest import write_config
+
+    kinds = ["int", "bool", "uint", "string", "float"][:MAX_DEFINING_FILES + 1]
+    files = {f"{k}.go": f"package flag\n\nfunc (v *{k}Value) Type() string {{ return \"{k}\" }}\n".encode() for k in kinds}
+    files["flag.go"] = b"package flag\n\nfunc ParseFlags(args []string) error { return nil }\n"
+    repo = gitrepo.init(tmp_path / "flag")
+    gitrepo.commit(repo, files)
+    cfg = write_config(tmp_path, [RepoSpec("flag", str(tmp_path / "flag"))])
+    run(cfg, show_progress=False)
+    reader = SnapshotReader(cfg.data_dir)
+
+    hits = search(reader, hasher, SearchRequest("call Type() before ParseFlags()", limit=50))
+    assert {h.path for h in hits if h.signals["symbol_rank"]} == {"flag.go"}  # `Type` is everywhere
+    named = {f.path: f.signals["named_symbols"] for f in localize(reader, hasher, SearchRequest("call Type()", limit=50))}
+    assert all(named[f"{k}.go"] == pytest.approx(1 / len(kinds)) for k in kinds)  # shared, not 1 each
+    assert named["flag.go"] == 0
