@@ -38,7 +38,7 @@ STOPWORDS = frozenset("a an and are as at be by do does for from how i in is it 
                       "what when where which who why with".split())
 MODES = ("hybrid", "vector", "bm25")
 CODE_WORD_RE = re.compile(r"[_.$0-9]|[a-z][A-Z]")  # snake_case, dotted, $jquery, v2, camelCase
-FRAME_FUNCTION_RE = re.compile(r"line \d+, in$")  # a Python traceback frame names its function
+FRAME_FUNCTION_RE = re.compile(r"line \d+, in $")  # a Python traceback frame names its function
 KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "module", "section", "text"})
 
 
@@ -223,13 +223,17 @@ def named_definitions(text: str) -> set[str]:
     """
     names = set()
     for m in WORD_RE.finditer(text):
-        word, before, after = m.group(), text[:m.start()].rstrip(), text[m.end():m.end() + 1]
-        sentence_start = (not before or before[-1] in ".!?:#>-*"
-                          or not text[:m.start()].rsplit("\n", 1)[-1].strip())  # first word of a line
+        word, start, after = m.group(), m.start(), text[m.end():m.end() + 1]
         if word.isdigit():
             continue
-        if (CODE_WORD_RE.search(word) or after == "(" or (after == "`" and before.endswith("`"))
-                or FRAME_FUNCTION_RE.search(before) or (word[0].isupper() and not sentence_start)):
+        i = start - 1
+        while i >= 0 and text[i] in " \t":
+            i -= 1
+        before = text[i] if i >= 0 else "\n"  # the character before the word's blank, if any
+        sentence_start = before in "\r\n.!?:#>-*"  # a line's first word, or a sentence's
+        if (CODE_WORD_RE.search(word) or after == "(" or (after == "`" and text[start - 1:start] == "`")
+                or FRAME_FUNCTION_RE.search(text, max(0, start - 32), start)
+                or (word[0].isupper() and not sentence_start)):
             names.update(n for n in (word.lower(), word.lower().rsplit(".", 1)[-1])
                          if len(n) >= 3 and n not in STOPWORDS)
     return names
