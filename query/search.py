@@ -174,11 +174,13 @@ def _vector_ranks(reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray,
 def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str, ...]) -> tantivy.Query | None:
     """BM25 over content, symbol and path; org and repos are required terms, never pasted-in strings."""
     Q, O, schema = tantivy.Query, tantivy.Occur, reader.schema
-    words = list(dict.fromkeys(t for t in tokens(text) if t not in STOPWORDS))
+    # Tokenized as the snapshot was (a server may be upgraded before the next index run).
+    version = reader.manifest.tokenizer_version
+    words = list(dict.fromkeys(t for t in tokens(text, version) if t not in STOPWORDS))
     if not words:
         return None
     # A compound identifier spelled whole (`get_terminal_size`) is stronger evidence than its parts.
-    compounds = {t for t in words if tokens(t) != [t]}
+    compounds = {t for t in words if tokens(t, version) != [t]}
     should = []
     for w in words:
         boost = COMPOUND_BOOST if w in compounds else 1.0

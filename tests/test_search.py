@@ -1,5 +1,8 @@
 """Hybrid search over the session snapshot: fields, filters, tenancy and bad input."""
 
+import copy
+from dataclasses import replace
+
 import pytest
 
 from indexer.tokenize import tokens
@@ -38,6 +41,16 @@ def test_plurals_match_their_singular(reader, hasher):
     # `cancel(self, subscription)`: "subscriptions" is found by its singular, in BM25 alone.
     hits = search(reader, hasher, SearchRequest("subscriptions", mode="bm25", limit=50))
     assert hits and all("subscription" in h.snippet.lower() for h in hits)
+
+
+def test_queries_are_tokenized_as_their_snapshot_was(reader):
+    # A server upgraded before the next index run still reads its tokenizer-1 snapshot as tokenizer 1.
+    assert tokens("tests", version=1) == ["tests"]
+    old = copy.copy(reader)
+    old.manifest = replace(reader.manifest, tokenizer_version=1)
+    for r, found in ((reader, True), (old, False)):  # this snapshot's index holds only the singular
+        query = lexical_query(r, "subscriptions", "default", ())
+        assert bool(reader.searcher.search(query, 5).hits) is found
 
 
 def test_every_search_runs_inside_one_org(reader, hasher):
