@@ -175,7 +175,7 @@ def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, .
     spec = cfg.repo(repo, org)
     if spec is None:
         raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
-    work = cfg.data_dir / "eval" / f"{org}-{repo}"
+    work = _scratch(cfg, repo, org)
     work.mkdir(parents=True, exist_ok=True)
     if not (work / "cache").exists():
         os.symlink(cfg.data_dir / "cache", work / "cache")
@@ -186,9 +186,13 @@ def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, .
     return SnapshotReader(work)
 
 
+def _scratch(cfg: Config, repo: str, org: str) -> Path:
+    return cfg.data_dir / "eval" / f"{org}-{repo}"
+
+
 def drop_scratch(cfg: Config, repo: str, org: str) -> None:
     """The eval snapshots are scratch: drop them and the pointer to them (mirror and caches stay warm)."""
-    work = cfg.data_dir / "eval" / f"{org}-{repo}"
+    work = _scratch(cfg, repo, org)
     shutil.rmtree(work / "snapshots", ignore_errors=True)
     (work / CURRENT).unlink(missing_ok=True)
 

@@ -127,12 +127,14 @@ def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: 
     rows = []
     for i, ((language, query), items) in enumerate(sorted(judged.items())):
         row = {"language": language, "query": query, "judged": len(items)}
+        orders = {}
         for mode in columns:
-            req = SearchRequest(query, org, (repo,), langs=(LANGS[language],),
-                                mode="hybrid" if mode == "rerank" else mode)
-            ranked = [key for key, _ in rank(reader, embedder, req, depth=depth)][:depth]
-            if mode == "rerank":
-                ranked = [r for r, _ in reranker.rerank(query, ranked, lambda r: _embedded(reader, r))]
+            if mode == "rerank":  # the hybrid order, its head reordered by the cross-encoder
+                ranked = [r for r, _ in reranker.rerank(query, orders["hybrid"], lambda r: _embedded(reader, r))]
+            else:
+                req = SearchRequest(query, org, (repo,), langs=(LANGS[language],), mode=mode)
+                ranked = [key for key, _ in rank(reader, embedder, req, depth=depth)][:depth]
+            orders[mode] = ranked
             value = ndcg_within(annotated_order(reader, ranked, items), items)
             if value is not None:
                 scores[mode][language].append(value)

@@ -57,7 +57,8 @@ def named_files(text: str) -> set[str]:
 
 def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, reranker=None) -> list[FileHit]:
     validate(req, reader)
-    pool = candidates(reader, embedder, req, reranker=reranker)
+    mask = row_mask(req, reader)
+    pool = candidates(reader, embedder, req, reranker=reranker, mask=mask)
     files: dict[tuple[str, str], FileHit] = {}
     for hit in pool:  # fused chunk order: each file's evidence is its best three chunks
         entry = files.setdefault((hit.repo, hit.path), FileHit(hit.repo, hit.path, 0.0, {"named_symbols": 0,
@@ -75,7 +76,6 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
             files[key].signals[f"{name}_rank"] = position
             fused[key] += 1.0 / (RRF_K + position)
     if req.mode == "hybrid":
-        mask = row_mask(req, reader)
         for word in named_definitions(req.query):
             # A name defined in n files is 1/n of the evidence for each (`Type` on every value type).
             defining = defining_files(reader, [r for r in reader.symbol_rows.get(word, ()) if mask[r]])

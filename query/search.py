@@ -319,11 +319,11 @@ def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overl
 
 
 def candidates(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
-               reranker=None, limit: int | None = None) -> list[Hit]:
+               reranker=None, limit: int | None = None, mask: np.ndarray | None = None) -> list[Hit]:
     """The fused candidates as hits (every one, or the first `limit`), a hybrid head reranked when a
-    reranker is given. `req` must have been validated."""
+    reranker is given. `req` must have been validated; `mask` is its row_mask when the caller has it."""
     rerank = reranker is not None and req.mode == "hybrid"
-    best = rank(reader, embedder, req, overlay)
+    best = rank(reader, embedder, req, overlay, mask=mask)
     if limit is not None:
         best = best[:max(limit, RERANK_POOL) if rerank else limit]
     hits = [_overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
@@ -336,10 +336,10 @@ def candidates(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, o
 
 
 def rank(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
-         depth: int = CANDIDATES) -> list[tuple[int | tuple, dict]]:
+         depth: int = CANDIDATES, mask: np.ndarray | None = None) -> list[tuple[int | tuple, dict]]:
     """Every candidate in fused order as (snapshot row or ("o", overlay index), signals); `depth`
     candidates per signal. Evaluation asks for more depth than a page of results needs."""
-    mask = row_mask(req, reader)
+    mask = row_mask(req, reader) if mask is None else mask.copy()  # shadowing must not touch the caller's
     if overlay is not None:
         # Shadowing happens before ranking: a path the session deleted has no chunks of its own
         # to outrank the committed ones, so filtering afterwards would keep returning them.
