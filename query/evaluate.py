@@ -21,6 +21,7 @@ from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
+from indexer.scan import ScanError, resolve_ref
 from indexer.snapshot import CURRENT
 from query import localize as localize_module
 from query import search as search_module
@@ -74,7 +75,9 @@ def configuration(reader: SnapshotReader, reranker=None) -> dict:
             "candidates": search_module.CANDIDATES,
             "symbol_boost": search_module.SYMBOL_BOOST, "path_boost": search_module.PATH_BOOST,
             "compound_boost": search_module.COMPOUND_BOOST, "file_decay": localize_module.DECAY,
-            "non_source_weight": localize_module.NON_SOURCE_WEIGHT}
+            "non_source_weight": localize_module.NON_SOURCE_WEIGHT,
+            "off_topic_test_weight": localize_module.OFF_TOPIC_TEST_WEIGHT,
+            "off_topic_code_weight": localize_module.OFF_TOPIC_CODE_WEIGHT}
 
 
 def modes(reranker=None) -> tuple[str, ...]:
@@ -124,7 +127,12 @@ def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default"
         raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
     candidates = []
     with open_mirror(mirror_path(cfg.data_dir, spec)) as git:
-        for entry in git.get_walker(max_entries=max_walk):
+        try:  # the history of the ref that is indexed, not whatever the mirror's HEAD is
+            _, tip = resolve_ref(git, spec.refs[0] if spec.refs else None, repo)
+        except ScanError as exc:
+            raise EvalError(f"cannot sample commits of {repo!r}: {exc} (if 'blobdex index' reported that it "
+                            f"could not fetch {repo!r}, fix that first)") from exc
+        for entry in git.get_walker(include=[tip.encode()], max_entries=max_walk):
             commit = entry.commit
             subject = commit.message.decode("utf-8", "replace").strip().split("\n", 1)[0]
             if len(commit.parents) != 1 or len(subject.split()) < MIN_SUBJECT_WORDS or SKIP_SUBJECT_RE.search(subject):

@@ -9,7 +9,9 @@ from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.index import run
 from query.evaluate import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
-from query.localize import NAMED_FILE_BONUS, NAMED_SYMBOL_BONUS, NON_SOURCE_WEIGHT, localize, named_files
+from query.localize import (NAMED_FILE_BONUS, NAMED_SYMBOL_BONUS, NON_SOURCE_WEIGHT, OFF_TOPIC_CODE_WEIGHT,
+                            OFF_TOPIC_TEST_WEIGHT, is_test_file, localize, named_files, speaks_of_tests)
+from query.reader import SnapshotReader
 from query.search import RRF_K, SearchError, SearchRequest, search
 from tests import gitrepo
 from tests.conftest import write_config
@@ -52,8 +54,44 @@ def test_files_fuse_each_signals_own_file_ranking(reader, hasher):
         weight = NON_SOURCE_WEIGHT if f.path.endswith(".md") else 1.0  # README.md, docs/guide.md
         bonus = (NAMED_SYMBOL_BONUS * min(f.signals["named_symbols"], 3)
                  + (NAMED_FILE_BONUS if f.signals["named_file"] else 0.0))
+        assert f.signals["test_weight"] == 1.0  # no test file here, and the query does not speak of tests
         assert f.score == pytest.approx(weight * sum(1 / (RRF_K + r) for r in ranks) + bonus, abs=1e-6)
     assert any(f.path.endswith(".md") for f in hybrid)  # the weight was exercised
+
+
+def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
+    repo = gitrepo.init(tmp_path / "src" / "shop")
+    gitrepo.commit(repo, {"shop/cart.py": b"def remove_item(cart, item):\n    cart.remove(item)\n",
+                          "tests/test_cart.py": b"def test_remove_item():\n    cart = [1]\n    remove_item(cart, 1)\n"
+                                                b"    assert cart == []\n",
+                          ".github/workflows/tests.yaml": b"on: push\njobs:\n  remove item cart: {}\n"},
+                   message="initial import")
+    cfg = write_config(tmp_path, [RepoSpec("shop", str(tmp_path / "src" / "shop"))])
+    run(cfg, show_progress=False)
+    reader, hasher = SnapshotReader(cfg.data_dir), HashEmbedder()
+
+    def weights(text, mode="hybrid"):
+        files = localize(reader, hasher, SearchRequest(text, mode=mode))
+        return [f.path for f in files], {f.path: f.signals["test_weight"] for f in files}
+
+    order, weight = weights("remove an item from the cart")
+    assert order[:2] == ["shop/cart.py", "tests/test_cart.py"]
+    assert weight == {"shop/cart.py": 1.0, "tests/test_cart.py": OFF_TOPIC_TEST_WEIGHT, ".github/workflows/tests.yaml": 1.0}
+    order, weight = weights("tests: remove an item from the cart")
+    assert order[0] == "tests/test_cart.py"
+    assert weight == {"shop/cart.py": OFF_TOPIC_CODE_WEIGHT, "tests/test_cart.py": 1.0,
+                      ".github/workflows/tests.yaml": OFF_TOPIC_CODE_WEIGHT}  # a workflow is not test code
+    # A stack trace's frames carry its evidence; single signals are measured unweighted.
+    assert set(weights('File "tests/test_cart.py", line 3, in test_remove_item\nremove item')[1].values()) == {1.0}
+    assert set(weights("tests: remove an item from the cart", mode="bm25")[1].values()) == {1.0}
+    assert [t for t in ("tests: use strict equality", "flag_test: gofmt", "use pytest, not nose", "Fix assertRaises",
+                        "the testsuite", "add FooTest", "the latest release", "contest", "attestation")
+            if speaks_of_tests(t)] == ["tests: use strict equality", "flag_test: gofmt", "use pytest, not nose",
+                                       "Fix assertRaises", "the testsuite", "add FooTest"]
+    assert [p for p in ("test/raw.js", "flag_test.go", "src/a.spec.ts", "tests.py", "conftest.py", "FooTest.java",
+                        "spec/cart_spec.rb", "latest.py", "lib/contest.py", ".github/workflows/tests.yaml")
+            if is_test_file(p)] == ["test/raw.js", "flag_test.go", "src/a.spec.ts", "tests.py", "conftest.py",
+                                    "FooTest.java", "spec/cart_spec.rb"]
 
 
 def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):
@@ -94,6 +132,27 @@ def test_commit_cases_pick_real_commits_and_skip_chores(history):
     assert sorted((c.query, c.expected) for c in cases) == [
         ("apply coupons to the total price", ("shop/price.py",)),
         ("let customers remove items from the cart", ("shop/cart.py",))]
+
+
+def test_commit_cases_walk_the_configured_ref_and_say_when_it_is_missing(history, tmp_path):
+    from dataclasses import replace
+
+    from indexer.mirror import mirror_path, open_mirror
+
+    repo = gitrepo.Repo(str(tmp_path / "src" / "shop"))
+    main = repo.refs[b"refs/heads/main"]
+    files = {"shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n\n\ndef empty(cart):\n    cart.clear()\n",
+             "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n", "README.md": b"# Shop\n"}
+    gitrepo.commit(repo, files, branch="topic", message="let customers empty the whole cart", parents=[main])
+    topic = replace(history, repos=(replace(history.repos[0], refs=("topic",)),))
+    run(topic, show_progress=False)
+    assert "let customers empty the whole cart" in [c.query for c in commit_cases(topic, "shop", 10, 0)]
+    assert "let customers empty the whole cart" not in [c.query for c in commit_cases(history, "shop", 10, 0)]
+    with open_mirror(mirror_path(history.data_dir, history.repos[0])) as git:  # as after a fetch that failed
+        for name in [n for n in git.refs.keys() if n != b"HEAD"]:
+            del git.refs[name]
+    with pytest.raises(EvalError, match="cannot sample commits of 'shop'.*'refs/heads/main', which does not exist"):
+        commit_cases(history, "shop", 10, 0)
 
 
 def test_eval_commits_indexes_parents_and_scores_all_modes(history):
