@@ -50,7 +50,7 @@ OFF_TOPIC_CODE_WEIGHT = 0.25
 TEST_FRAMEWORKS = "pytest|unittest|jest|mocha|vitest|jasmine|junit|testify|rspec|minitest|phpunit"
 TESTS_NAMED_RE = re.compile(r"(?i:\btest(?:s|ing|case|cases|suite|suites)?\b|\b(?:" + TEST_FRAMEWORKS + r")\b"
                             r"|_tests?\b|\btest_|\bassert_\w)|[a-z0-9]Tests?\b|\bassert[A-Z]")
-TEST_PATH_RE = re.compile(r"(^|/)(tests?|specs?|__tests__|testing)/|(^|/)tests?\.\w+$|[._](test|spec)\.\w+$"
+TEST_PATH_RE = re.compile(r"(^|/)(tests?|specs?|__tests__|testing|testdata)/|(^|/)tests?\.\w+$|[._](test|spec)\.\w+$"
                           r"|(^|/)test_[^/]*$|(^|/)conftest\.py$|Tests?\.\w+$")
 FRAME_RE = re.compile(r"""(?:File "([^"]+)", line \d+|at [\w.$<>]+\(([\w./-]+):\d+\)|([\w./-]+\.\w+):\d+)""")
 FILE_NAME_RE = re.compile(r"[\w./-]+\.(?:py|js|jsx|ts|tsx|go|rs|java|rb|php|c|h|cc|cpp|hpp|cs|kt|scala|swift|md)\b")
@@ -73,8 +73,8 @@ def named_files(text: str) -> set[str]:
 
 
 def is_test_file(path: str) -> bool:
-    """Test code by the conventions of the common test runners (tests/, *_test.go, *.spec.ts, test_*.py,
-    FooTest.java, conftest.py); a workflow or requirements file named `tests.yaml` is not test code."""
+    """Test code by the conventions of the common test runners (tests/, testdata/, *_test.go, *.spec.ts,
+    test_*.py, FooTest.java, conftest.py); a workflow or requirements file named `tests.yaml` is not."""
     return bool(TEST_PATH_RE.search(path)) and language_for(path) in GRAMMARS
 
 

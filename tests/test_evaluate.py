@@ -76,7 +76,8 @@ def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
 
     order, weight = weights("remove an item from the cart")
     assert order[:2] == ["shop/cart.py", "tests/test_cart.py"]
-    assert weight == {"shop/cart.py": 1.0, "tests/test_cart.py": OFF_TOPIC_TEST_WEIGHT, ".github/workflows/tests.yaml": 1.0}
+    assert weight == {"shop/cart.py": 1.0, "tests/test_cart.py": OFF_TOPIC_TEST_WEIGHT,
+                      ".github/workflows/tests.yaml": 1.0}
     order, weight = weights("tests: remove an item from the cart")
     assert order[0] == "tests/test_cart.py"
     assert weight == {"shop/cart.py": OFF_TOPIC_CODE_WEIGHT, "tests/test_cart.py": 1.0,
@@ -142,7 +143,8 @@ def test_commit_cases_walk_the_configured_ref_and_say_when_it_is_missing(history
     repo = gitrepo.Repo(str(tmp_path / "src" / "shop"))
     main = repo.refs[b"refs/heads/main"]
     files = {"shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n\n\ndef empty(cart):\n    cart.clear()\n",
-             "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n", "README.md": b"# Shop\n"}
+             "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n",
+             "README.md": b"# Shop\n"}
     gitrepo.commit(repo, files, branch="topic", message="let customers empty the whole cart", parents=[main])
     topic = replace(history, repos=(replace(history.repos[0], refs=("topic",)),))
     run(topic, show_progress=False)
