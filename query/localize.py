@@ -89,10 +89,11 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
     pool = candidates(reader, embedder, req, reranker=reranker, mask=mask)
     files: dict[tuple[str, str], FileHit] = {}
     for hit in pool:  # fused chunk order: each file's evidence is its best three chunks
-        signals = {"named_symbols": 0, "named_file": False, "test_weight": 1.0}
-        entry = files.setdefault((hit.repo, hit.path), FileHit(hit.repo, hit.path, 0.0, signals))
-        if len(entry.evidence) < 3:
-            entry.evidence.append(hit)
+        key = (hit.repo, hit.path)
+        if key not in files:
+            files[key] = FileHit(hit.repo, hit.path, 0.0, {"named_symbols": 0, "named_file": False, "test_weight": 1.0})
+        if len(files[key].evidence) < 3:
+            files[key].evidence.append(hit)
     lists = {name: sorted((h for h in pool if h.signals.get(f"{name}_rank")), key=lambda h: h.signals[f"{name}_rank"])
              for name in SIGNALS}
     reranked = [h for h in pool if h.signals.get("rerank_score") is not None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass, field, replace
 
@@ -213,7 +214,8 @@ def lexical_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray,
         fetch *= 4
 
 
-def named_definitions(text: str) -> set[str]:
+@functools.lru_cache(maxsize=32)  # ranking and file ranking both ask, and a pasted stack trace is long
+def named_definitions(text: str) -> frozenset[str]:
     """The lower-cased definition names a text spells as code, each whole and by its last dotted part.
 
     A word counts when it looks like code: a compound (`make_context`, `getUserId`, `Command.parse`),
@@ -238,7 +240,7 @@ def named_definitions(text: str) -> set[str]:
                 or (word[0].isupper() and not sentence_start)):
             names.update(n for n in (word.lower(), word.lower().rsplit(".", 1)[-1])
                          if len(n) >= 3 and n not in STOPWORDS)
-    return names
+    return frozenset(names)
 
 
 def defining_files(reader: SnapshotReader, rows: list[int]) -> set[tuple[str, str]]:

@@ -2,12 +2,15 @@
 real repos, not asserted here)."""
 
 import json
+from dataclasses import replace
 
 import pytest
+from dulwich.repo import Repo
 
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.index import run
+from indexer.mirror import mirror_path, open_mirror
 from query.evaluate import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
 from query.localize import (NAMED_FILE_BONUS, NAMED_SYMBOL_BONUS, NON_SOURCE_WEIGHT, OFF_TOPIC_CODE_WEIGHT,
                             OFF_TOPIC_TEST_WEIGHT, is_test_file, localize, named_files, speaks_of_tests)
@@ -136,11 +139,7 @@ def test_commit_cases_pick_real_commits_and_skip_chores(history):
 
 
 def test_commit_cases_walk_the_configured_ref_and_say_when_it_is_missing(history, tmp_path):
-    from dataclasses import replace
-
-    from indexer.mirror import mirror_path, open_mirror
-
-    repo = gitrepo.Repo(str(tmp_path / "src" / "shop"))
+    repo = Repo(str(tmp_path / "src" / "shop"))
     main = repo.refs[b"refs/heads/main"]
     files = {"shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n\n\ndef empty(cart):\n    cart.clear()\n",
              "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n",
