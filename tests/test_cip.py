@@ -26,7 +26,8 @@ from tests.conftest import INVOICE_PY, RENEW_PY, SETTINGS_PY
 from tests.test_server import Server
 
 SECRET = "test-secret-for-hs256-signing-0123456789"
-SPEC = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "codebase-index-protocol.openapi.yaml"
+# The contract as published, copied into the repo so a fresh clone tests against it with nothing beside it.
+SPEC = Path(__file__).resolve().parent / "contracts" / "codebase-index-protocol.openapi.yaml"
 
 
 def sha(data: bytes) -> str:
