@@ -34,6 +34,7 @@ class BlobEntry:
     sha256: str | None = None  # of the bytes: what clients that hash files compare against
     facts: dict | None = None  # extract.Facts.to_json()
     syntax_error: bool = False  # parsed with errors: chunks and facts are what could be recovered
+    held_back: tuple[tuple[int, int, str], ...] = ()  # (line_start, line_end, kind) of each chunk held back
 
 
 def text_id(text: str) -> str:
@@ -68,6 +69,7 @@ class Cache:
             for key, raw in self.db.execute(f"SELECT key, entry FROM blob WHERE key IN ({marks})", batch):
                 data = json.loads(zlib.decompress(raw))
                 data["chunks"] = tuple(Chunk(**c) for c in data["chunks"])
+                data["held_back"] = tuple(tuple(h) for h in data.get("held_back", ()))
                 found[key] = BlobEntry(**data)
         return found
 

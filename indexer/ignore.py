@@ -11,7 +11,9 @@ import re
 from enum import Enum
 
 # 1: initial policy.
-POLICY_VERSION = 1
+# 2: private key blocks held back whole, random-looking assigned literals held back, facts of held-back
+#    spans and facts holding credentials dropped (cached entries from 1 may hold key bodies).
+POLICY_VERSION = 2
 
 BINARY_SNIFF_BYTES = 8000  # git's own heuristic looks for NUL in the first 8000 bytes
 MINIFIED_LINE_CHARS = 1000  # any line this long in a code/markup file means minified or generated

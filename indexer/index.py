@@ -31,7 +31,7 @@ from indexer.progress import Progress
 from indexer.report import Report, RepoReport
 from indexer.rows import Tables, add_repo, carried, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
-from indexer.secrets import credential_kind
+from indexer.secrets import hold_back, scrub_facts
 from indexer.snapshot import Manifest, RepoState
 from indexer.tokenize import TOKENIZER_VERSION
 from indexer.write import write_cards, write_chunks, write_graph, write_lexical
@@ -172,14 +172,15 @@ def _chunk_blob(data: bytes, lang: str, max_bytes: int, clock: dict) -> BlobEntr
     skip = skip_for_content(data, max_bytes)
     if skip is not None:
         return BlobEntry(len(data), skip.value, None, 0, ())
-    chunks, fallback, parsed = chunk_and_parse(data.decode("utf-8", "replace"), lang)
-    kept = tuple(c for c in chunks if credential_kind(c.text) is None)
+    text = data.decode("utf-8", "replace")
+    chunks, fallback, parsed = chunk_and_parse(text, lang)
+    kept, held = hold_back(text, chunks)
     started = time.monotonic()
-    facts = extract(parsed, lang).to_json()
+    facts = scrub_facts(extract(parsed, lang).to_json(), held)
     clock["extract"] += time.monotonic() - started
     syntax_error = parsed is not None and parsed[0].root_node.has_error
-    return BlobEntry(len(data), None, fallback, len(chunks) - len(kept), kept, hashlib.sha256(data).hexdigest(),
-                     facts, syntax_error)
+    return BlobEntry(len(data), None, fallback, len(held), tuple(kept), hashlib.sha256(data).hexdigest(),
+                     facts, syntax_error, tuple((h.line_start, h.line_end, h.kind) for h in held))
 
 
 def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, str]]:

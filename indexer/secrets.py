@@ -1,8 +1,12 @@
-"""Credential material inside text: a chunk that holds some is held back, never stored or embedded."""
+"""Credential material inside text: a chunk that holds some is held back, never stored or embedded,
+and no fact (signature, docstring, literal) drawn from it is stored either."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
+from dataclasses import dataclass
 
 # Each pattern names a kind of credential; a match anywhere in a chunk holds the chunk back.
 # The needles are literals every match contains: a substring test (fast, in C) guards each regex.
@@ -18,8 +22,15 @@ PATTERNS = [
     ("stripe_key", ("_live_",), re.compile(r"\b(?:sk|rk)_live_[0-9A-Za-z]{20,}\b")),
     ("openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}\b")),
     ("jwt", ("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),
+    # A key's body without its markers (a chunk cut from the middle of one): PEM lines are 64 base64
+    # characters; three in a row are key or certificate material, not code.
+    ("pem_body", ("\n",), re.compile(r"(?m)(?:^[ \t]*[A-Za-z0-9+/]{64}\r?\n){3}")),
     ("url_credentials", ("://",), re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:[^/\s:@'\"]{6,}@[\w.-]+")),
 ]
+# A private key spans many lines and only its first names itself: everything from a BEGIN marker to
+# its END marker (or to the end of the text, when the END is missing) is key material.
+KEY_BEGIN_RE = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+KEY_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 # A quoted literal assigned to a credential-looking name: `API_KEY = "…"`, `password: '…'`.
 # Found in two steps (the name, then what follows it): one regex doing both backtracks badly.
 NAME_NEEDLES = ("password", "passwd", "pwd", "secret", "token", "key")
@@ -30,6 +41,23 @@ ASSIGNED_RE = re.compile(r"""[\w.-]*["']?\s*[:=]{1,2}\s*[fbr]?(["'])([^"'\s]{8,}
 PLACEHOLDER_RE = re.compile(
     r"(?i)^(?:x+|\*+|\.+|<.*>|\$\{.*\}|\{\{.*\}\}|%\(.*\)s|.*(?:example|changeme|placeholder|your[_-]|dummy|"
     r"redacted|xxxx|test|fake|sample).*)$")
+# A random-looking quoted literal assigned to any name (`k = "L3u6…"`): a key without a telling name.
+# Base62/64 only (hex strings are digests and ids far more often than secrets), mixed case with digits,
+# and close to the entropy of random text of its length: a random 40-character base64 string scores
+# 4.5-5.3 bits per character, camelCase names and base64 of prose 3.6-4.2 (measured on samples).
+ANY_ASSIGNED_RE = re.compile(r"""[:=]\s*[fbr]?(["'])([A-Za-z0-9+/_-]{24,200}={0,2})\1""")
+ENTROPY_MARGIN_BITS = 0.8
+ENTROPY_CAP_BITS = 4.3
+ASCENDING_RUN = 5  # "abcde", "01234": alphabets and test sequences, not keys
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Where credential material was found (never what): 1-based inclusive lines and the kind."""
+
+    line_start: int
+    line_end: int
+    kind: str
 
 
 def credential_kind(text: str) -> str | None:
@@ -38,16 +66,77 @@ def credential_kind(text: str) -> str | None:
         if any(n in text for n in needles) and pattern.search(text):
             return kind
     lower = text.lower()
-    if not any(n in lower for n in NAME_NEEDLES):
-        return None
-    for name in NAME_RE.finditer(text):
-        m = ASSIGNED_RE.match(text, name.end(), name.end() + 300)
-        if m and not PLACEHOLDER_RE.match(m.group(2)) and _looks_random(m.group(2)):
-            return "assigned_secret"
+    if any(n in lower for n in NAME_NEEDLES):
+        for name in NAME_RE.finditer(text):
+            m = ASSIGNED_RE.match(text, name.end(), name.end() + 300)
+            if m and not PLACEHOLDER_RE.match(m.group(2)) and _looks_random(m.group(2)):
+                return "assigned_secret"
+    for m in ANY_ASSIGNED_RE.finditer(text):
+        if _high_entropy(m.group(2)) and not PLACEHOLDER_RE.match(m.group(2)):
+            return "high_entropy_string"
     return None
+
+
+def key_spans(text: str) -> list[HeldBack]:
+    """The line spans of private key blocks in `text` (BEGIN marker to END marker, or to the end)."""
+    if "PRIVATE KEY" not in text:
+        return []
+    spans, pos = [], 0
+    while (begin := KEY_BEGIN_RE.search(text, pos)) is not None:
+        end = KEY_END_RE.search(text, begin.end())
+        stop = end.end() if end else len(text)
+        spans.append(HeldBack(text.count("\n", 0, begin.start()) + 1, text.count("\n", 0, stop) + 1, "private_key"))
+        pos = stop
+    return spans
+
+
+def hold_back(text: str, chunks: list) -> tuple[list, list[HeldBack]]:
+    """Split the chunks of one file into those fit to store and the spans held back: a chunk is held
+    back when it holds credential material or overlaps a private key block of the file."""
+    keys = key_spans(text)
+    kept, held = [], []
+    for c in chunks:
+        kind = next((k.kind for k in keys if k.line_start <= c.line_end and c.line_start <= k.line_end), None)
+        kind = kind or credential_kind(c.text)
+        if kind is None:
+            kept.append(c)
+        else:
+            held.append(HeldBack(c.line_start, c.line_end, kind))
+    return kept, held
+
+
+def scrub_facts(facts: dict[str, list], held: list[HeldBack]) -> dict[str, list]:
+    """Fact rows fit to store: a row is dropped when any of its strings holds credential material,
+    or when it starts inside a held-back private key block (a docstring can hold a key's body)."""
+    keys = [h for h in held if h.kind == "private_key"]
+    clean = {}
+    for table, rows in facts.items():
+        clean[table] = [row for row in rows
+                        if not any(isinstance(v, str) and credential_kind(v) for v in row)
+                        and not any(k.line_start <= _row_line(row) <= k.line_end for k in keys)]
+    return clean
+
+
+def _row_line(row: list) -> int:
+    # Every fact table's first int column is the row's line (FACT_COLUMNS puts `line` after the strings).
+    return next((v for v in row if isinstance(v, int) and not isinstance(v, bool)), 0)
 
 
 def _looks_random(value: str) -> bool:
     # Words like "password_reset_view" are names, not secrets: require mixed character classes.
     classes = sum(bool(re.search(p, value)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]", r"[^A-Za-z0-9]"))
     return classes >= 2 and not re.fullmatch(r"[a-z_.]+", value)
+
+
+def _high_entropy(value: str) -> bool:
+    core = value.rstrip("=")
+    if sum(ch.isdigit() for ch in core) < 2 or core.lower() == core or core.upper() == core:
+        return False
+    run = 1
+    for a, b in zip(core, core[1:]):
+        run = run + 1 if ord(b) == ord(a) + 1 else 1
+        if run >= ASCENDING_RUN:
+            return False
+    counts = Counter(core)
+    entropy = -sum(n / len(core) * math.log2(n / len(core)) for n in counts.values())
+    return entropy >= min(ENTROPY_CAP_BITS, math.log2(len(core)) - ENTROPY_MARGIN_BITS)

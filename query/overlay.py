@@ -23,7 +23,7 @@ from indexer.embed import Embedder, embed_text
 from indexer.errors import BlobdexError
 from indexer.ignore import skip_for_content, skip_for_path, validate_path
 from indexer.languages import language_for
-from indexer.secrets import credential_kind
+from indexer.secrets import hold_back
 
 SESSION_IDLE_SECONDS = 24 * 3600
 MAX_FILES_PER_SYNC = 200
@@ -114,8 +114,8 @@ class OverlayStore:
                 continue
             lang = language_for(path)
             chunks, _ = chunk_text(content, lang)
-            kept = [c for c in chunks if credential_kind(c.text) is None]
-            held_back += len(chunks) - len(kept)
+            kept, held = hold_back(content, chunks)
+            held_back += len(held)
             rows += [OverlayChunk(repo, path, blob_id, c.index, c.symbol, c.kind, lang, c.line_start, c.line_end,
                                   c.text) for c in kept]
             touched.append((path, 0, blob_id, None))
