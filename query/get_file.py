@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import stat
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,17 +13,31 @@ from dulwich.objectspec import parse_object
 from dulwich.repo import Repo
 
 from indexer.errors import BlobdexError
-from indexer.ignore import BINARY_SNIFF_BYTES, validate_path
+from indexer.ignore import BINARY_SNIFF_BYTES, SkipReason, skip_for_path, validate_path
 from indexer.mirror import MirrorError, open_mirror
 from indexer.scan import ScanError, resolve_ref
 
 MAX_FILE_BYTES = 25 * 1024 * 1024  # reading more than this is not what a caller of get_file wants
 SHORT_HEX_RE = re.compile(r"^[0-9a-f]{4,39}$")
 LINES_RE = re.compile(r"^(\d+)?(?:(-)(\d+)?)?$")
+HEADER_READ_BYTES = 4096  # an object's header, a delta's base reference and a few compressed bytes fit in this
+PACK_OFS_DELTA, PACK_REF_DELTA = 6, 7  # pack entry types (git's Documentation/gitformat-pack.txt)
 
 
 class GetFileError(BlobdexError):
     """The file cannot be returned as asked; the message says why and what to try."""
+
+
+class BadRange(GetFileError):
+    """The line range asked for is not one (negative, zero, inverted)."""
+
+
+class CredentialFile(GetFileError):
+    """The path names a credential file, which no reader serves."""
+
+
+class FileTooLarge(GetFileError):
+    """The blob is over MAX_FILE_BYTES; known from its object header, before it is inflated."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +64,75 @@ def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
     start = int(m.group(1)) if m.group(1) else 1
     end = int(m.group(3)) if m.group(3) else (None if m.group(2) else start)
     if start < 1 or (end is not None and end < start):
-        raise GetFileError(f"bad line range {spec!r}: lines start at 1 and the end may not precede the start")
+        raise BadRange(f"bad line range {spec!r}: lines start at 1 and the end may not precede the start")
     return start, end
+
+
+def check_range(start: int | None, end: int | None) -> None:
+    """The one range rule of every surface: lines start at 1 and the end may not precede the start."""
+    if (start is not None and start < 1) or (end is not None and end < max(start or 1, 1)):
+        raise BadRange(f"bad line range start={start}, end={end}: lines start at 1 (inclusive) "
+                       f"and the end may not precede the start")
+
+
+def refuse_credentials(path: str, repo_name: str) -> None:
+    """Refuse a credential file by its name, as the indexer skips it (indexer/ignore.py).
+
+    Only the last component is asked: `vendor/.env` is vendored to the indexer but still a credential."""
+    name = path.rsplit("/", 1)[-1]
+    if skip_for_path(name) is SkipReason.CREDENTIALS:
+        raise CredentialFile(f"{path!r} in repo {repo_name!r} is a credential file (by its name); "
+                             f"blobdex never reads or serves credential files")
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A delta header's size: 7 bits a byte, least significant first, high bit for 'more'."""
+    size = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return size, pos
+
+
+def blob_size(repo: Repo, blob_id: bytes) -> int | None:
+    """A blob's size from its object header, inflating a few bytes, never the blob (a 150 MB blob of one
+    letter is 150 KB compressed). None when it is neither packed nor loose in this store (alternates)."""
+    store = repo.object_store
+    for pack in store.packs:
+        try:
+            offset = pack.index.object_offset(blob_id)
+        except KeyError:
+            continue
+        with open(pack.data.path, "rb") as fh:
+            fh.seek(offset)
+            head = fh.read(HEADER_READ_BYTES)
+        kind, size, pos = (head[0] >> 4) & 0x07, head[0] & 0x0F, 1
+        shift = 4
+        while head[pos - 1] & 0x80:
+            size |= (head[pos] & 0x7F) << shift
+            shift += 7
+            pos += 1
+        if kind not in (PACK_OFS_DELTA, PACK_REF_DELTA):
+            return size
+        # A delta's header size is the delta's; the blob's is the delta's second varint (after the base's).
+        if kind == PACK_OFS_DELTA:
+            while head[pos] & 0x80:
+                pos += 1
+            pos += 1
+        else:
+            pos += 20
+        delta = zlib.decompressobj().decompress(head[pos:], 32)
+        return _varint(delta, _varint(delta, 0)[1])[0]
+    hex_id = blob_id.decode("ascii")
+    loose = Path(store.path) / hex_id[:2] / hex_id[2:]
+    if loose.is_file():
+        with open(loose, "rb") as fh:
+            header = zlib.decompressobj().decompress(fh.read(HEADER_READ_BYTES), 64)
+        return int(header.split(b"\x00", 1)[0].split(b" ", 1)[1])
+    return None
 
 
 def known_repos(data_dir: Path, org: str) -> list[str]:
@@ -93,34 +175,49 @@ def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, 
     clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
     if clean is None:
         raise GetFileError(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
+    refuse_credentials(clean, repo_name)  # before any ref is resolved or object read: no ref gets around it
+    check_range(start, end)
     try:
         repo = open_mirror(mirror)
     except MirrorError as exc:
         raise GetFileError(str(exc)) from exc
     with repo:
         full_ref, commit_id = _resolve(repo, ref, repo_name)
-        obj = repo[repo[commit_id.encode()].tree]
-        mode = stat.S_IFDIR
-        for part in clean.split("/"):
-            if not isinstance(obj, Tree) or part.encode() not in obj:
+        tree = repo[repo[commit_id.encode()].tree]
+        mode, sha, parts = stat.S_IFDIR, b"", clean.split("/")
+        for n, part in enumerate(parts):
+            if not isinstance(tree, Tree) or part.encode() not in tree:
                 raise GetFileError(f"no file {clean!r} in repo {repo_name!r} at {full_ref} ({commit_id[:12]}); "
                                    f"search for it with 'blobdex search' or check the ref")
-            mode, sha = obj[part.encode()]
+            mode, sha = tree[part.encode()]
             if stat.S_ISLNK(mode) or mode & 0o170000 == 0o160000:
                 break
-            obj = repo[sha]
+            if stat.S_ISDIR(mode):
+                tree = repo[sha]
+            elif n < len(parts) - 1:
+                tree = None  # a file where a directory was named: the next part is not found
         if stat.S_ISLNK(mode):
             raise GetFileError(f"{clean!r} in repo {repo_name!r} is a symlink (to "
                                f"{repo[sha].as_raw_string().decode('utf-8', 'replace')!r}); symlinks are not followed")
         if mode & 0o170000 == 0o160000:
             raise GetFileError(f"{clean!r} in repo {repo_name!r} is a submodule; it is not part of this repo's objects")
-        if isinstance(obj, Tree):
-            names = ", ".join(sorted(e.path.decode("utf-8", "replace") for e in obj.iteritems())[:20])
+        if stat.S_ISDIR(mode):
+            names = ", ".join(sorted(e.path.decode("utf-8", "replace") for e in tree.iteritems())[:20]
+                              if isinstance(tree, Tree) else [])
             raise GetFileError(f"{clean!r} in repo {repo_name!r} is a directory (entries: {names}); give a file path")
-        assert isinstance(obj, Blob)
+        # Only a blob is left, and it is not read yet: its size comes from its header first.
+        size = blob_size(repo, sha)
+        if size is not None and size > MAX_FILE_BYTES:
+            raise FileTooLarge(f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte "
+                               f"cap of get_file; read it with git from a clone")
+        obj = repo[sha]
+        if not isinstance(obj, Blob):
+            raise GetFileError(f"{clean!r} in repo {repo_name!r} is not a file (a hostile tree names a "
+                               f"{obj.type_name.decode()} with a file's mode)")
         data = obj.as_raw_string()
-    if len(data) > MAX_FILE_BYTES:
-        raise GetFileError(f"{clean!r} is {len(data)} bytes, over the {MAX_FILE_BYTES}-byte cap of get_file")
+    if len(data) > MAX_FILE_BYTES:  # a blob whose size no header told (one from an alternate store)
+        raise FileTooLarge(f"{clean!r} in repo {repo_name!r} is {len(data)} bytes, over the {MAX_FILE_BYTES}-byte "
+                           f"cap of get_file; read it with git from a clone")
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise GetFileError(f"{clean!r} in repo {repo_name!r} is a binary file ({len(data)} bytes); get_file returns text")
     # Lines end at "\n" only, as git counts them; a final line without one stays as it is.

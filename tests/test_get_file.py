@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from query.get_file import GetFileError, get_file, parse_lines
+from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError, blob_size, get_file, parse_lines
+from tests import gitrepo
 from tests.conftest import INVOICE_PY, INVOICE_PY_DEV, RENEW_PY
 
 
@@ -70,3 +71,64 @@ def test_parse_lines(spec, expected):
 def test_parse_lines_rejects(spec):
     with pytest.raises(GetFileError, match="bad line range"):
         parse_lines(spec)
+
+
+@pytest.mark.parametrize("path", [".env", "/.env", ".env/", ".ENV", "deploy/server.pem", "deploy/SERVER.PEM",
+                                  "vendor/.env", "config/id_rsa", "a/service-account-prod.json"])
+@pytest.mark.parametrize("ref", [None, "dev", "dev~1", "api_main"])
+def test_credential_files_are_refused_by_name_at_every_ref(corpus, path, ref):
+    ref = corpus.commits["api_main"] if ref == "api_main" else ref
+    with pytest.raises(CredentialFile, match="is a credential file \\(by its name\\); blobdex never reads or serves"):
+        get_file(corpus.cfg.data_dir, "api", path, ref)
+
+
+@pytest.mark.parametrize("path", ["./.env", "a/../.env", "deploy/./server.pem", ".git/../.env", "deploy//server.pem"])
+def test_path_tricks_toward_a_credential_file_read_nothing(corpus, path):
+    with pytest.raises(GetFileError, match="invalid path"):
+        get_file(corpus.cfg.data_dir, "api", path)
+
+
+@pytest.mark.parametrize("start,end", [(-3, None), (0, 2), (1, -1), (3, 1), (None, 0)])
+def test_bad_ranges_are_refused_before_reading(corpus, start, end):
+    with pytest.raises(BadRange, match="bad line range"):
+        get_file(corpus.cfg.data_dir, "api", "src/billing/invoice.py", start=start, end=end)
+
+
+BIG = 30 * 1024 * 1024  # over MAX_FILE_BYTES; one letter, so it is ~30 KB compressed
+
+
+@pytest.fixture(scope="module")
+def big_mirror(tmp_path_factory):
+    """A mirror whose 30 MB blobs are loose (big.txt at main), packed whole (new.txt) and a delta (old.txt)."""
+    root = tmp_path_factory.mktemp("big")
+    mirror = root / "mirrors" / "default" / "big.git"
+    repo = gitrepo.init(mirror, bare=True)
+    gitrepo.commit(repo, {"old.txt": b"a" * BIG, "new.txt": b"a" * BIG + b"b\n"}, "packed")
+    subprocess.run(["git", "--git-dir", str(mirror), "repack", "-a", "-d", "-f", "-q"], check=True)
+    gitrepo.commit(repo, {"big.txt": b"a" * (BIG + 7), "small.txt": b"hello\n"}, "main")
+    packed = subprocess.run(["git", "--git-dir", str(mirror), "verify-pack", "-v",
+                             str(next((mirror / "objects" / "pack").glob("*.idx")))],
+                            capture_output=True, text=True, check=True).stdout
+    return root, repo, packed
+
+
+def test_blob_size_comes_from_the_header_of_loose_packed_and_delta_objects(big_mirror):
+    _, repo, packed = big_mirror
+    blobs = {name: sha for name, (_, sha) in (
+        ("big.txt", repo[repo[b"refs/heads/main"].tree][b"big.txt"]),
+        ("small.txt", repo[repo[b"refs/heads/main"].tree][b"small.txt"]),
+        ("old.txt", repo[repo[b"refs/heads/packed"].tree][b"old.txt"]),
+        ("new.txt", repo[repo[b"refs/heads/packed"].tree][b"new.txt"]))}
+    assert repo.object_store.contains_loose(blobs["big.txt"])
+    delta_lines = [line for line in packed.splitlines() if line.startswith(blobs["old.txt"].decode())]
+    assert len(delta_lines[0].split()) == 7  # `verify-pack -v`: a delta names its depth and base
+    assert {name: blob_size(repo, sha) for name, sha in blobs.items()} == {
+        "big.txt": BIG + 7, "small.txt": 6, "old.txt": BIG, "new.txt": BIG + 2}
+
+
+@pytest.mark.parametrize("ref,path", [("main", "big.txt"), ("packed", "old.txt"), ("packed", "new.txt")])
+def test_a_blob_over_the_cap_is_refused_as_too_large(big_mirror, ref, path):
+    root, _, _ = big_mirror
+    with pytest.raises(FileTooLarge, match=f"'{path}' in repo 'big' is 3145\\d+ bytes, over the 26214400-byte cap"):
+        get_file(root, "big", path, ref)
+    assert get_file(root, "big", "small.txt", "main").content == b"hello\n"
