@@ -71,12 +71,13 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
         files = localize(reader, load_embedder(cfg.model), req, reranker)
         if as_json:
             click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query, "files": [
-                {"repo": f.repo, "path": f.path, "score": f.score, "signals": f.signals,
+                {"repo": f.repo, "path": f.path, "ref": f.ref, "commit_id": f.commit_id, "score": f.score,
+                 "signals": f.signals,
                  "evidence": [h.to_dict() for h in f.evidence]} for f in files]}, indent=2))
             return
         for n, f in enumerate(files, 1):
             why = ", ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
-            click.echo(f"{n}. {f.repo}:{f.path}  {f.score:.4f}  ({why})")
+            click.echo(f"{n}. {f.repo}:{f.path} @ {f.ref} ({f.commit_id[:12]})  {f.score:.4f}  ({why})")
         return
     hits = run_search(reader, load_embedder(cfg.model), req, reranker=reranker)
     if as_json:
@@ -90,7 +91,7 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
         vec = f"vec #{s['vector_rank']} {s['vector_score']:.3f}" if s["vector_rank"] else "vec -"
         lex = f"bm25 #{s['bm25_rank']} {s['bm25_score']:.2f}" if s["bm25_rank"] else "bm25 -"
         click.echo(click.style(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}", bold=True)
-                   + f"  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]  score {h.score:.4f}  ({vec} | {lex})")
+                   + f" @ {h.ref} ({h.commit_id[:12]})  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]  score {h.score:.4f}  ({vec} | {lex})")
         first = s["snippet_lines"][0]
         for i, line in enumerate(h.snippet.split("\n")):
             click.echo(f"  {first + i:>5}  {line}")
@@ -101,17 +102,18 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
 @click.argument("repo")
 @click.argument("path")
 @click.option("--ref", help="Branch, tag, full ref, commit id (abbreviated too) or revision like main~1. "
-                            "Default: the mirror's default branch.")
+                            "Default: the first indexed ref at the commit the live snapshot holds (what search "
+                            "hits show), else the first configured ref, else the mirror's HEAD.")
 @click.option("--lines", help="Line range A-B (1-based, inclusive); also A-, -B or A.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.pass_context
 def get_file(ctx, repo, path, ref, lines, org) -> None:
     """Print a file (or its lines) at any ref or commit, from the mirror: like `git show REF:PATH`."""
-    from query.get_file import get_file as read, parse_lines
+    from query.get_file import parse_lines
+    from query.service import Service
 
-    cfg = cli_config(ctx)
     start, end = parse_lines(lines)
-    result = read(cfg.data_dir, repo, path, ref, org, start, end)
+    result = Service(cli_config(ctx)).get_file(repo, path, ref, org, start, end)
     sys.stdout.buffer.write(result.content)
     sys.stdout.buffer.flush()
 

@@ -65,6 +65,15 @@ class FileHit:
     signals: dict = field(default_factory=dict)
     evidence: list[Hit] = field(default_factory=list)
 
+    # The file as its best chunk was indexed: where get_file reads exactly the evidence's lines.
+    @property
+    def ref(self) -> str:
+        return self.evidence[0].ref if self.evidence else ""
+
+    @property
+    def commit_id(self) -> str:
+        return self.evidence[0].commit_id if self.evidence else ""
+
 
 def named_files(text: str) -> set[str]:
     names = {m.group(0) for m in FILE_NAME_RE.finditer(text)}

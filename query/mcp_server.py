@@ -35,18 +35,48 @@ def _fence(text: str) -> str:
     return ticks
 
 
+def _at(ref: str, commit_id: str) -> str:
+    """Where a hit was indexed, as its caption says it: the commit is what get_file reads back exactly."""
+    return f" @ {ref} ({commit_id[:12]})" if commit_id else ""
+
+
+def _read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | None = None) -> str:
+    span = f", start_line={lines[0]}, end_line={lines[1]}" if lines else ""
+    return (f"get_file(repo={json.dumps(repo)}, path={json.dumps(path)}, "
+            f"ref_or_commit={json.dumps(commit_id[:12])}{span})")
+
+
 def render_search(query: str, snapshot_id: str, hits: list, applied: list[str]) -> str:
     lines = [f'# Search: "{query}"', "",
              f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"), ""]
     for clip, h in hits:
-        lines.append(f"{h.repo}:{h.path}:{h.line_start}-{h.line_end} • {h.symbol or '(file)'} • "
-                     f"{h.score:.4f} • id {clip}" + (" • uncommitted" if h.uncommitted else ""))
+        lines.append(f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}{_at(h.ref, h.commit_id)} • "
+                     f"{h.symbol or '(file)'} • {h.score:.4f} • id {clip}" + (" • uncommitted" if h.uncommitted else ""))
         fence = _fence(h.snippet)
         lines += [f"{fence}{h.lang}", h.snippet, fence, ""]
-    if hits:
-        lines.append("Next: get_chunk(ids=[...]) for a whole chunk, get_file(repo, path, start_line=...) for context.")
+    committed = [h for _, h in hits if h.commit_id]
+    if committed:
+        h = committed[0]
+        lines.append("Next: get_chunk(ids=[...]) for whole hits; get_file with a hit's commit (in its caption) for "
+                     "the code around it, e.g. " + _read_hint(h.repo, h.path, h.commit_id, (h.line_start, h.line_end)))
+    elif hits:
+        lines.append("Next: get_chunk(ids=[...]) for whole hits (uncommitted hits exist only in your session).")
     else:
         lines.append("No hits: broaden the query, drop filters, or try grep for an exact identifier.")
+    return "\n".join(lines)
+
+
+def render_files(query: str, files: list) -> str:
+    lines = [f'# Files: "{query}"', ""]
+    for n, f in enumerate(files, 1):
+        why = "; ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
+        lines.append(f"{n}. {f.repo}:{f.path}{_at(f.ref, f.commit_id)} • {f.score:.4f} • {why}")
+    if files:
+        f = files[0]
+        lines += ["", "Next: get_file with a file's commit (in its line) to read it, e.g. "
+                  + _read_hint(f.repo, f.path, f.commit_id)]
+    else:
+        lines += ["", "No files: broaden the text, drop filters, or try grep for an exact identifier."]
     return "\n".join(lines)
 
 
@@ -87,14 +117,11 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
                 fail(exc)
             if format == "json":
                 return json.dumps({"snapshot_id": snapshot_id, "files": [
-                    {"repo": f.repo, "path": f.path, "score": f.score, "signals": f.signals,
+                    {"repo": f.repo, "path": f.path, "ref": f.ref, "commit_id": f.commit_id, "score": f.score,
+                     "signals": f.signals,
                      "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence]}
                     for f in files]}, indent=1)
-            lines = [f'# Files: "{query}"', ""]
-            for n, f in enumerate(files, 1):
-                why = "; ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
-                lines.append(f"{n}. {f.repo}:{f.path} • {f.score:.4f} • {why}")
-            return "\n".join(lines + ["", "Next: get_file(repo, path) to read one."])
+            return render_files(query, files)
         try:
             snapshot_id, hits = service.search(req, session_id)
         except BlobdexError as exc:
@@ -161,7 +188,7 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
     def get_file(
         repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
         path: Annotated[str, Field(description="Repo-relative path.")],
-        ref_or_commit: Annotated[str | None, Field(description="Branch, tag, commit id (short is fine) or main~1. Default: the default branch.")] = None,
+        ref_or_commit: Annotated[str | None, Field(description="Branch, tag, commit id (short is fine) or main~1; pass the commit a search hit shows to read exactly its lines. Default: the commit that was indexed.")] = None,
         start_line: Annotated[int | None, Field(ge=1, description="First line, 1-based.")] = None,
         end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
     ) -> str:

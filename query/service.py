@@ -7,12 +7,12 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from indexer.config import Config
 from indexer.embed import Embedder, load_embedder, model_id_for
 from indexer.errors import BlobdexError
-from indexer.snapshot import SnapshotError, current_id
+from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
 from query.context import context
 from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
@@ -179,7 +179,24 @@ class Service:
         return reader.snapshot_id, matches, more
 
     def get_file(self, repo: str, path: str, ref: str | None, org: str, start: int | None, end: int | None) -> FileText:
-        return get_file(self.cfg.data_dir, repo, path, ref, org, start, end)
+        """A file's lines at `ref`; without one, at the commit that was indexed (see indexed_ref), so the
+        lines of a search hit read back exactly as the hit shows them."""
+        if ref:
+            return get_file(self.cfg.data_dir, repo, path, ref, org, start, end)
+        name, commit_id = indexed_ref(self.cfg, self._manifest(), org, repo)
+        found = get_file(self.cfg.data_dir, repo, path, commit_id or name, org, start, end)
+        return replace(found, ref=name) if commit_id else found
+
+    def _manifest(self) -> Manifest | None:
+        """The served snapshot's manifest; before one is opened (the CLI's get-file needs no vectors), the
+        live one's, read alone. None when nothing readable is published: get_file then needs no snapshot."""
+        if self._reader is not None:
+            return self.reader().manifest
+        try:
+            return open_manifest(self.cfg.data_dir)[1] if current_id(self.cfg.data_dir) else None
+        except SnapshotError as exc:
+            log.warning("reading files at their configured refs: %s", exc)
+            return None
 
     def route(self, task: str, org: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
         reader = self.reader()
@@ -196,6 +213,18 @@ class Service:
         reader = self._reader
         return {"snapshot_id": snapshot_id, "serving": reader.snapshot_id if reader else None,
                 "model": self.model_id(), "repos": rows}
+
+
+def indexed_ref(cfg: Config, manifest: Manifest | None, org: str, repo: str) -> tuple[str | None, str | None]:
+    """(ref, commit_id) that get_file reads when no ref is given: the first ref the snapshot indexed, at
+    the commit it indexed (the mirror may have moved on since); else the first configured ref (a repo
+    added after the last run), commit unknown; else (None, None), the mirror's HEAD. HEAD is the last
+    resort because a repo configured with another ref was never indexed at HEAD, and HEAD may dangle."""
+    state = manifest.repo(org, repo) if manifest else None
+    if state and state.refs:
+        return state.refs[0].ref, state.refs[0].commit_id
+    spec = cfg.repo(repo, org)
+    return (spec.refs[0] if spec and spec.refs else None), None
 
 
 def route_dict(r: RepoRoute) -> dict:

@@ -1,0 +1,132 @@
+"""An agent reads back exactly what was indexed, and every bad input on CLI and MCP gets one sentence."""
+
+import asyncio
+import json
+import re
+from dataclasses import replace
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from dulwich.repo import Repo
+from mcp import Client
+
+from indexer.config import RepoSpec
+from indexer.embed import HashEmbedder
+from indexer.index import run
+from query.cli import cli
+from query.http import app
+from query.mcp_server import build
+from query.service import Service, indexed_ref
+from tests import gitrepo
+from tests.conftest import write_config
+from tests.test_server import Server
+
+MAIN_PY = b'# a header that only main has\ndef a():\n    return "main"\n'
+V1_PY = b'def a():\n    return "v1"\n'
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """`mini`: HEAD is main, the indexed ref is v1. `dangling`: indexed at v1, its mirror's HEAD names nothing."""
+    root = tmp_path_factory.mktemp("trust")
+    for name in ("mini", "dangling"):
+        repo = gitrepo.init(root / "src" / name)
+        main = gitrepo.commit(repo, {"m.py": MAIN_PY}, "main")
+        gitrepo.commit(repo, {"m.py": V1_PY}, "v1", parents=[main.encode()])
+    cfg = write_config(root, [RepoSpec(n, str(root / "src" / n), refs=("v1",)) for n in ("mini", "dangling")])
+    run(cfg, show_progress=False)
+    with Repo(str(cfg.data_dir / "mirrors" / "default" / "dangling.git")) as mirror:
+        mirror.refs.set_symbolic_ref(b"HEAD", b"refs/heads/master")
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def service(world):
+    return Service(world, embedder=HashEmbedder())
+
+
+def call(server, tool, args):
+    async def go():
+        async with Client(server) as client:
+            return await client.call_tool(tool, args)
+    return asyncio.run(go())
+
+
+def text(result) -> str:
+    return result.content[0].text
+
+
+def blobdex(cfg, *args):
+    return CliRunner().invoke(cli, ["--config", str(cfg.path), *args])
+
+
+# -- 1. get_file defaults to what was indexed -----------------------------------------------
+
+@pytest.mark.parametrize("repo", ["mini", "dangling"])
+def test_cli_get_file_without_ref_reads_the_indexed_ref(world, repo):
+    out = blobdex(world, "get-file", repo, "m.py", "--lines", "1-2")
+    assert out.exit_code == 0, out.output
+    assert out.output == V1_PY.decode()
+
+
+@pytest.mark.parametrize("repo", ["mini", "dangling"])
+def test_http_file_without_ref_reads_the_indexed_ref(service, world, repo):
+    commit_id = service.reader().manifest.repo("default", repo).refs[0].commit_id
+    with Server(app(service)) as url:
+        f = httpx.get(f"{url}/v1/file", params={"repo": repo, "path": "m.py"}).json()
+    assert f["content"] == V1_PY.decode() and f["ref"] == "refs/heads/v1" and f["commit_id"] == commit_id
+
+
+@pytest.mark.parametrize("repo", ["mini", "dangling"])
+def test_mcp_get_file_without_ref_reads_the_indexed_ref(service, repo):
+    out = call(build(service), "get_file", {"repo": repo, "path": "m.py"})
+    assert not out.is_error, text(out)
+    assert 'return "v1"' in text(out) and "main" not in text(out) and " at refs/heads/v1 (" in text(out)
+
+
+def test_an_explicit_ref_still_wins(world):
+    out = blobdex(world, "get-file", "mini", "m.py", "--ref", "main")
+    assert out.exit_code == 0 and out.output == MAIN_PY.decode()
+
+
+def test_unindexed_repos_default_to_their_configured_ref_then_head(world):
+    cfg = replace(world, repos=world.repos + (RepoSpec("later", "/nowhere", refs=("v2",)), RepoSpec("plain", "/x")))
+    assert indexed_ref(cfg, None, "default", "later") == ("v2", None)
+    assert indexed_ref(cfg, None, "default", "plain") == (None, None)
+
+
+# -- 2. every hit carries what re-reads it exactly ------------------------------------------
+
+def test_following_the_search_hint_reads_exactly_the_hits_lines(service):
+    server = build(service)
+    out = text(call(server, "search_code", {"query": "return v1", "repos": ["mini"], "limit": 1}))
+    caption = next(line for line in out.splitlines() if line.startswith("mini:m.py:"))
+    commit_id = service.reader().manifest.repo("default", "mini").refs[0].commit_id
+    assert f" @ refs/heads/v1 ({commit_id[:12]}) • " in caption
+    hint = re.search(r"get_file\((.*)\)$", out.splitlines()[-1]).group(1)
+    args = {k: json.loads(v) for k, v in re.findall(r"(\w+)=(\"[^\"]*\"|\d+)", hint)}
+    assert args["ref_or_commit"] == commit_id[:12]
+    read = text(call(server, "get_file", args))
+    chunk = text(call(server, "get_chunk", {"ids": [int(caption.rsplit("id ", 1)[1])]}))
+    body = [line[8:] for line in read.split("\n\n", 1)[1].splitlines()]
+    assert "\n".join(body) in chunk and body == V1_PY.decode().splitlines()
+
+
+def test_file_mode_names_the_commit_and_its_hint_reads_it(service):
+    server = build(service)
+    out = text(call(server, "search_code", {"query": "return v1", "repos": ["mini"], "group_by": "file"}))
+    commit_id = service.reader().manifest.repo("default", "mini").refs[0].commit_id
+    assert f"1. mini:m.py @ refs/heads/v1 ({commit_id[:12]}) • " in out
+    assert f'get_file(repo="mini", path="m.py", ref_or_commit="{commit_id[:12]}")' in out
+    data = json.loads(text(call(server, "search_code", {"query": "return v1", "repos": ["mini"], "group_by": "file",
+                                                         "format": "json"})))
+    assert data["files"][0]["commit_id"] == commit_id and data["files"][0]["ref"] == "refs/heads/v1"
+
+
+def test_cli_search_lines_name_the_ref_and_commit(world, service):
+    commit_id = service.reader().manifest.repo("default", "mini").refs[0].commit_id
+    out = blobdex(world, "search", "return v1", "--repo", "mini", "-n", "1")
+    assert out.exit_code == 0 and f"1. mini:m.py:1-2 @ refs/heads/v1 ({commit_id[:12]})" in out.output
+    files = blobdex(world, "search", "return v1", "--repo", "mini", "--files")
+    assert files.exit_code == 0 and f"1. mini:m.py @ refs/heads/v1 ({commit_id[:12]})" in files.output
