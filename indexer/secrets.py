@@ -25,7 +25,7 @@ PATTERNS = [
     # A key's body without its markers (a chunk cut from the middle of one): PEM lines are 64 base64
     # characters; three in a row are key or certificate material, not code.
     ("pem_body", ("\n",), re.compile(r"(?m)(?:^[ \t]*[A-Za-z0-9+/]{64}\r?\n){3}")),
-    ("url_credentials", ("://",), re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:[^/\s:@'\"]{6,}@[\w.-]+")),
+    ("url_credentials", ("://",), re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"<>{}$]+:[^/\s:@'\"<>{}$]{6,}@[\w.-]+")),
 ]
 # A private key spans many lines and only its first names itself: everything from a BEGIN marker to
 # its END marker (or to the end of the text, when the END is missing) is key material.
@@ -48,6 +48,7 @@ PLACEHOLDER_RE = re.compile(
 ANY_ASSIGNED_RE = re.compile(r"""[:=]\s*[fbr]?(["'])([A-Za-z0-9+/_-]{24,200}={0,2})\1""")
 ENTROPY_MARGIN_BITS = 0.8
 ENTROPY_CAP_BITS = 4.3
+CASE_FLIP_RATIO = 0.35
 ASCENDING_RUN = 5  # "abcde", "01234": alphabets and test sequences, not keys
 
 
@@ -123,9 +124,11 @@ def _row_line(row: list) -> int:
 
 
 def _looks_random(value: str) -> bool:
-    # Words like "password_reset_view" are names, not secrets: require mixed character classes.
-    classes = sum(bool(re.search(p, value)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]", r"[^A-Za-z0-9]"))
-    return classes >= 2 and not re.fullmatch(r"[a-z_.]+", value)
+    # Names and templates ("password_reset_view", "AutoTokenizer", "{user}_token") are not secrets:
+    # a secret mixes character classes and is not spelled with letters and separators alone.
+    if "{" in value or re.fullmatch(r"[A-Za-z_.-]+", value):
+        return False
+    return sum(bool(re.search(p, value)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]", r"[^A-Za-z0-9]")) >= 2
 
 
 def _high_entropy(value: str) -> bool:
@@ -137,6 +140,12 @@ def _high_entropy(value: str) -> bool:
         run = run + 1 if ord(b) == ord(a) + 1 else 1
         if run >= ASCENDING_RUN:
             return False
+    # Random letters change case about every other letter; names and ids (`HuggingFaceM4/Idefics3-8B`)
+    # keep words together, flipping case a third as often or less.
+    letters = [ch for ch in core if ch.isalpha()]
+    flips = sum(a.isupper() != b.isupper() for a, b in zip(letters, letters[1:]))
+    if flips < CASE_FLIP_RATIO * (len(letters) - 1):
+        return False
     counts = Counter(core)
     entropy = -sum(n / len(core) * math.log2(n / len(core)) for n in counts.values())
     return entropy >= min(ENTROPY_CAP_BITS, math.log2(len(core)) - ENTROPY_MARGIN_BITS)
