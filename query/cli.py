@@ -54,13 +54,14 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
     """Hybrid search (vectors + BM25, fused by RRF) over the live snapshot."""
     from indexer.embed import load_embedder, model_id_for
     from query.reader import SnapshotReader
-    from query.search import SearchRequest, search as run_search, validate
+    from query.search import SearchRequest, check_org, search as run_search, validate
 
     cfg = cli_config(ctx)
     reader = SnapshotReader(cfg.data_dir)
     reader.check_model(model_id_for(cfg.model))
     req = SearchRequest(query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit,
                         mode=mode)
+    check_org(reader, org)
     validate(req, reader)  # before loading the model: bad input answers at once
     from query.rerank import load_reranker
 

@@ -114,7 +114,13 @@ def _ref_names(ref: str) -> set[str]:
     return {ref, f"refs/heads/{ref}", f"refs/tags/{ref}"}
 
 
-def validate(req: SearchRequest, reader: SnapshotReader) -> None:
+def _listing(values) -> str:
+    return ", ".join(sorted(values)) or "none"
+
+
+def validate(req: SearchRequest, reader: SnapshotReader, overlay: Overlay | None = None) -> None:
+    """Reject what cannot be run as given, each filter value the same way: one sentence naming the values
+    that would match (every surface calls this, so CLI, HTTP and MCP agree)."""
     if not req.query or not req.query.strip():
         raise SearchError("the query is empty: describe what the code does, or name an identifier")
     if not 1 <= req.limit <= MAX_LIMIT:
@@ -123,11 +129,33 @@ def validate(req: SearchRequest, reader: SnapshotReader) -> None:
         raise SearchError(f"unknown mode {req.mode!r}: use one of {', '.join(MODES)}")
     if req.kind is not None and req.kind not in KINDS:
         raise SearchError(f"unknown kind {req.kind!r}: use one of {', '.join(sorted(KINDS))}")
-    known = {r.name for r in reader.manifest.repos if r.org == req.org}
+    states = [r for r in reader.manifest.repos if r.org == req.org]
+    known = {r.name for r in states}
     unknown = [r for r in req.repos if r not in known]
     if unknown:
-        raise SearchError(f"unknown repo {unknown[0]!r} in org {req.org!r}; indexed repos: "
-                          f"{', '.join(sorted(known)) or 'none'}")
+        raise SearchError(f"unknown repo {unknown[0]!r} in org {req.org!r}; indexed repos: {_listing(known)}")
+    if req.langs:
+        langs = set(reader.cached(f"langs:{req.org}", lambda: set(reader.col["lang"][reader.col["org"] == req.org])))
+        langs |= {c.lang for c in overlay.chunks} if overlay else set()
+        unknown = [x for x in req.langs if x.lower() not in langs]
+        if unknown:
+            raise SearchError(f"no chunk in language {unknown[0]!r} is indexed in org {req.org!r}; "
+                              f"indexed languages: {_listing(langs)}")
+    if req.ref:
+        scope = [r for r in states if not req.repos or r.name in req.repos]
+        refs = {x.ref for r in scope for x in r.refs}
+        if not refs & _ref_names(req.ref):
+            where = f"repo {', '.join(map(repr, req.repos))}" if req.repos else f"org {req.org!r}"
+            raise SearchError(f"ref {req.ref!r} is not indexed in {where}; indexed refs: {_listing(refs)}")
+
+
+def check_org(reader: SnapshotReader, org: str) -> None:
+    """An org the caller names (the CLI's --org) must hold indexed repos. HTTP and MCP take the org from
+    the token instead, where an org with nothing indexed yet (or only pushed chunks) is a valid tenant,
+    and naming the other orgs would leak them: so this is not part of validate."""
+    orgs = {r.org for r in reader.manifest.repos}
+    if org not in orgs:
+        raise SearchError(f"no repo is indexed in org {org!r}; orgs with indexed repos: {_listing(orgs)}")
 
 
 def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
@@ -316,7 +344,7 @@ def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray, vec
 def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
            reranker=None) -> list[Hit]:
     """The best `req.limit` chunks; a configured cross-encoder (query.rerank) reorders a hybrid head."""
-    validate(req, reader)
+    validate(req, reader, overlay)
     return candidates(reader, embedder, req, overlay, reranker, req.limit)
 
 

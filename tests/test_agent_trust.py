@@ -130,3 +130,33 @@ def test_cli_search_lines_name_the_ref_and_commit(world, service):
     assert out.exit_code == 0 and f"1. mini:m.py:1-2 @ refs/heads/v1 ({commit_id[:12]})" in out.output
     files = blobdex(world, "search", "return v1", "--repo", "mini", "--files")
     assert files.exit_code == 0 and f"1. mini:m.py @ refs/heads/v1 ({commit_id[:12]})" in files.output
+
+
+# -- 3. every unknown filter value is refused the same way ----------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (["--lang", "klingon"], "no chunk in language 'klingon' is indexed in org 'default'; indexed languages: python"),
+    (["--ref", "nosuchref"], "ref 'nosuchref' is not indexed in org 'default'; indexed refs: refs/heads/v1"),
+    (["--org", "nope"], "no repo is indexed in org 'nope'; orgs with indexed repos: default"),
+    (["--kind", "bogus"], "unknown kind 'bogus'"),
+    (["--repo", "nope"], "unknown repo 'nope' in org 'default'; indexed repos: dangling, mini"),
+])
+def test_cli_search_refuses_unknown_filter_values(world, args, message):
+    out = blobdex(world, "search", "return", *args)
+    assert out.exit_code != 0 and message in str(out.exception), (out.output, out.exception)
+
+
+def test_cli_search_accepts_known_filter_values_in_any_case(world):
+    out = blobdex(world, "search", "return", "--lang", "Python", "--ref", "v1", "--org", "default")
+    assert out.exit_code == 0 and "mini:m.py" in out.output
+
+
+@pytest.mark.parametrize("tool,args,message", [
+    ("search_code", {"query": "x", "lang": ["klingon"]}, "no chunk in language 'klingon' is indexed"),
+    ("search_code", {"query": "x", "ref": "nosuchref"}, "ref 'nosuchref' is not indexed in org 'default'"),
+    ("search_code", {"query": "x", "ref": "nosuchref", "group_by": "file"}, "ref 'nosuchref' is not indexed"),
+    ("grep", {"pattern": "x", "ref": "nosuchref"}, "ref 'nosuchref' is not indexed in org 'default'"),
+])
+def test_mcp_refuses_unknown_filter_values_as_the_cli_does(service, tool, args, message):
+    out = call(build(service), tool, args)
+    assert out.is_error and message in text(out)

@@ -103,6 +103,12 @@ def test_identical_blob_on_two_refs_is_one_hit(reader, hasher):
     (SearchRequest("x", limit=10_000), "limit 10000 is out of range"),
     (SearchRequest("x", repos=("nope",)), "unknown repo 'nope' in org 'default'; indexed repos: api, tools"),
     (SearchRequest("x", kind="banana"), "unknown kind 'banana'"),
+    (SearchRequest("x", langs=("klingon",)), "no chunk in language 'klingon' is indexed in org 'default'; "
+                                             "indexed languages: go, javascript, markdown, python, rust"),
+    (SearchRequest("x", ref="nosuchref"), "ref 'nosuchref' is not indexed in org 'default'; indexed refs: "
+                                          "refs/heads/dev, refs/heads/main"),
+    (SearchRequest("x", repos=("tools",), ref="dev"), "ref 'dev' is not indexed in repo 'tools'; indexed refs: "
+                                                      "refs/heads/main"),
 ])
 def test_bad_requests_get_one_clear_sentence(reader, hasher, req, message):
     with pytest.raises(SearchError, match=message):
