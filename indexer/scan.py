@@ -6,15 +6,14 @@ import re
 import stat
 from dataclasses import dataclass
 
-from dulwich.object_store import iter_tree_contents
 from dulwich.objects import Commit, Tag
 from dulwich.repo import Repo
 
 from indexer.errors import BlobdexError
-from indexer.ignore import SkipReason, skip_for_path, validate_path
+from indexer.ignore import Attributes, SkipReason, skip_for_path, validate_path
 from indexer.languages import language_for
 
-MAX_TREE_DEPTH = 64  # deeper trees are hostile or broken, not source code
+MAX_TREE_DEPTH = 64  # deeper directories are hostile or broken, not source code: skipped as too_deep
 MAX_FILES_PER_REF = 200_000
 S_IFGITLINK = 0o160000
 HEX40_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -79,24 +78,49 @@ def resolve_ref(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
                     f"tags: {', '.join(tags[:10]) or 'none'}); fix it with 'blobdex repo add {repo_name} URL --ref REF'")
 
 
+def _walk(repo: Repo, tree_id: bytes):
+    """(path, mode, object id) of every entry below a tree, depth first; a directory nested deeper than
+    MAX_TREE_DEPTH comes back as itself (mode S_IFDIR) instead of being entered."""
+    todo = [(0, b"", tree_id)]
+    while todo:
+        depth, prefix, tid = todo.pop()
+        tree = repo.object_store[tid]
+        subdirs = []
+        for entry in tree.iteritems(name_order=True):
+            path = prefix + entry.path
+            if stat.S_ISDIR(entry.mode):
+                if depth + 1 >= MAX_TREE_DEPTH:
+                    yield path, entry.mode, entry.sha
+                else:
+                    subdirs.append((depth + 1, path + b"/", entry.sha))
+            else:
+                yield path, entry.mode, entry.sha
+        todo.extend(reversed(subdirs))
+
+
 def scan_commit(repo: Repo, ref: str, commit_id: str) -> RefScan:
     commit = repo[commit_id.encode()]
-    files = []
-    for entry in iter_tree_contents(repo.object_store, commit.tree, max_depth=MAX_TREE_DEPTH):
-        if len(files) >= MAX_FILES_PER_REF:
+    listed = []
+    for raw_path, mode, sha in _walk(repo, commit.tree):
+        if len(listed) >= MAX_FILES_PER_REF:
             raise ScanError(f"commit {commit_id} ({ref}) has more than {MAX_FILES_PER_REF} files; "
                             f"index a smaller ref or raise MAX_FILES_PER_REF")
-        blob_id = entry.sha.decode()
-        path = validate_path(entry.path)
+        listed.append((raw_path, mode, sha.decode(), validate_path(raw_path)))
+    attributes = Attributes.from_files(
+        (path, repo.object_store[sha.encode()]) for _, mode, sha, path in listed
+        if path is not None and path.rsplit("/", 1)[-1] == ".gitattributes" and stat.S_ISREG(mode))
+    files = []
+    for raw_path, mode, blob_id, path in listed:
         if path is None:
-            files.append(FileEntry(repr(entry.path)[2:-1], blob_id, "text", SkipReason.BAD_PATH))
+            files.append(FileEntry(repr(raw_path)[2:-1], blob_id, "text", SkipReason.BAD_PATH))
             continue
-        mode = entry.mode
-        if stat.S_ISLNK(mode):
+        if stat.S_ISDIR(mode):
+            skip = SkipReason.TOO_DEEP
+        elif stat.S_ISLNK(mode):
             skip = SkipReason.SYMLINK
         elif mode & 0o170000 == S_IFGITLINK:
             skip = SkipReason.SUBMODULE
         else:
-            skip = skip_for_path(path)
+            skip = attributes.skip_for(path, skip_for_path(path))
         files.append(FileEntry(path, blob_id, language_for(path), skip))
     return RefScan(ref, commit_id, tuple(files))
