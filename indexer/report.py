@@ -44,6 +44,7 @@ class Report:
     parse_fallbacks: int = 0
     syntax_errors: int = 0
     graph: dict[str, int] = field(default_factory=dict)  # rows per graph table, edges included
+    notes: list[str] = field(default_factory=list)  # one sentence each: what the run repaired, or why it refused
 
     @property
     def failed(self) -> bool:
@@ -77,6 +78,7 @@ class Report:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "repos": [asdict(r) for r in self.repos],
+            "notes": self.notes,
         }
 
     def to_json(self) -> str:
@@ -98,8 +100,8 @@ class Report:
             head = "nothing published"
         skipped = ", ".join(f"{k} {v}" for k, v in t["files_skipped"].items()) or "none"
         secs = ", ".join(f"{k} {v:.1f}s" for k, v in d["seconds"].items()) + f"; peak memory {d['peak_rss_mib']} MiB"
+        lines += [head, *(f"  note: {n}" for n in self.notes)]
         lines += [
-            head,
             f"  blobs {t['blobs']} ({t['blobs_new']} new, {t['blobs_reused']} reused)",
             f"  chunks {t['chunks']} ({t['chunks_embedded']} embedded, {t['chunks_reused']} from cache)",
             f"  files {t['files']}: {t['files_indexed']} indexed; skipped: {skipped}",

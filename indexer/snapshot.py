@@ -261,19 +261,69 @@ def open_manifest(data_dir: Path, snapshot_id: str | None = None) -> tuple[Path,
     return path, manifest
 
 
-def prune(data_dir: Path, keep: int) -> list[str]:
-    """Delete all but the newest `keep` published snapshots (never CURRENT) and stale build dirs."""
+TRASH_PREFIX = ".trash-"  # a snapshot being deleted: renamed first, so a kill never leaves a half-deleted one
+
+
+def store_error(exc: BaseException) -> bool:
+    """True for what a damaged store raises, so callers can catch it: any Exception, and pyo3's PanicException
+    (a BaseException) that Tantivy or Lance raise on corrupt bytes; never an interrupt or an exit."""
+    return not isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+def published(data_dir: Path) -> list[str]:
+    """Ids of the published snapshots on disk, newest first (ids sort by time)."""
     root = snapshots_dir(data_dir)
     if not root.exists():
         return []
-    live = current_id(data_dir)
+    return sorted((p.name for p in root.iterdir() if not p.name.startswith(".")), reverse=True)
+
+
+def kept(data_dir: Path) -> list[str]:
+    """The snapshots kept before the one CURRENT names, newest first: what a server may fall back to
+    (all of them when CURRENT names no snapshot on disk; none when there is no CURRENT)."""
+    live, ids = current_id(data_dir), published(data_dir)
+    if live is None:
+        return []
+    return [i for i in ids if i < live] if live in ids else ids
+
+
+def _remove(path: Path) -> None:
+    trash = path.with_name(TRASH_PREFIX + path.name)
+    os.rename(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def sweep(data_dir: Path) -> list[str]:
+    """Delete what interrupted runs left; call only under the index lock. Removes build dirs, half-deleted
+    snapshots, a stray `.CURRENT.tmp`, and snapshots renamed into place that CURRENT never named (newer than
+    CURRENT's). CURRENT's snapshot and the older kept ones stay: a server may be reading them. When CURRENT
+    names no snapshot on disk, no published snapshot is touched: a server may have fallen back to any."""
+    root = snapshots_dir(data_dir)
     removed = []
-    for path in root.iterdir():
-        if path.name.startswith(".build-"):
-            shutil.rmtree(path, ignore_errors=True)
-    published = sorted((p for p in root.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
-    for path in published[:-keep] if keep else published:
-        if path.name != live:
+    tmp = data_dir / f".{CURRENT}.tmp"
+    if tmp.exists():
+        tmp.unlink()
+        removed.append(tmp.name)
+    if not root.exists():
+        return removed
+    live = current_id(data_dir)
+    named = live in published(data_dir)
+    for path in sorted(root.iterdir()):
+        if path.name.startswith((".build-", TRASH_PREFIX)):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path.name)
+        elif named and not path.name.startswith(".") and path.name > live:
+            _remove(path)
+            removed.append(path.name)
+    return removed
+
+
+def prune(data_dir: Path, keep: int) -> list[str]:
+    """Delete all but the newest `keep` published snapshots (never CURRENT's) and what `sweep` deletes."""
+    removed = sweep(data_dir)
+    live = current_id(data_dir)
+    for name in published(data_dir)[keep:]:
+        if name != live:
+            _remove(snapshots_dir(data_dir) / name)
+            removed.append(name)
     return removed

@@ -1,4 +1,7 @@
-"""Reconciling a snapshot: manifest -> chunk rows and vectors -> lexical documents -> files table."""
+"""Reconciling a snapshot: manifest -> chunk rows and vectors -> lexical documents -> graph and cards.
+
+`verify` reads every store in full; `open_check` is the cheap part, for a run about to keep a snapshot.
+"""
 
 from __future__ import annotations
 
@@ -11,29 +14,89 @@ import pyarrow.parquet as pq
 import tantivy
 
 from indexer.extract import FACT_COLUMNS
-from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, SnapshotError, graph_path, lexical_schema,
-                              open_manifest)
+from indexer.snapshot import (CARDS, CHUNKS_TABLE, LEXICAL_DIR, TABLE_SCHEMAS, VECTORS_DIR, Manifest, SnapshotError,
+                              graph_path, lexical_schema, open_manifest, store_error)
+
+LANCE_ROWS_PER_FILE = 1024 * 1024  # Lance's default max_rows_per_file: one data file per this many rows
+LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields of snapshot.lexical_schema
+
+
+def open_check(path: Path, manifest: Manifest) -> str | None:
+    """Why the snapshot at `path` cannot be served, in a few words, or None when it opens.
+
+    Its cost grows with the repos and data files, not the rows: the Lance table is opened, counted and one
+    row read from each data file (a truncated file fails there); Tantivy is opened and each repo's term
+    looked up and counted; every Parquet footer is read. Flipped bytes inside data pages need `verify`.
+    """
+    try:
+        table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE)
+        rows = table.count_rows()
+        if rows != manifest.chunks:
+            return f"manifest says {manifest.chunks} chunks, vectors table has {rows}"
+        if rows:
+            table.take_offsets([*range(0, rows, LANCE_ROWS_PER_FILE), rows - 1]).select(["row"]).to_arrow()
+    except BaseException as exc:
+        if not store_error(exc):
+            raise
+        return f"vectors table: {_first_line(exc)}"
+    try:
+        _lexical_counts(path, manifest, walk_terms=False)
+    except BaseException as exc:
+        if not store_error(exc):
+            raise
+        return f"lexical index: {_first_line(exc)}"
+    try:
+        for table_name in TABLE_SCHEMAS:
+            pq.read_metadata(graph_path(path, table_name))
+        pq.read_metadata(path / CARDS)
+    except Exception as exc:
+        return f"graph: {_first_line(exc)}"
+    return None
+
+
+def _lexical_counts(path: Path, manifest: Manifest, walk_terms: bool) -> tuple[dict, int]:
+    """Documents per repo by term lookup, and the total. With `walk_terms`, every field's whole term
+    dictionary is read too: corrupt term files make Tantivy panic only on the terms they hold."""
+    index = tantivy.Index.open(str(path / LEXICAL_DIR))
+    searcher = index.searcher()
+    schema = lexical_schema()
+    docs = {}
+    for repo in manifest.repos:
+        q = tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "org", repo.org)),
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "repo", repo.name))])
+        docs[(repo.org, repo.name)] = searcher.search(q, 1, count=True).count
+    if walk_terms:
+        for name in LEXICAL_FIELDS:
+            searcher.terms_with_prefix(name, "", limit=1)
+    return docs, searcher.num_docs
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[str]]:
-    """(snapshot_id, problems): every count the manifest states, checked against each store."""
+    """(snapshot_id, problems): every count the manifest states, checked against each store read in full."""
     path, manifest = open_manifest(data_dir, snapshot_id)
     problems: list[str] = []
     try:
         table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow()
-        files = pq.read_table(graph_path(path, "files"))
-        facts = {t: _per_repo(pq.read_table(graph_path(path, t), columns=["org", "repo"])) for t in FACT_COLUMNS}
-        edge_rows = pq.read_metadata(graph_path(path, "edges")).num_rows
-        index = tantivy.Index.open(str(path / LEXICAL_DIR))
-    except Exception as exc:
-        raise SnapshotError(f"cannot open the stores of snapshot {str(path)!r}: {exc}; "
+        graph = {t: pq.read_table(graph_path(path, t)) for t in TABLE_SCHEMAS}
+        cards = pq.read_table(path / CARDS)
+        lexical_docs, lexical_total = _lexical_counts(path, manifest, walk_terms=True)
+    except BaseException as exc:  # pyo3's PanicException (corrupt Tantivy terms) is a BaseException
+        if not store_error(exc):
+            raise
+        raise SnapshotError(f"cannot read the stores of snapshot {str(path)!r}: {_first_line(exc)}; "
                             f"rebuild with 'blobdex index --full'") from exc
+    files = graph["files"]
+    facts = {t: _per_repo(graph[t]) for t in FACT_COLUMNS}
     rows = _per_repo(table)
     file_rows = _per_repo(files)
     indexed = Counter((o, r) for o, r, s in zip(files.column("org").to_pylist(), files.column("repo").to_pylist(),
                                                 files.column("skip").to_pylist()) if s is None)
-    searcher = index.searcher()
-    schema = lexical_schema()
     for repo in manifest.repos:
         key = (repo.org, repo.name)
         if rows[key] != repo.chunks:
@@ -48,31 +111,39 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
             if have != repo.graph.get(name, 0):
                 problems.append(f"{repo.org}/{repo.name}: manifest says {repo.graph.get(name, 0)} {name} rows, "
                                 f"graph/{name}.parquet has {have}")
-        q = tantivy.Query.boolean_query([
-            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "org", repo.org)),
-            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "repo", repo.name))])
-        docs = searcher.search(q, 1, count=True).count
-        if docs != repo.chunks:
-            problems.append(f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, lexical index has {docs}")
+        if lexical_docs[key] != repo.chunks:
+            problems.append(f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, "
+                            f"lexical index has {lexical_docs[key]}")
     extra = set(rows) - {(r.org, r.name) for r in manifest.repos}
     for org, name in sorted(extra):
         problems.append(f"{org}/{name}: {rows[(org, name)]} chunk rows for a repo the manifest does not list")
-    if edge_rows != manifest.edges:
-        problems.append(f"manifest says {manifest.edges} edges, graph/edges.parquet has {edge_rows}")
-    if searcher.num_docs != table.num_rows:
-        problems.append(f"lexical index has {searcher.num_docs} documents, vectors table has {table.num_rows} rows")
+    if graph["edges"].num_rows != manifest.edges:
+        problems.append(f"manifest says {manifest.edges} edges, graph/edges.parquet has {graph['edges'].num_rows}")
+    carded = set(_per_repo(cards))
+    if not carded <= {(r.org, r.name) for r in manifest.repos}:
+        problems.append(f"{CARDS} has cards for repos the manifest does not list: "
+                        f"{', '.join(f'{o}/{n}' for o, n in sorted(carded - {(r.org, r.name) for r in manifest.repos}))}")
+    if lexical_total != table.num_rows:
+        problems.append(f"lexical index has {lexical_total} documents, vectors table has {table.num_rows} rows")
     ids = np.sort(np.asarray(table.column("row").to_pylist(), dtype=np.int64))
     if not np.array_equal(ids, np.arange(table.num_rows)):
         problems.append("row ids are not 0..n-1 without gaps or repeats")
-    if table.num_rows:
-        vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
+    for name, vectors in (("chunk", _matrix(table)), ("card", _matrix(cards))):
+        if vectors is None:
+            continue
         if vectors.shape[1] != manifest.dim:
-            problems.append(f"vectors have dim {vectors.shape[1]}, the manifest says {manifest.dim}")
+            problems.append(f"{name} vectors have dim {vectors.shape[1]}, the manifest says {manifest.dim}")
         norms = np.linalg.norm(vectors, axis=1)
         bad = int(np.sum(~np.isfinite(norms) | (np.abs(norms - 1) > 1e-3)))
         if bad:
-            problems.append(f"{bad} vectors are not unit length (or not finite)")
+            problems.append(f"{bad} {name} vectors are not unit length (or not finite)")
     return manifest.snapshot_id, problems
+
+
+def _matrix(table) -> np.ndarray | None:
+    if not table.num_rows:
+        return None
+    return table.column("vector").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
 
 
 def _per_repo(table) -> Counter:

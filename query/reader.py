@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -10,8 +11,10 @@ import numpy as np
 import tantivy
 
 from indexer.languages import category
-from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, SnapshotError,
-                              open_manifest)
+from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, SnapshotError, kept, open_manifest,
+                              store_error)
+
+log = logging.getLogger(__name__)
 
 
 class SnapshotReader:
@@ -26,7 +29,9 @@ class SnapshotReader:
         try:
             table = lancedb.connect(str(self.path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow()
             self.lexical = tantivy.Index.open(str(self.path / LEXICAL_DIR))
-        except Exception as exc:  # lance and tantivy raise their own types for a damaged directory
+        except BaseException as exc:  # lance and tantivy raise their own types (pyo3 panics too) when damaged
+            if not store_error(exc):
+                raise
             raise SnapshotError(f"cannot open snapshot {str(self.path)!r}: {exc}; run 'blobdex verify', "
                                 f"then rebuild with 'blobdex index --full'") from exc
         table = table.sort_by("row")
@@ -86,6 +91,18 @@ class SnapshotReader:
                 f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
                 f"(dim {self.manifest.dim}), this process embeds with {model_id!r}; rebuild with "
                 f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml")
+
+
+def open_kept(data_dir: Path, model_id: str) -> SnapshotReader | None:
+    """The newest snapshot kept before CURRENT's that opens and serves `model_id`, or None."""
+    for snapshot_id in kept(data_dir):
+        try:
+            reader = SnapshotReader(data_dir, snapshot_id)
+            reader.check_model(model_id)
+            return reader
+        except SnapshotError as exc:
+            log.debug("kept snapshot %s cannot be served either: %s", snapshot_id, exc)
+    return None
 
 
 def _symbol_index(symbols: list[str], kinds: np.ndarray) -> dict[str, list[int]]:

@@ -74,7 +74,8 @@ class Service:
     def reader(self) -> SnapshotReader:
         """The snapshot CURRENT names, opened once; a request holds on to the one it got, so a swap
         never disturbs it. While one request opens a new snapshot the others keep using the old one.
-        A new snapshot that cannot be opened is refused (logged) and the old one keeps serving."""
+        A new snapshot that cannot be opened is refused (logged) and the old one keeps serving; at start-up,
+        the newest kept snapshot that opens serves instead (logged), and CURRENT's is retried later."""
         live = current_id(self.cfg.data_dir)
         current = self._reader
         if current is not None:
@@ -93,8 +94,16 @@ class Service:
                 fresh = SnapshotReader(self.cfg.data_dir, live)
                 fresh.check_model(self.model_id())
             except SnapshotError as exc:
-                if self._reader is None:
-                    raise
+                if self._reader is None:  # starting up: serve the newest kept snapshot that opens
+                    from query.reader import open_kept
+
+                    fresh = open_kept(self.cfg.data_dir, self.model_id())
+                    if fresh is None:
+                        raise
+                    log.error("serving the older snapshot %s: the snapshot CURRENT names cannot be served: %s",
+                              fresh.snapshot_id, exc)
+                    self._reader, self._refused = fresh, (live, time.monotonic())
+                    return fresh
                 log.error("keeping snapshot %s: the new one is refused: %s", self._reader.snapshot_id, exc)
                 self._refused = (live, time.monotonic())
                 return self._reader

@@ -10,7 +10,7 @@ import pytest
 from indexer import snapshot
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.index import RunError, run
+from indexer.index import LockBusy, run
 from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.verify import verify
 from query.reader import SnapshotReader
@@ -145,7 +145,7 @@ def test_second_concurrent_run_is_refused(two_repos):
     cfg.data_dir.mkdir(parents=True)
     with open(cfg.data_dir / "index.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        with pytest.raises(RunError, match="another 'blobdex index' is running"):
+        with pytest.raises(LockBusy, match="another 'blobdex index' is running"):
             run(cfg, show_progress=False)
 
 

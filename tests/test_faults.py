@@ -1,0 +1,248 @@
+"""Faults are repaired, not repeated: damaged snapshots and caches, full disks, leftovers of killed runs."""
+
+import errno
+import json
+import logging
+import os
+import shutil
+import sqlite3
+from dataclasses import replace
+
+import pytest
+from dulwich.repo import Repo
+from starlette.testclient import TestClient
+
+from indexer import index as indexmod
+from indexer import snapshot
+from indexer.cache import Cache
+from indexer.config import RepoSpec
+from indexer.embed import HashEmbedder
+from indexer.index import DiskFull, run
+from indexer.snapshot import SnapshotError, current_id, open_manifest
+from indexer.verify import verify
+from query.http import app
+from query.reader import SnapshotReader
+from query.service import Service
+from tests import gitrepo
+from tests.conftest import api_files, tools_files, write_config
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    api = gitrepo.init(tmp_path / "src" / "api")
+    gitrepo.commit(api, api_files())
+    tools = gitrepo.init(tmp_path / "src" / "tools")
+    gitrepo.commit(tools, tools_files())
+    return write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")),
+                                   RepoSpec("tools", str(tmp_path / "src" / "tools"))])
+
+
+def live_dir(cfg):
+    return open_manifest(cfg.data_dir)[0]
+
+
+def one(path, pattern):
+    found = sorted(path.glob(pattern))
+    assert found, pattern
+    return found[0]
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def flip(path, start, count=64):
+    data = bytearray(path.read_bytes())
+    data[start:start + count] = bytes(b ^ 0xFF for b in data[start:start + count])
+    path.write_bytes(bytes(data))
+
+
+def edit_manifest_chunks(snap):
+    data = json.loads((snap / snapshot.MANIFEST).read_text())
+    data["repos"][0]["chunks"] += 1000
+    (snap / snapshot.MANIFEST).write_text(json.dumps(data))
+
+
+# The damage the reliability review did to a live snapshot (its section 9), each of which a plain
+# 'blobdex index' used to answer with "unchanged, ok".
+DAMAGE = {
+    "lance_data_truncated": lambda s: truncate(one(s, "vectors/chunks.lance/data/*.lance")),
+    "lance_version_manifest_deleted": lambda s: one(s, "vectors/chunks.lance/_versions/*.manifest").unlink(),
+    "tantivy_meta_garbage": lambda s: (s / "lexical" / "meta.json").write_text("garbage"),
+    "tantivy_idx_truncated": lambda s: truncate(one(s, "lexical/*.idx")),
+    "files_parquet_truncated": lambda s: truncate(snapshot.graph_path(s, "files")),
+    "cards_parquet_truncated": lambda s: truncate(s / snapshot.CARDS),
+    "manifest_chunk_count_edited": edit_manifest_chunks,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_unchanged_run_rebuilds_a_damaged_live_snapshot_from_the_cache(cfg, damage):
+    first = run(cfg, show_progress=False)
+    DAMAGE[damage](live_dir(cfg))
+    counter = CountingEmbedder()
+    second = run(cfg, show_progress=False, embedder=counter)
+    assert second.published and not second.unchanged and second.snapshot_id != first.snapshot_id
+    assert counter.texts == 0  # rebuilt from the cache
+    assert any(f"snapshot {first.snapshot_id} is damaged" in n for n in second.notes)
+    assert "note: rebuilding" in second.to_text()
+    assert verify(cfg.data_dir) == (second.snapshot_id, [])
+    third = run(cfg, show_progress=False)
+    assert third.unchanged and third.notes == []
+
+
+class CountingEmbedder(HashEmbedder):
+    texts = 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+def test_verify_catches_flipped_tantivy_term_bytes(cfg):
+    run(cfg, show_progress=False)
+    term = one(live_dir(cfg) / "lexical", "*.term")
+    flip(term, term.stat().st_size // 2)
+    with pytest.raises(SnapshotError, match=r"cannot read the stores of snapshot .*PanicException.*"
+                                            r"rebuild with 'blobdex index --full'"):
+        verify(cfg.data_dir)
+
+
+def test_verify_catches_a_truncated_cards_parquet(cfg):
+    run(cfg, show_progress=False)
+    truncate(live_dir(cfg) / snapshot.CARDS)
+    with pytest.raises(SnapshotError, match=r"cards.parquet|Parquet"):
+        verify(cfg.data_dir)
+
+
+def test_serve_falls_back_to_the_newest_kept_snapshot_that_opens(cfg, caplog):
+    cfg = replace(cfg, keep_snapshots=3)
+    oldest, kept, broken = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(3))
+    assert current_id(cfg.data_dir) == broken
+    truncate(one(snapshot.snapshots_dir(cfg.data_dir) / broken, "vectors/chunks.lance/data/*.lance"))
+    service = Service(cfg, embedder=HashEmbedder())
+    with caplog.at_level(logging.ERROR):
+        client = TestClient(app(service), base_url="http://127.0.0.1")
+        ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["snapshot_id"] == kept
+    assert f"serving the older snapshot {kept}" in caplog.text and broken in caplog.text
+    status = client.get("/v1/status").json()
+    assert status["serving"] == kept and status["snapshot_id"] == broken
+    hits = client.post("/v1/search", json={"query": "renew_subscription", "limit": 1}).json()
+    assert hits["snapshot_id"] == kept and hits["hits"]
+
+
+def test_serve_without_any_snapshot_that_opens_still_refuses(cfg):
+    run(cfg, show_progress=False)
+    truncate(one(live_dir(cfg), "vectors/chunks.lance/data/*.lance"))
+    with pytest.raises(SnapshotError, match="cannot open snapshot"):
+        Service(cfg, embedder=HashEmbedder()).reader()
+
+
+def damage_cache(kind, path):
+    if kind == "truncated":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size * 3 // 10])
+    elif kind == "random_bytes":
+        path.write_bytes(os.urandom(path.stat().st_size))
+    else:  # every page past the header has bytes flipped
+        data = bytearray(path.read_bytes())
+        for page in range(4096, len(data), 4096):
+            data[page + 100:page + 300] = bytes(b ^ 0xFF for b in data[page + 100:page + 300])
+        path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", ["truncated", "random_bytes", "bytes_flipped"])
+def test_a_damaged_cache_is_moved_aside_and_the_run_rebuilds_it(cfg, kind):
+    first = run(cfg, show_progress=False)
+    cache_dir = cfg.data_dir / "cache"
+    Cache(cache_dir).close()  # checkpoints the WAL into the file, as a finished run leaves it
+    damage_cache(kind, cache_dir / "cache.sqlite")
+    report = run(cfg, full=True, show_progress=False)
+    assert report.published and report.chunks == first.chunks
+    assert any("was damaged" in n and "moved it aside" in n for n in report.notes)
+    assert len(list(cache_dir.glob("cache.sqlite.corrupt-*"))) == 1
+    assert verify(cfg.data_dir)[1] == []
+    again = run(cfg, full=True, show_progress=False, embedder=CountingEmbedder())
+    assert again.published and again.notes == [] and again.chunks_embedded == 0
+
+
+def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def lance_no_space(*args, **kwargs):
+    raise RuntimeError("lance error: LanceError(IO): No space left on device (os error 28), "
+                       "/root/.cargo/registry/src/lance-file-13.0.0/src/writer/structural.rs:191:9")
+
+
+@pytest.mark.parametrize("target, fault", [("write_lexical", no_space), ("write_chunks", lance_no_space),
+                                           ("write_graph", no_space)])
+def test_a_full_disk_is_one_sentence_and_the_previous_snapshot_keeps_serving(cfg, monkeypatch, target, fault):
+    first = run(cfg, show_progress=False)
+    monkeypatch.setattr(indexmod, target, fault)
+    with pytest.raises(DiskFull, match=r"^no space left on device while writing to '.*' \(\d+ MB free\); free "
+                                       r"space and run 'blobdex index' again") as caught:
+        run(cfg, full=True, show_progress=False)
+    assert "\n" not in str(caught.value)
+    assert current_id(cfg.data_dir) == first.snapshot_id
+    assert [p.name for p in snapshot.snapshots_dir(cfg.data_dir).iterdir()] == [first.snapshot_id]
+    assert SnapshotReader(cfg.data_dir).rows.num_rows == first.chunks
+
+
+def test_a_full_cache_database_is_a_full_disk(cfg, monkeypatch):
+    first = run(cfg, show_progress=False)
+    gitrepo.commit(Repo(cfg.repos[0].url), {**api_files(), "more.py": b"def more():\n    return 1\n" * 400})
+    connect = Cache._connect
+
+    def small(self):  # sqlite's own SQLITE_FULL, as on a full disk
+        db = connect(self)
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")
+        return db
+    monkeypatch.setattr(Cache, "_connect", small)
+    with pytest.raises(DiskFull, match="no space left on device"):
+        run(cfg, show_progress=False)
+    assert current_id(cfg.data_dir) == first.snapshot_id
+
+
+def test_every_run_sweeps_leftovers_of_killed_runs_but_keeps_what_a_server_may_read(cfg):
+    cfg = replace(cfg, keep_snapshots=2)
+    older = run(cfg, full=True, show_progress=False).snapshot_id
+    live = run(cfg, full=True, show_progress=False).snapshot_id
+    root = snapshot.snapshots_dir(cfg.data_dir)
+    orphan = root / "20991231T000000000000Z-orphan"  # renamed into place, killed before CURRENT named it
+    shutil.copytree(root / live, orphan)
+    for leftover in (root / ".build-20991231T000000000001Z-dead00", root / ".trash-20200101T000000000000Z-half"):
+        leftover.mkdir()
+        (leftover / "part").write_text("x")
+    (cfg.data_dir / ".CURRENT.tmp").write_text("20991231T000000000000Z-orphan")
+    pack = cfg.data_dir / "mirrors" / "default" / "api.git" / "objects" / "pack" / "tmp1zjuwadt.pack"
+    pack.write_bytes(b"")
+    report = run(cfg, show_progress=False)
+    assert report.unchanged and report.snapshot_id == live
+    assert sorted(p.name for p in root.iterdir()) == sorted([older, live])
+    assert not (cfg.data_dir / ".CURRENT.tmp").exists() and not pack.exists()
+    assert any("leftover" in n and orphan.name in n for n in report.notes)
+    assert run(cfg, show_progress=False).notes == []
+    # The next publish keeps the newest two: the one that was live stays beside the new one.
+    newest = run(cfg, full=True, show_progress=False).snapshot_id
+    assert sorted(p.name for p in root.iterdir()) == sorted([live, newest])
+
+
+def test_a_current_that_names_no_snapshot_makes_the_sweep_delete_no_snapshot(cfg):
+    first = run(cfg, show_progress=False)
+    (cfg.data_dir / snapshot.CURRENT).write_text("../../../etc\n")
+    assert snapshot.sweep(cfg.data_dir) == []
+    assert [p.name for p in snapshot.snapshots_dir(cfg.data_dir).iterdir()] == [first.snapshot_id]
+
+
+def test_a_run_in_which_every_repo_fails_publishes_nothing(cfg, tmp_path):
+    broken = replace(cfg, repos=tuple(replace(r, url=str(tmp_path / "gone" / r.name)) for r in cfg.repos))
+    report = run(broken, show_progress=False)
+    assert not report.published and report.failed and current_id(cfg.data_dir) is None
+    assert any("nothing published: every repo failed" in n for n in report.notes)
+    assert "nothing published" in report.to_text()
+    first = run(cfg, show_progress=False)
+    again = run(broken, show_progress=False)
+    assert not again.published and current_id(cfg.data_dir) == first.snapshot_id
+    assert any(f"snapshot {first.snapshot_id} keeps serving" in n for n in again.notes)
