@@ -6,14 +6,16 @@ and what to do next. Errors come back as tool errors whose text says how to reco
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from indexer.errors import BlobdexError
 from query.search import MAX_LIMIT, SearchRequest
@@ -26,6 +28,68 @@ order: route_task (which repos own a task) -> search_code (relevant code across 
 grep finds exact text. list_repos and index_status say what is indexed and how fresh it is. To search your own
 uncommitted edits, sync_workspace them into a session and pass session_id to search_code."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+# The same errors reach the CLI, where their advice names shell commands; the calling model can act
+# on a tool argument or another tool instead. Keep in step with the messages of query.get_file,
+# query.context and indexer.scan; an operator's step (indexing, rebuilding) is the user's to take.
+TOOL_ADVICE = [
+    (re.compile(r"search for it with 'blobdex search'"), "find it with search_code or grep"),
+    (re.compile(r"add it with 'blobdex repo add' and run 'blobdex index'"), "list_repos shows the indexed repos"),
+    (re.compile(r"(?:name one|fix it) with 'blobdex repo add \S+ URL --ref [A-Z]+'"), "pass one as ref_or_commit"),
+    (re.compile(r"name a branch with --ref"), "pass a branch as ref_or_commit"),
+    (re.compile(r"check the ref\b"), "check ref_or_commit"),
+    (re.compile(r"\b(run|rebuild with) '(blobdex [^']*)'"), r"ask the user to \1 '\2'"),
+]
+BOUNDS = {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}
+
+
+def for_the_model(message: str) -> str:
+    for pattern, advice in TOOL_ADVICE:
+        message = pattern.sub(advice, message)
+    return message
+
+
+def argument_error(tool: str, exc: ValidationError, schema: dict) -> str:
+    """One sentence for the first argument pydantic rejected: which argument, what it must be, what came.
+    pydantic's own text (a block with a documentation URL) is written for Python programmers."""
+    errors = exc.errors()
+    e = errors[0]
+    loc = [str(x) for x in e["loc"]] or ["arguments"]
+    name = loc[0] + "".join(f"[{x}]" for x in loc[1:])
+    prop = schema.get("properties", {}).get(loc[0], {})
+    limits = [prop, *prop.get("anyOf", [])]
+    low = next((x["minimum"] for x in limits if "minimum" in x), None)
+    high = next((x["maximum"] for x in limits if "maximum" in x), None)
+    if e["type"] == "missing":
+        what = f"{tool} needs the argument {name}"
+    elif e["type"] in BOUNDS and low is not None and high is not None and len(loc) == 1:
+        what = f"{name} must be between {low} and {high}"
+    else:
+        msg = e["msg"]
+        what = f"{name} {msg[len('Input '):]}" if msg.startswith("Input ") else f"{name}: {msg[:1].lower()}{msg[1:]}"
+    given = "" if e["type"] == "missing" else f"; you passed {json.dumps(e.get('input'), default=str)[:80]}"
+    more = f" ({len(errors) - 1} more argument problem(s) after this one)" if len(errors) > 1 else ""
+    return f"{what}{given}{more}"
+
+
+class Server(MCPServer):
+    """MCPServer as the calling model should see it: descriptions without the docstrings' indentation,
+    and a rejected argument answered with one sentence (argument_error)."""
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, title: str | None = None,
+                 description: str | None = None, **kw) -> None:
+        super().add_tool(fn, name=name, title=title, description=description or inspect.cleandoc(fn.__doc__ or ""),
+                         **kw)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            tool = self._tool_manager.get_tool(name)
+            raise ToolError(argument_error(name, exc.__cause__, tool.parameters if tool else {})) from exc.__cause__
 
 
 def _fence(text: str) -> str:
@@ -82,10 +146,10 @@ def render_files(query: str, files: list) -> str:
 
 def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPServer:
     """An MCP server whose every tool runs inside the org that `org()` names for the current request."""
-    mcp = MCPServer("blobdex", instructions=INSTRUCTIONS, log_level="WARNING")
+    mcp = Server("blobdex", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def fail(exc: BlobdexError):
-        raise ToolError(str(exc)) from exc
+        raise ToolError(for_the_model(str(exc))) from exc
 
     @mcp.tool(annotations=READ_ONLY, structured_output=False)
     def search_code(

@@ -160,3 +160,40 @@ def test_cli_search_accepts_known_filter_values_in_any_case(world):
 def test_mcp_refuses_unknown_filter_values_as_the_cli_does(service, tool, args, message):
     out = call(build(service), tool, args)
     assert out.is_error and message in text(out)
+
+
+# -- 4. MCP speaks to the model: one sentence, tools not shell commands, clean descriptions --
+
+def test_tool_descriptions_carry_no_docstring_indentation(service):
+    async def go():
+        async with Client(build(service)) as client:
+            return await client.list_tools()
+    tools = asyncio.run(go()).tools
+    assert all(t.description and "\n " not in t.description for t in tools)
+    assert any("\n" in t.description for t in tools)  # multi-line descriptions exist, only unindented
+
+
+@pytest.mark.parametrize("tool,args,message", [
+    ("search_code", {"query": "x", "limit": 0}, "limit must be between 1 and 200; you passed 0"),
+    ("search_code", {"query": "x", "limit": 201}, "limit must be between 1 and 200; you passed 201"),
+    ("search_code", {"limit": 3}, "search_code needs the argument query"),
+    ("search_code", {"query": "x", "group_by": "files"}, "group_by should be 'chunk' or 'file'; you passed \"files\""),
+    ("search_code", {"query": "x", "repos": "mini"}, "repos should be a valid list; you passed \"mini\""),
+    ("get_chunk", {"ids": []}, "ids: list should have at least 1 item"),
+    ("get_file", {"repo": "mini", "path": "m.py", "start_line": 0}, "start_line should be greater than or equal to 1"),
+])
+def test_a_rejected_argument_is_one_sentence_naming_it(service, tool, args, message):
+    out = call(build(service), tool, args)
+    assert out.is_error and text(out).startswith(message), text(out)
+    assert "pydantic" not in text(out) and "\n" not in text(out) and "validation error" not in text(out)
+
+
+@pytest.mark.parametrize("tool,args,advice", [
+    ("get_file", {"repo": "mini", "path": "nope.py"}, "find it with search_code or grep or check ref_or_commit"),
+    ("get_file", {"repo": "nope", "path": "m.py"}, "list_repos shows the indexed repos"),
+    ("get_file", {"repo": "mini", "path": "m.py", "ref_or_commit": "nosuchref"}, "pass one as ref_or_commit"),
+    ("expand_context", {"symbol": "no_such_symbol"}, "find it with search_code or grep"),
+])
+def test_mcp_errors_name_tools_not_shell_commands(service, tool, args, advice):
+    out = call(build(service), tool, args)
+    assert out.is_error and advice in text(out) and "blobdex " not in text(out), text(out)
