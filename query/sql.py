@@ -14,7 +14,7 @@ from indexer.snapshot import CHUNKS_TABLE, TABLE_SCHEMAS, VECTORS_DIR, graph_pat
 
 
 class SqlError(BlobdexError):
-    """DuckDB refused the query; the message is DuckDB's own."""
+    """The query cannot run: it is empty, or DuckDB refused it (then the message is DuckDB's own)."""
 
 
 def connect(data_dir: Path) -> tuple[str, duckdb.DuckDBPyConnection]:
@@ -38,6 +38,8 @@ def run(data_dir: Path, query: str) -> tuple[str, list[str], list[tuple]]:
     con.execute("SET lock_configuration = true")
     try:
         result = con.execute(query)
+        if result is None:  # DuckDB's answer to text without a statement: empty, blank or only a comment
+            raise SqlError("the SQL query is empty: pass one statement, e.g. 'SELECT count(*) FROM files'")
         columns = [d[0] for d in result.description] if result.description else []
         rows = result.fetchall() if result.description else []
     except duckdb.Error as exc:

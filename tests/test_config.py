@@ -1,0 +1,252 @@
+"""blobdex.toml and the commands that edit it: one checked parser, a writer that keeps the file, `repo add` checks."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import shutil
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from indexer import config as configmod
+from indexer.embed import HASH_MODEL
+from query.cli import main
+from tests import gitrepo
+from tests.test_mirror import TOKEN, http_remote  # noqa: F401 (a fixture: a smart-HTTP git server wanting TOKEN)
+
+SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def blobdex(monkeypatch):
+    """Run the `blobdex` entry point in process, as a shell would: exit code, stdout, stderr."""
+    def invoke(*args) -> Run:
+        monkeypatch.setattr(sys, "argv", ["blobdex", *map(str, args)])
+        with CliRunner().isolation() as (out, err, _):
+            try:
+                main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code
+        return Run(code, out.getvalue().decode(), err.getvalue().decode())
+    return invoke
+
+
+def assert_one_sentence_error(run: Run, *fragments: str) -> None:
+    assert run.code == 2 and run.out == "", run
+    assert run.err.startswith("blobdex: error: ") and run.err.count("\n") == 1, run.err
+    assert "Traceback" not in run.err
+    for fragment in fragments:
+        assert fragment in run.err, run.err
+
+
+@pytest.fixture
+def source(tmp_path) -> Path:
+    """A git repo whose default branch is `trunk` (HEAD names it), with a `dev` branch and a `v1` tag."""
+    repo = gitrepo.init(tmp_path / "source")
+    tip = gitrepo.commit(repo, {"app.py": b"def trunk_only():\n    return 1\n"}, "trunk")
+    gitrepo.commit(repo, {"app.py": b"def dev_only():\n    return 2\n"}, "dev")
+    repo.refs[b"refs/tags/v1"] = tip.encode()
+    repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/trunk")
+    return tmp_path / "source"
+
+
+@pytest.mark.parametrize("body, fragments", [
+    ('modle = "x"\n', ["unknown key `modle`", "did you mean `model`?"]),
+    ("max_blob_byte = 5\n", ["unknown key `max_blob_byte`", "did you mean `max_blob_bytes`?"]),
+    ('[[repo]]\nname = "a"\nurl = "/x"\nref = "main"\n', ["[[repo]] number 1 ('a')", "unknown key `ref`",
+                                                         "did you mean `refs`?"]),
+    ('[repo]\nname = "a"\nurl = "/x"\n', ["`[repo]` is a single table", "`[[repo]]` (two brackets)"]),
+    ('repo = "x"\n', ["`repo` is a string", "`[[repo]]` section"]),
+    ('[[repo]]\nname = "a"\nurl = "/x"\nrefs = 5\n', ["`refs` is a whole number", 'refs = ["main"]']),
+    ('max_blob_bytes = "big"\n', ["`max_blob_bytes` is a string", "must be a whole number",
+                                  "max_blob_bytes = 1048576"]),
+    ('keep_snapshots = "three"\n', ["`keep_snapshots` is a string", "keep_snapshots = 3"]),
+    ("keep_snapshots = 0\n", ["`keep_snapshots` is 0; it must be at least 1"]),
+    ('[[repo]]\nname = "a"\n', ["lacks `url`"]),
+    (f'github_client_secret = "{SECRET}"\n', ["read only from the environment", "BLOBDEX_GITHUB_CLIENT_SECRET"]),
+    (f"jwt_secret = [\"{SECRET}\"]\n", ["`jwt_secret` is a list, but it must be a string"]),
+])
+def test_config_mistakes_are_one_sentence_naming_the_key_and_the_fix(tmp_path, blobdex, body, fragments):
+    path = tmp_path / "blobdex.toml"
+    path.write_text(body)
+    run = blobdex("--config", path, "repo", "list")
+    assert_one_sentence_error(run, f"config '{path}'", *fragments)
+    assert SECRET not in run.err  # a value of the wrong type may be a secret: it is named by key, never shown
+
+
+def test_every_key_the_auth_settings_read_from_the_file_is_known():
+    from query.cip import AuthSettings
+
+    read = set(re.findall(r'raw\.get\("(\w+)"', inspect.getsource(AuthSettings.from_env)))
+    assert read and read <= set(configmod.KNOWN_KEYS)
+
+
+def test_a_file_with_every_known_setting_loads(tmp_path):
+    path = tmp_path / "blobdex.toml"
+    path.write_text('data_dir = "d"\nmodel = "m"\nmax_blob_bytes = 10\nkeep_snapshots = 2\nsession_idle_hours = 1\n'
+                    'reranker = "r"\njwt_secret = "s"\njwt_users = ["alice"]\njwt_org = "acme"\n'
+                    'github_client_id = "c"\ngithub_authorize_url = "https://a"\ngithub_token_url = "https://t"\n'
+                    'github_user_url = "https://u"\n\n[[repo]]\nname = "a"\nurl = "/x"\nrefs = "main"\n'
+                    'org = "acme"\ncredential = "env:T"\nusername = "bob"\n')
+    cfg = configmod.load(path)
+    assert (cfg.data_dir, cfg.model, cfg.max_blob_bytes, cfg.keep_snapshots, cfg.session_idle_hours, cfg.reranker) \
+        == ((tmp_path / "d").resolve(), "m", 10, 2, 1.0, "r")
+    assert cfg.repos == (configmod.RepoSpec("a", "/x", "acme", ("main",), "env:T", "bob"),)
+
+
+KEPT = f'''# Our index. Ask #platform before changing the model.
+data_dir = "data"  # beside this file
+model = "{HASH_MODEL}"
+jwt_secret = "do-not-lose-me"
+jwt_users = ["alice", "bob"]
+github_client_id = "Iv1.abc"
+
+# The service itself.
+[[repo]]
+name = "api"   # kept as written
+url = "/src/api"
+refs = ["main"]
+'''
+
+
+def test_repo_add_and_remove_keep_the_rest_of_the_file_byte_for_byte(tmp_path, blobdex, source):
+    path = tmp_path / "blobdex.toml"
+    path.write_text(KEPT)
+    run = blobdex("--config", path, "repo", "add", "extra", source)
+    assert run.code == 0, run
+    assert path.read_text() == KEPT + f'\n[[repo]]\norg = "default"\nname = "extra"\nurl = "{source}"\nrefs = ["trunk"]\n'
+    assert blobdex("--config", path, "repo", "remove", "extra").code == 0
+    assert path.read_text() == KEPT
+    # Replacing a repo edits its table where it stands: the comments around it stay.
+    assert blobdex("--config", path, "repo", "add", "api", source, "--ref", "dev").code == 0
+    assert path.read_text() == KEPT.replace('url = "/src/api"\nrefs = ["main"]', f'url = "{source}"\nrefs = ["dev"]')
+    assert blobdex("--config", path, "repo", "remove", "api").code == 0
+    assert path.read_text() == KEPT[:KEPT.index("[[repo]]")]  # the comment above the table stays
+    assert configmod.load(path).repos == ()
+
+
+def test_repo_add_refuses_a_url_that_carries_a_token_and_never_shows_it(tmp_path, blobdex, source):
+    path = tmp_path / "blobdex.toml"
+    path.write_text(KEPT)
+    for extra in ([], ["--no-check"]):
+        run = blobdex("--config", path, "repo", "add", "priv", f"https://bob:{SECRET}@127.0.0.1:9/x.git", *extra)
+        assert_one_sentence_error(run, "carries a password or token",
+                                  "'blobdex repo add priv https://127.0.0.1:9/x.git --credential env:VAR --username bob'")
+        assert SECRET not in run.err
+    run = blobdex("--config", path, "repo", "add", "priv", source, "--credential", SECRET)
+    assert_one_sentence_error(run, "is not a reference", "env:NAME or file:PATH")
+    assert SECRET not in run.err
+    assert path.read_text() == KEPT
+
+
+def test_a_config_that_already_has_a_token_in_a_url_keeps_working_and_never_prints_it(tmp_path, blobdex, source):
+    path = tmp_path / "blobdex.toml"
+    path.write_text(f'[[repo]]\nname = "old"\nurl = "https://bob:{SECRET}@git.example.com/old.git"\n')
+    run = blobdex("--config", path, "repo", "list")
+    assert run.code == 0 and "https://git.example.com/old.git" in run.out and SECRET not in run.out + run.err
+    run = blobdex("--config", path, "repo", "add", "new", source)
+    assert run.code == 0 and SECRET not in run.out + run.err
+    assert [r.name for r in configmod.load(path).repos] == ["old", "new"]
+
+
+def test_repo_add_stores_the_default_branch_by_name_for_head_or_no_ref(tmp_path, blobdex, source):
+    path = tmp_path / "blobdex.toml"
+    for name, extra in [("plain", []), ("head", ["--ref", "HEAD"]), ("both", ["--ref", "HEAD", "--ref", "trunk",
+                                                                             "--ref", "v1"])]:
+        run = blobdex("--config", path, "repo", "add", name, source, *extra)
+        assert run.code == 0, run
+    refs = {r.name: r.refs for r in configmod.load(path).repos}
+    assert refs == {"plain": ("trunk",), "head": ("trunk",), "both": ("trunk", "v1")}
+    # A bare repo whose HEAD names a branch never pushed (`git init --bare`, then a push of main): its one branch.
+    bare = gitrepo.init(tmp_path / "bare.git", bare=True)
+    gitrepo.commit(bare, {"a.py": b"x = 1\n"}, "main")
+    bare.refs.set_symbolic_ref(b"HEAD", b"refs/heads/master")
+    assert blobdex("--config", path, "repo", "add", "bare", tmp_path / "bare.git").code == 0
+    assert configmod.load(path).repo("bare").refs == ("main",)
+    # Offline, HEAD alone means the default branch as the index run finds it.
+    assert blobdex("--config", path, "repo", "add", "off", source, "--ref", "HEAD", "--no-check").code == 0
+    assert configmod.load(path).repo("off").refs == ()
+
+
+def test_repo_add_refuses_a_missing_ref_a_dangling_head_a_non_git_dir_and_an_unreachable_url(tmp_path, blobdex,
+                                                                                            source, caplog):
+    path = tmp_path / "blobdex.toml"
+    run = blobdex("--config", path, "repo", "add", "a", source, "--ref", "nope")
+    assert_one_sentence_error(run, "has no ref 'nope'", "branches: dev, trunk; tags: v1", "--no-check")
+    dangling = gitrepo.init(tmp_path / "dangling", bare=True)
+    gitrepo.commit(dangling, {"a.py": b"x = 1\n"}, "work")
+    gitrepo.commit(dangling, {"a.py": b"x = 2\n"}, "play")
+    dangling.refs.set_symbolic_ref(b"HEAD", b"refs/heads/gone")
+    run = blobdex("--config", path, "repo", "add", "d", tmp_path / "dangling")
+    assert_one_sentence_error(run, "HEAD names no existing branch", "branches: play, work", "--ref BRANCH")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    run = blobdex("--config", path, "repo", "add", "p", plain)
+    assert_one_sentence_error(run, "is not a git repository", "--no-check")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/x.git"
+    run = blobdex("--config", path, "repo", "add", "u", url)
+    assert_one_sentence_error(run, "cannot be reached", "--no-check")
+    assert "Retrying" not in caplog.text  # urllib3's own retry warnings would add lines above the sentence
+    assert not path.exists()  # nothing was written
+    for name, where in [("p", plain), ("u", url), ("a", source)]:
+        run = blobdex("--config", path, "repo", "add", name, where, "--no-check", *(["--ref", "nope"] * (name == "a")))
+        assert run.code == 0, run
+    assert [(r.name, r.refs) for r in configmod.load(path).repos] == [("p", ()), ("u", ()), ("a", ("nope",))]
+
+
+def test_repo_add_checks_an_https_source_with_a_credential_reference(tmp_path, blobdex, http_remote, monkeypatch):  # noqa: F811
+    _, url = http_remote
+    path = tmp_path / "blobdex.toml"
+    monkeypatch.delenv("GIT_TOKEN", raising=False)
+    run = blobdex("--config", path, "repo", "add", "svc", url, "--credential", "env:GIT_TOKEN", "--ref", "main")
+    assert_one_sentence_error(run, "'GIT_TOKEN', which is unset or empty", "--no-check")
+    monkeypatch.setenv("GIT_TOKEN", "wrong")
+    run = blobdex("--config", path, "repo", "add", "svc", url, "--credential", "env:GIT_TOKEN", "--ref", "main")
+    assert_one_sentence_error(run, "refused the credentials", "'env:GIT_TOKEN'")
+    monkeypatch.setenv("GIT_TOKEN", TOKEN)
+    run = blobdex("--config", path, "repo", "add", "svc", url, "--credential", "env:GIT_TOKEN", "--ref", "feature")
+    assert run.code == 0, run
+    assert TOKEN not in path.read_text() + run.out + run.err
+    assert configmod.load(path).repo("svc").credential == "env:GIT_TOKEN"
+
+
+def test_index_quiet_prints_nothing_on_success_and_json_still_prints(tmp_path, blobdex, source, caplog):
+    path = tmp_path / "blobdex.toml"
+    path.write_text(f'model = "{HASH_MODEL}"\n')
+    assert blobdex("--config", path, "repo", "add", "app", source, "--ref", "HEAD").code == 0
+    for _ in range(2):  # the first run indexes, the second finds nothing changed
+        run = blobdex("--config", path, "index", "--quiet")
+        assert (run.code, run.out) == (0, ""), run
+    run = blobdex("--config", path, "index", "--quiet", "--json")
+    assert run.code == 0 and json.loads(run.out)["unchanged"]
+    run = blobdex("--config", path, "index")
+    assert run.code == 0 and "app" in run.out  # without --quiet the report is printed
+    # A failure still says so (the log goes to stderr) and exits 1, with nothing on stdout.
+    run = blobdex("--config", path, "repo", "add", "gone", source, "--ref", "dev")
+    assert run.code == 0
+    shutil.rmtree(source)
+    run = blobdex("--config", path, "index", "--quiet")
+    assert (run.code, run.out) == (1, "") and "does not exist" in caplog.text
+
+
+@pytest.mark.parametrize("query", ["", "   ", "/* only a comment */", ";"])
+def test_sql_with_no_statement_is_one_sentence(corpus, blobdex, query):
+    run = blobdex("--config", corpus.cfg.path, "sql", query)
+    assert_one_sentence_error(run, "the SQL query is empty")
