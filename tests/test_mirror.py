@@ -120,3 +120,19 @@ def test_a_source_missing_objects_is_named_and_not_retried(tmp_path, monkeypatch
     with pytest.raises(MirrorError, match=f"the source is missing object {blob}"):
         fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))
     assert sleeps == []
+
+
+def test_a_mirror_past_max_packs_is_repacked_into_one_and_keeps_every_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr("indexer.mirror.MAX_PACKS", 3)
+    src = gitrepo.init(tmp_path / "src")
+    spec = RepoSpec("x", str(tmp_path / "src"))
+    commits, packs = [], []
+    for i in range(5):  # each fetch that brings objects writes one pack
+        commits.append(gitrepo.commit(src, {"a.py": f"def f{i}():\n    return {i}\n".encode()}))
+        path = fetch(tmp_path / "data", spec)
+        packs.append(Repo(str(path)).object_store.count_pack_files())
+    assert packs == [1, 2, 3, 1, 2]
+    mirror = Repo(str(path))
+    for commit_id in commits:
+        tree = mirror[mirror[commit_id.encode()].tree]
+        assert mirror[tree[b"a.py"][1]].data.startswith(b"def f")
