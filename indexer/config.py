@@ -288,6 +288,8 @@ def save(cfg: Config) -> None:
     out = tomlkit.dumps(doc)
     if not text.endswith("\n\n"):  # the blank line before a removed last table goes with it
         out = out.rstrip("\n") + "\n"
+    if not text:  # a new file starts with its first table, not the blank line tomlkit puts before one
+        out = out.lstrip("\n")
     tmp = cfg.path.with_name(cfg.path.name + ".tmp")
     tmp.write_text(out, encoding="utf-8")
     os.replace(tmp, cfg.path)

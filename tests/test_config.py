@@ -169,6 +169,7 @@ def test_repo_add_stores_the_default_branch_by_name_for_head_or_no_ref(tmp_path,
                                                                              "--ref", "v1"])]:
         run = blobdex("--config", path, "repo", "add", name, source, *extra)
         assert run.code == 0, run
+    assert path.read_text().startswith('[[repo]]\norg = "default"\nname = "plain"\n')  # a new file, no blank line
     refs = {r.name: r.refs for r in configmod.load(path).repos}
     assert refs == {"plain": ("trunk",), "head": ("trunk",), "both": ("trunk", "v1")}
     # A bare repo whose HEAD names a branch never pushed (`git init --bare`, then a push of main): its one branch.
