@@ -208,7 +208,7 @@ def context(ctx, symbol, repo, org, as_json) -> None:
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (localhost unless told otherwise).")
-@click.option("--port", default=8765, show_default=True, type=int)
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--allow-host", "allow_hosts", multiple=True,
               help="Also accept this Host/Origin (repeatable); needed when serving beyond localhost.")
 @click.option("--require-token", is_flag=True, help="Refuse requests without a bearer token from 'blobdex token mint'.")
@@ -225,7 +225,10 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     from query.http import app
     from query.service import Service
 
+    if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
+        raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
     cfg = cli_config(ctx)
+    sock = _bind(host, port)
     service = Service(cfg)
     service.reader()  # fail now, with the reason, rather than on the first request
     service.embedder
@@ -233,10 +236,31 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
         click.echo(f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "
                    f"every indexed repo", err=True)
     click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
-    if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
-        raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
-    uvicorn.run(app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos),
-                host=host, port=port, log_level="warning")
+    asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos)
+    uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
+
+
+def _bind(host: str, port: int):
+    """The server's socket, bound before anything is announced: a busy port is one sentence, not a
+    traceback after 'serving snapshot'. uvicorn listens on it."""
+    import errno
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise click.BadParameter(f"cannot resolve {host!r}: {exc.strerror}", param_hint="--host") from exc
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise click.ClickException(f"port {port} on {host} is in use; pick another with --port") from exc
+        raise click.ClickException(f"cannot listen on {host} port {port}: {exc.strerror}; "
+                                   f"pick another --host or --port") from exc
+    return sock
 
 
 @cli.command()

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import re
+import socket
 from dataclasses import replace
 
 import httpx
@@ -197,3 +198,20 @@ def test_a_rejected_argument_is_one_sentence_naming_it(service, tool, args, mess
 def test_mcp_errors_name_tools_not_shell_commands(service, tool, args, advice):
     out = call(build(service), tool, args)
     assert out.is_error and advice in text(out) and "blobdex " not in text(out), text(out)
+
+
+# -- 5. serve: a bad or busy port is one sentence, before anything is announced -------------
+
+def test_serve_refuses_a_port_out_of_range(world):
+    out = blobdex(world, "serve", "--port", "99999")
+    assert out.exit_code == 2 and "99999 is not in the range 1<=x<=65535" in out.output
+
+
+def test_serve_on_a_busy_port_says_so_before_announcing_anything(world):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = blobdex(world, "serve", "--port", str(port))
+    assert out.exit_code == 1 and "serving snapshot" not in out.output
+    assert out.output.strip() == f"Error: port {port} on 127.0.0.1 is in use; pick another with --port"
