@@ -16,8 +16,8 @@ import tantivy
 from indexer.extract import FACT_COLUMNS
 from indexer.snapshot import (CARDS, CHUNKS_TABLE, LEXICAL_DIR, TABLE_SCHEMAS, VECTORS_DIR, Manifest, SnapshotError,
                               graph_path, lexical_schema, open_manifest, store_error)
+from indexer.write import LANCE_ROWS_PER_FILE
 
-LANCE_ROWS_PER_FILE = 1024 * 1024  # Lance's default max_rows_per_file: one data file per this many rows
 LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields of snapshot.lexical_schema
 
 
@@ -83,8 +83,8 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
     problems: list[str] = []
     try:
         table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow()
-        graph = {t: pq.read_table(graph_path(path, t)) for t in TABLE_SCHEMAS}
-        cards = pq.read_table(path / CARDS)
+        graph = {t: pq.read_table(graph_path(path, t), page_checksum_verification=True) for t in TABLE_SCHEMAS}
+        cards = pq.read_table(path / CARDS, page_checksum_verification=True)
         lexical_docs, lexical_total = _lexical_counts(path, manifest, walk_terms=True)
     except BaseException as exc:  # pyo3's PanicException (corrupt Tantivy terms) is a BaseException
         if not store_error(exc):

@@ -16,7 +16,14 @@ from indexer.snapshot import (CARDS, CHUNKS_TABLE, EDGES_SCHEMA, FILES_SCHEMA, G
 from indexer.tokenize import path_tokens, tokens
 
 TANTIVY_HEAP_BYTES = 256 * 1024 * 1024
-LANCE_ROWS_PER_FILE = 1024 * 1024  # one large write: many small appends make many fragments
+# One large write: many small appends make many fragments. Lance's default max_rows_per_file, so each
+# data file holds this many rows; verify.open_check reads one row per file.
+LANCE_ROWS_PER_FILE = 1024 * 1024
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    # Page checksums let `blobdex verify` tell flipped bytes from data (verify reads with checking on).
+    pq.write_table(table, path, write_page_checksum=True)
 
 
 def write_chunks(built: Path, columns: dict[str, list], vectors: np.ndarray) -> pa.Table:
@@ -67,9 +74,9 @@ def write_graph(built: Path, tables) -> int:
     """files.parquet, one Parquet file per fact table, and the coupling edges derived from them.
     Returns the number of edges."""
     (built / GRAPH_DIR).mkdir()
-    pq.write_table(pa.table(tables.files, schema=FILES_SCHEMA), graph_path(built, "files"))
+    _write_parquet(pa.table(tables.files, schema=FILES_SCHEMA), graph_path(built, "files"))
     for name, columns in tables.facts.items():
-        pq.write_table(pa.table(columns, schema=GRAPH_SCHEMAS[name]), graph_path(built, name))
+        _write_parquet(pa.table(columns, schema=GRAPH_SCHEMAS[name]), graph_path(built, name))
     facts = {name: tables.fact_rows(name) for name in EDGE_INPUTS}
     files = tables.file_rows()
     rows = []
@@ -77,7 +84,7 @@ def write_graph(built: Path, tables) -> int:
         in_org = {name: [r for r in facts[name] if r["org"] == org] for name in facts}
         rows += edges(org, in_org, [f for f in files if f["org"] == org])
     columns = {name: [r[name] for r in rows] for name in EDGES_SCHEMA.names}
-    pq.write_table(pa.table(columns, schema=EDGES_SCHEMA), graph_path(built, "edges"))
+    _write_parquet(pa.table(columns, schema=EDGES_SCHEMA), graph_path(built, "edges"))
     return len(rows)
 
 
@@ -87,4 +94,4 @@ def write_cards(built: Path, cards: dict[tuple[str, str], str], vectors: np.ndar
     table = pa.table({"org": [k[0] for k in keys], "repo": [k[1] for k in keys], "text": list(cards.values()),
                       "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])},
                      schema=cards_schema(vectors.shape[1]))
-    pq.write_table(table, built / CARDS)
+    _write_parquet(table, built / CARDS)

@@ -115,6 +115,20 @@ def test_verify_catches_a_truncated_cards_parquet(cfg):
         verify(cfg.data_dir)
 
 
+@pytest.mark.parametrize("table", ["symbols", "files"])
+def test_verify_catches_flipped_bytes_in_a_graph_table(cfg, table):
+    import pyarrow.parquet as pq
+
+    run(cfg, show_progress=False)
+    path = snapshot.graph_path(live_dir(cfg), table)
+    row_group = pq.read_metadata(path).row_group(0)
+    column = next(row_group.column(i) for i in range(row_group.num_columns)
+                  if row_group.column(i).path_in_schema == "path")
+    flip(path, column.dictionary_page_offset + 32, 16)  # inside the page of path names, past its header
+    with pytest.raises(SnapshotError, match="cannot read the stores of snapshot"):
+        verify(cfg.data_dir)
+
+
 def test_serve_falls_back_to_the_newest_kept_snapshot_that_opens(cfg, caplog):
     cfg = replace(cfg, keep_snapshots=3)
     oldest, kept, broken = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(3))

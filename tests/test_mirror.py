@@ -132,6 +132,11 @@ def test_a_mirror_past_max_packs_is_repacked_into_one_and_keeps_every_commit(tmp
         path = fetch(tmp_path / "data", spec)
         packs.append(Repo(str(path)).object_store.count_pack_files())
     assert packs == [1, 2, 3, 1, 2]
+    monkeypatch.setattr("indexer.mirror.MAX_REPACK_BYTES", 0)  # too large to repack in memory: left alone
+    for i in range(3):
+        gitrepo.commit(src, {"a.py": f"def g{i}():\n    return {i}\n".encode()})
+        packs.append(Repo(str(fetch(tmp_path / "data", spec))).object_store.count_pack_files())
+    assert packs[-3:] == [3, 4, 5]
     mirror = Repo(str(path))
     for commit_id in commits:
         tree = mirror[mirror[commit_id.encode()].tree]
