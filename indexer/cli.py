@@ -60,7 +60,8 @@ def repo() -> None:
 @click.option("--credential", help="Credential reference for https: env:NAME or file:PATH (never the token itself).")
 @click.option("--username", help="Username sent with the credential (default: git).")
 @click.option("--no-check", is_flag=True,
-              help="Do not contact the source to check that it is a reachable git repo with these refs (offline setup).")
+              help="Do not contact the source to check that it is a reachable git repo with these refs "
+                   "(offline setup).")
 @click.pass_context
 def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
     """Add (or replace) a repo: https, ssh, file:// URLs or local paths."""

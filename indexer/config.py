@@ -200,7 +200,9 @@ def _repo_tables(where: str, raw: dict) -> list[dict]:
 
 
 def _repo_spec(where: str, index: int, item: dict) -> RepoSpec:
-    label = f"{where}, [[repo]] number {index + 1}" + (f" ({item['name']!r})" if isinstance(item.get("name"), str) else "")
+    label = f"{where}, [[repo]] number {index + 1}"
+    if isinstance(item.get("name"), str):
+        label += f" ({item['name']!r})"
     if isinstance(item.get("refs"), str):  # `refs = "main"` means the one ref
         item = {**item, "refs": [item["refs"]]}
     _check_keys(label, item, REPO_KEYS)

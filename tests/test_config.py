@@ -128,7 +128,8 @@ def test_repo_add_and_remove_keep_the_rest_of_the_file_byte_for_byte(tmp_path, b
     path.write_text(KEPT)
     run = blobdex("--config", path, "repo", "add", "extra", source)
     assert run.code == 0, run
-    assert path.read_text() == KEPT + f'\n[[repo]]\norg = "default"\nname = "extra"\nurl = "{source}"\nrefs = ["trunk"]\n'
+    added = f'\n[[repo]]\norg = "default"\nname = "extra"\nurl = "{source}"\nrefs = ["trunk"]\n'
+    assert path.read_text() == KEPT + added
     assert blobdex("--config", path, "repo", "remove", "extra").code == 0
     assert path.read_text() == KEPT
     # Replacing a repo edits its table where it stands: the comments around it stay.
@@ -144,8 +145,8 @@ def test_repo_add_refuses_a_url_that_carries_a_token_and_never_shows_it(tmp_path
     path.write_text(KEPT)
     for extra in ([], ["--no-check"]):
         run = blobdex("--config", path, "repo", "add", "priv", f"https://bob:{SECRET}@127.0.0.1:9/x.git", *extra)
-        assert_one_sentence_error(run, "carries a password or token",
-                                  "'blobdex repo add priv https://127.0.0.1:9/x.git --credential env:VAR --username bob'")
+        assert_one_sentence_error(run, "carries a password or token", "'blobdex repo add priv "
+                                  "https://127.0.0.1:9/x.git --credential env:VAR --username bob'")
         assert SECRET not in run.err
     run = blobdex("--config", path, "repo", "add", "priv", source, "--credential", SECRET)
     assert_one_sentence_error(run, "is not a reference", "env:NAME or file:PATH")
@@ -212,7 +213,8 @@ def test_repo_add_refuses_a_missing_ref_a_dangling_head_a_non_git_dir_and_an_unr
     assert [(r.name, r.refs) for r in configmod.load(path).repos] == [("p", ()), ("u", ()), ("a", ("nope",))]
 
 
-def test_repo_add_checks_an_https_source_with_a_credential_reference(tmp_path, blobdex, http_remote, monkeypatch):  # noqa: F811
+def test_repo_add_checks_an_https_source_with_a_credential_reference(tmp_path, blobdex, monkeypatch,
+                                                                     http_remote):  # noqa: F811
     _, url = http_remote
     path = tmp_path / "blobdex.toml"
     monkeypatch.delenv("GIT_TOKEN", raising=False)
