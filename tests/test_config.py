@@ -253,3 +253,8 @@ def test_index_quiet_prints_nothing_on_success_and_json_still_prints(tmp_path, b
 def test_sql_with_no_statement_is_one_sentence(corpus, blobdex, query):
     run = blobdex("--config", corpus.cfg.path, "sql", query)
     assert_one_sentence_error(run, "the SQL query is empty")
+
+
+def test_a_repo_name_with_a_slash_points_at_org(tmp_path, blobdex, source):
+    run = blobdex("--config", tmp_path / "blobdex.toml", "repo", "add", "acme/api", source)
+    assert_one_sentence_error(run, "invalid repo name 'acme/api'", "pass --org ORG and the repo name alone")
