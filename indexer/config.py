@@ -93,7 +93,9 @@ class Config:
 
 def check_name(kind: str, value: str) -> str:
     if not NAME_RE.match(value) or value.endswith(".git"):
-        org_hint = "; to put a repo in an org, pass --org ORG and the repo name alone" if kind == "repo" and "/" in value else ""
+        org_hint = ""
+        if kind == "repo" and "/" in value:
+            org_hint = "; to put a repo in an org, pass --org ORG and the repo name alone"
         raise ConfigError(
             f"invalid {kind} name {value!r}: use letters, digits, '.', '_' or '-' "
             f"(starting with a letter or digit, not ending in '.git'){org_hint}"
