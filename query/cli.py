@@ -29,6 +29,10 @@ def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: b
         for name in ("indexer", "query"):
             logging.getLogger(name).setLevel(logging.DEBUG)
     ctx.obj = {"config": config, "data_dir": data_dir}
+    # A config named explicitly (--config, BLOBDEX_CONFIG) that does not exist is a mistake, not an empty
+    # config: reading on would only fail later, about a data dir beside it. Only init and repo write one.
+    if config and ctx.invoked_subcommand not in ("init", "repo"):
+        cli_config(ctx, must_exist=True)
 
 
 for command in COMMANDS:

@@ -215,3 +215,22 @@ def test_serve_on_a_busy_port_says_so_before_announcing_anything(world):
         out = blobdex(world, "serve", "--port", str(port))
     assert out.exit_code == 1 and "serving snapshot" not in out.output
     assert out.output.strip() == f"Error: port {port} on 127.0.0.1 is in use; pick another with --port"
+
+
+# -- 6. an explicit config that does not exist -----------------------------------------------
+
+@pytest.mark.parametrize("command", [["search", "foo"], ["get-file", "mini", "m.py"], ["status"], ["serve"]])
+def test_an_explicit_config_that_does_not_exist_is_named(tmp_path, command):
+    missing = tmp_path / "nonexistent" / "blobdex.toml"
+    out = CliRunner().invoke(cli, ["--config", str(missing), *command])
+    assert out.exit_code != 0 and str(out.exception).startswith(f"no config at {str(missing)!r}"), out.exception
+
+
+def test_init_and_repo_add_may_create_the_named_config(tmp_path):
+    target = tmp_path / "new.toml"
+    out = CliRunner().invoke(cli, ["--config", str(target), "init", "--no-repo"])
+    assert out.exit_code == 0 and target.exists(), out.output
+    gitrepo.commit(gitrepo.init(tmp_path / "src"), {"a.py": b"x = 1\n"})
+    other = tmp_path / "other.toml"
+    out = CliRunner().invoke(cli, ["--config", str(other), "repo", "add", "src", str(tmp_path / "src")])
+    assert out.exit_code == 0 and "src" in other.read_text(), (out.output, out.exception)
