@@ -23,6 +23,7 @@ import anyio
 import httpx
 import jwt
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
@@ -109,6 +110,16 @@ def verify(settings: AuthSettings, token: str | None, kind: str = "access") -> s
 def _loopback(url: str) -> bool:
     parts = urlsplit(url)
     return parts.scheme in ("http", "https") and parts.hostname in ("127.0.0.1", "localhost", "::1")
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    return JSONResponse({"message": f"{request.method} {request.url.path}: "
+                                    f"{'no such route' if exc.status_code == 404 else exc.detail}"},
+                        status_code=exc.status_code)
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"message": "the server failed on this request; see its log"}, status_code=500)
 
 
 def app(service, settings: AuthSettings) -> Starlette:
@@ -235,13 +246,15 @@ def app(service, settings: AuthSettings) -> Starlette:
     async def do_search(request: Request, user: str):
         d = await body(request)
         query = d.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise ProtocolError(400, "query must be a non-empty string")
+        if not isinstance(query, str):
+            raise ProtocolError(400, "query must be a string")
         repo, lang, limit = d.get("repo"), d.get("lang"), d.get("limit", 10)
         if repo is not None and not isinstance(repo, str) or lang is not None and not isinstance(lang, str):
             raise ProtocolError(400, "repo and lang must be strings")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise ProtocolError(400, f"limit must be an integer from 1 to {MAX_LIMIT}")
+        if not query.strip():  # the contract's schema allows "": nothing asked, nothing found
+            return JSONResponse({"results": []})
         org, sp = settings.org, space(user)
         chunks, vectors, _ = service.pushed.overlay(org, sp, (repo,) if repo else ())
         shadowed = {(r, p) for r, p in ((c.repo, c.path) for c in chunks)}
@@ -315,4 +328,4 @@ def app(service, settings: AuthSettings) -> Starlette:
         Route("/auth/github/start", handle(start, auth=False)),
         Route("/auth/github/callback", handle(callback, auth=False), name="github_callback"),
         Route("/auth/github/refresh", handle(refresh, auth=False), methods=["POST"]),
-    ])
+    ], exception_handlers={HTTPException: _http_error, Exception: _internal})

@@ -17,13 +17,14 @@ from collections import OrderedDict
 
 import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from indexer.errors import BlobdexError
 from query import payload
-from query.get_file import MAX_FILE_BYTES, GetFileError
+from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError
 from query.search import SearchRequest
 from query.search import search as hybrid_search
 
@@ -56,7 +57,10 @@ def ok(data: dict) -> JSONResponse:
 
 
 class ClipStore:
-    """Short auto-increment ids for (filePath, startLine, endLine), deduplicated, FIFO-evicted."""
+    """Short auto-increment ids for (org, filePath, startLine, endLine, commit_id), deduplicated, FIFO-evicted.
+
+    The ids are one counter for every org; the org stored with each clip keeps another org's id from
+    answering (or naming that org's repos)."""
 
     def __init__(self, size: int = CLIP_STORE_SIZE):
         self.size, self._lock = size, threading.Lock()
@@ -160,6 +164,15 @@ async def _body(request: Request) -> dict:
         raise ContractError(400, str(exc)) from None
 
 
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    return fail(exc.status_code, f"{request.method} {request.url.path}: "
+                                 f"{'no such route' if exc.status_code == 404 else exc.detail}")
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    return fail(500, "the server failed on this request; see its log")
+
+
 def app(service, org) -> Starlette:
     """The contract's routes; `org()` names the org of the current request."""
     clips = ClipStore()
@@ -168,11 +181,12 @@ def app(service, org) -> Starlette:
         repo, path = _split_path(file_path)
         try:
             f = service.get_file(repo, path, ref, org_name, start, end)
+        except (BadRange, CredentialFile, FileTooLarge) as exc:
+            status = 400 if isinstance(exc, BadRange) else 403 if isinstance(exc, CredentialFile) else 413
+            raise ContractError(status, str(exc)) from exc
         except GetFileError as exc:
             message = str(exc)
-            status = 413 if f"{MAX_FILE_BYTES}-byte cap" in message else 404 if (
-                "no file" in message or "unknown repo" in message) else 400
-            raise ContractError(status, message) from exc
+            raise ContractError(404 if "no file" in message or "unknown repo" in message else 400, message) from exc
         return {"filePath": file_path, "startLine": f.line_start, "endLine": f.line_end,
                 "totalLines": f.total_lines, "content": f.content.decode("utf-8", "replace")}
 
@@ -209,7 +223,7 @@ def app(service, org) -> Starlette:
         results = []
         for h, score in scored:
             file_path = f"{h.repo}/{h.path}"
-            clip = clips.add((file_path, h.line_start, h.line_end, h.commit_id or None))
+            clip = clips.add((org_name, file_path, h.line_start, h.line_end, h.commit_id or None))
             item = {"id": clip, "filePath": file_path, "symbolName": h.symbol or None, "score": round(score, 4),
                     "startLine": h.line_start, "endLine": h.line_end, "content": reader.row(h.row)["text"]}
             extra = {"chunkType": h.kind, "module": h.repo, "language": h.lang}
@@ -233,9 +247,9 @@ def app(service, org) -> Starlette:
 
     def _clip(clip: int, org_name: str) -> dict:
         found = clips.get(clip)
-        if found is None:
+        if found is None or found[0] != org_name:
             raise ContractError(404, "id not found or expired. Re-run /search to get a fresh id.")
-        file_path, start, end, commit_id = found
+        _, file_path, start, end, commit_id = found
         return {"id": clip, **read(org_name, file_path, start, min(end, start + MAX_READ_LINES - 1), commit_id)}
 
     async def clips_batch(request: Request, org_name: str):
@@ -282,7 +296,7 @@ def app(service, org) -> Starlette:
         Route("/search", handle(search), methods=["POST"]), Route("/clip/{clip}", handle(clip_one)),
         Route("/clips", handle(clips_batch), methods=["GET", "POST"]), Route("/read", handle(read_range), methods=["POST"]),
         Route("/health", handle(health)), Route("/stats", handle(stats)),
-    ])
+    ], exception_handlers={HTTPException: _http_error, Exception: _internal})
 
 
 def _markdown(p: dict, results: list, echo: dict, store: int) -> str:

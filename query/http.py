@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import logging
+import math
+import re
 from dataclasses import asdict
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Mount, Route
 
 from indexer.errors import BlobdexError
 from query import payload, tokens
@@ -26,8 +30,9 @@ from query.cip import app as cip_app
 from query.codesearch import app as codesearch_app
 from query.lucos import app as lucos_app
 from query.context import ContextError
-from query.get_file import GetFileError
+from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError
 from query.mcp_server import build as build_mcp
+from query.mcp_server import render_files, render_search
 from query.overlay import SessionNotFound
 from query.search import SearchRequest
 from query.service import ChunkNotFound, Service, route_dict
@@ -37,14 +42,50 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 LUCOS_PREFIX = "/api/v1"
 CIP_PREFIX = "/codebase-index"
+OPEN_PATHS = ("/healthz", "/readyz", LUCOS_PREFIX + "/health/")  # probes answer without a token
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+HOST_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$")  # host[:port], nothing else
 _org: contextvars.ContextVar[str] = contextvars.ContextVar("org", default="default")
 NOT_FOUND = (ChunkNotFound, GetFileError, ContextError, SessionNotFound)
+# Each operation's JSON body takes these fields and no others: a typo is refused, not ignored.
+SEARCH_FIELDS = ("query", "repos", "lang", "paths", "ignore", "kind", "ref", "limit", "session_id", "group_by",
+                 "min_score", "min_score_diff", "mode", "format")
+GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case")
+ROUTE_FIELDS = ("task", "limit")
+SYNC_FIELDS = ("repo", "files", "deleted")
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:
     """The one error shape of this API."""
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _panicked(exc: BaseException) -> bool:
+    # pyo3 (tantivy) turns a Rust panic into PanicException, which derives from BaseException, so
+    # `except Exception` misses it; it is named, not imported, because pyo3 exposes no module for it.
+    return type(exc).__name__ == "PanicException"
+
+
+async def _capped(receive):
+    """The request's body read through `receive` up to MAX_BODY_BYTES, handed on as one message; None once
+    more has arrived (the rest is never read). Counts what arrives, so a chunked body is capped too."""
+    parts, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            pending = [message]  # the client went away: the app sees that
+            break
+        parts.append(message.get("body", b""))
+        size += len(parts[-1])
+        if size > MAX_BODY_BYTES:
+            return None
+        if not message.get("more_body", False):
+            pending = [{"type": "http.request", "body": b"".join(parts), "more_body": False}]
+            break
+
+    async def replay():
+        return pending.pop() if pending else await receive()
+    return replay
 
 
 class Guard:
@@ -56,8 +97,8 @@ class Guard:
         self.data_dir, self.default_org, self.exempt = data_dir, default_org, exempt
 
     def _host_ok(self, host: str) -> bool:
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return "*" in self.allowed or host in self.allowed or name in self.allowed
+        match = HOST_RE.match(host)
+        return match is not None and ("*" in self.allowed or host in self.allowed or match.group(1) in self.allowed)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -65,6 +106,9 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
         origin = headers.get("origin")
+        if not HOST_RE.match(host):
+            return await error(400, "bad_host", f"Host {host!r} is not host[:port]; send the name or address "
+                                                f"of this server")(scope, receive, send)
         if not self._host_ok(host):
             return await error(421, "bad_host", f"Host {host!r} is not served here; start the server with "
                                                 f"--allow-host {host.rsplit(':', 1)[0]} to allow it")(scope, receive, send)
@@ -75,7 +119,7 @@ class Guard:
         if int(headers.get("content-length") or 0) > MAX_BODY_BYTES:
             return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
         org = self.default_org
-        if scope["path"] not in ("/healthz", "/readyz") and not scope["path"].startswith(self.exempt):
+        if scope["path"] not in OPEN_PATHS and not scope["path"].startswith(self.exempt):
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
             if token is not None:
@@ -87,21 +131,66 @@ class Guard:
             elif self.require_token:
                 return await error(401, "token_required", "this server requires 'Authorization: Bearer TOKEN'; "
                                                           "mint one with 'blobdex token mint'")(scope, receive, send)
+        body = await _capped(receive)
+        if body is None:
+            return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes; send less "
+                                                 f"per request")(scope, receive, send)
+        started = False
+
+        async def tracked(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
         reset = _org.set(org)
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, body, tracked)
+        except BaseException as exc:
+            if not _panicked(exc) or started:
+                raise
+            log.error("%s %s failed: a panic in a native library: %s", scope.get("method"), scope["path"], exc)
+            await error(500, "internal", "the server failed on this request; see its log")(scope, body, send)
         finally:
             _org.reset(reset)
 
 
-async def _json(request: Request) -> dict:
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise BlobdexError(f"request body over {MAX_BODY_BYTES} bytes")
+async def _json(request: Request, fields: tuple[str, ...]) -> dict:
+    """The request's JSON object (the Guard has capped its size), holding only `fields`."""
     try:
-        return payload.parse(body)
+        data = payload.parse(await request.body())
+        payload.known_fields(data, fields)
     except payload.PayloadError as exc:
         raise BlobdexError(str(exc)) from exc
+    return data
+
+
+def _text(data: dict, key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise BlobdexError(f"'{key}' must be a string, got {json.dumps(value)[:80]}")
+    return value
+
+
+def _flag(data: dict, key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise BlobdexError(f"'{key}' must be true or false, got {json.dumps(value)[:80]}")
+    return value
+
+
+def _choice(data: dict, key: str, choices: tuple[str, ...]) -> str:
+    value = _text(data, key) or choices[0]
+    if value not in choices:
+        raise BlobdexError(f"'{key}' must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _fraction(data: dict, key: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise BlobdexError(f"'{key}' must be a number from 0 to 1, got {json.dumps(value)[:80]}")
+    return float(value)
 
 
 def _strs(data: dict, key: str) -> tuple[str, ...]:
@@ -116,10 +205,29 @@ def _strs(data: dict, key: str) -> tuple[str, ...]:
 def _int(value, key: str, default: int | None = None) -> int | None:
     if value is None or value == "":
         return default
-    try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise BlobdexError(f"'{key}' must be an integer, got {value!r}") from exc
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return int(value)
+    raise BlobdexError(f"'{key}' must be an integer, got {json.dumps(value)[:80]}")
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """Unknown routes and methods answer in the one error shape, not as plain text."""
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        return error(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}; "
+                                                f"use {allowed or 'another method'}")
+    if exc.status_code == 404:
+        return error(404, "not_found", f"no route {request.url.path}; the routes are listed in /openapi.json")
+    return error(exc.status_code, "bad_request", str(exc.detail))
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    return error(500, "internal", "the server failed on this request; see its log")
 
 
 def app(service: Service, allowed_hosts: list[str] | None = None, require_token: bool = False,
@@ -134,10 +242,26 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
                          for suffix in ("", ":*")])
     mcp_app = mcp.streamable_http_app(transport_security=security, max_request_body_size=MAX_BODY_BYTES)
 
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        # The MCP app is mounted at "/", so a known path asked with another method ends there as a 404.
+        if exc.status_code == 404:
+            for r in routes:
+                if isinstance(r, Route) and r.matches(request.scope)[0] is Match.PARTIAL:
+                    exc = HTTPException(405, headers={"Allow": ", ".join(sorted(r.methods or ()))})
+        return await _http_error(request, exc)
+    mcp_app.add_exception_handler(HTTPException, http_error)  # every unknown path ends there
+
     def endpoint(handler):
         async def run(request: Request):
             try:
-                return JSONResponse(await handler(request, _org.get()))
+                result = await handler(request, _org.get())
+                return result if isinstance(result, Response) else JSONResponse(result)
+            except BadRange as exc:
+                return error(400, "bad_request", str(exc))
+            except CredentialFile as exc:
+                return error(403, "forbidden", str(exc))
+            except FileTooLarge as exc:
+                return error(413, "too_large", str(exc))
             except NOT_FOUND as exc:
                 return error(404, "not_found", str(exc))
             except BlobdexError as exc:
@@ -148,11 +272,38 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         return run
 
     async def search(request: Request, org: str):
-        d = await _json(request)
-        req = SearchRequest(str(d.get("query") or ""), org, _strs(d, "repos"), _strs(d, "lang"), _strs(d, "paths"),
-                            _strs(d, "ignore"), d.get("kind"), d.get("ref"), _int(d.get("limit"), "limit", 10))
-        snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req, d.get("session_id"))
-        return {"snapshot_id": snapshot_id, "hits": [{"id": c, **h.to_dict()} for c, h in hits]}
+        """search_code's semantics over HTTP: the same options, thresholds, file mode and markdown."""
+        d = await _json(request, SEARCH_FIELDS)
+        query = _text(d, "query") or ""
+        req = SearchRequest(query, org, _strs(d, "repos"), _strs(d, "lang"), _strs(d, "paths"), _strs(d, "ignore"),
+                            _text(d, "kind"), _text(d, "ref"), _int(d.get("limit"), "limit", 10),
+                            mode=_text(d, "mode") or "hybrid")
+        group_by, fmt = _choice(d, "group_by", ("chunk", "file")), _choice(d, "format", ("json", "markdown"))
+        min_score, min_score_diff = _fraction(d, "min_score"), _fraction(d, "min_score_diff")
+        if min_score is not None and min_score_diff is not None:
+            raise BlobdexError("pass 'min_score' or 'min_score_diff', not both")
+        session_id = _text(d, "session_id")
+        if group_by == "file":
+            if session_id:
+                raise BlobdexError("'session_id' applies to group_by 'chunk' only")
+            snapshot_id, files = await anyio.to_thread.run_sync(service.localize, req)
+            if fmt == "markdown":
+                return Response(render_files(query, files), media_type="text/markdown; charset=utf-8")
+            return {"snapshot_id": snapshot_id, "files": [
+                {"repo": f.repo, "path": f.path, "ref": f.ref, "commit_id": f.commit_id, "score": f.score,
+                 "signals": f.signals,
+                 "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence]}
+                for f in files]}
+        snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req, session_id)
+        hits, applied = payload.keep_similar(hits, min_score, min_score_diff)
+        if fmt == "markdown":
+            filters = [f"{name}={value}" for name, value in (  # as search_code names them
+                ("repos", list(req.repos)), ("lang", list(req.langs)), ("paths", list(req.paths)),
+                ("ignore", list(req.ignore)), ("kind", req.kind), ("ref", req.ref), ("session", session_id)) if value]
+            return Response(render_search(query, snapshot_id, hits, filters + applied),
+                            media_type="text/markdown; charset=utf-8")
+        return {"snapshot_id": snapshot_id, "hits": [{"id": c, **h.to_dict()} for c, h in hits],
+                **({"applied": applied} if applied else {})}
 
     async def chunks(request: Request, org: str):
         ids = [x for x in request.query_params.get("ids", "").split(",") if x.strip()]
@@ -167,11 +318,11 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         return {"chunks": found, "errors": errors}
 
     async def grep(request: Request, org: str):
-        d = await _json(request)
+        d = await _json(request, GREP_FIELDS)
+        pattern, repos, paths, ref = _text(d, "pattern") or "", _strs(d, "repos"), _strs(d, "paths"), _text(d, "ref")
+        limit, literal, ignore_case = _int(d.get("limit"), "limit", 100), _flag(d, "literal"), _flag(d, "ignore_case")
         snapshot_id, matches, more = await anyio.to_thread.run_sync(lambda: service.grep(
-            str(d.get("pattern") or ""), org, repos=_strs(d, "repos"), paths=_strs(d, "paths"), ref=d.get("ref"),
-            limit=_int(d.get("limit"), "limit", 100), literal=bool(d.get("literal")),
-            ignore_case=bool(d.get("ignore_case"))))
+            pattern, org, repos=repos, paths=paths, ref=ref, limit=limit, literal=literal, ignore_case=ignore_case))
         return {"snapshot_id": snapshot_id, "matches": [asdict(m) for m in matches], "truncated": more}
 
     async def file(request: Request, org: str):
@@ -184,9 +335,9 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
                 "content": f.content.decode("utf-8", "replace")}
 
     async def route(request: Request, org: str):
-        d = await _json(request)
+        d = await _json(request, ROUTE_FIELDS)
         snapshot_id, routes = await anyio.to_thread.run_sync(
-            service.route, str(d.get("task") or ""), org, _int(d.get("limit"), "limit", 5))
+            service.route, _text(d, "task") or "", org, _int(d.get("limit"), "limit", 5))
         return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}
 
     async def context(request: Request, org: str):
@@ -194,12 +345,12 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         return await anyio.to_thread.run_sync(service.context, q.get("symbol", ""), org, q.get("repo"))
 
     async def session_sync(request: Request, org: str):
-        d = await _json(request)
+        d = await _json(request, SYNC_FIELDS)
         files = d.get("files") or {}
         if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise BlobdexError("'files' must be an object of path -> content strings")
         return await anyio.to_thread.run_sync(service.sync_workspace, org, request.path_params["session_id"],
-                                              str(d.get("repo") or ""), files, list(_strs(d, "deleted")))
+                                              _text(d, "repo") or "", files, list(_strs(d, "deleted")))
 
     async def session(request: Request, org: str):
         sid = request.path_params["session_id"]
@@ -243,13 +394,14 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         Route("/v1/status", endpoint(status)),
         Route("/v1/sessions/{session_id}/sync", endpoint(session_sync), methods=["POST"]),
         Route("/v1/sessions/{session_id}", endpoint(session), methods=["GET", "DELETE"]),
-        *([Mount(LUCOS_PREFIX, app=lucos_app(service))] if lucos else []),
+        *([Mount(LUCOS_PREFIX, app=lucos_app(service, _org.get if require_token else None))] if lucos else []),
         Mount(codesearch_prefix, app=codesearch_app(service, _org.get)),
         Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg.path))),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
-    starlette = Starlette(routes=routes, lifespan=lifespan)
-    # The Lucos routes authenticate by the gateway's trusted headers, not by our bearer tokens.
-    # The Codebase Index Protocol has JWTs of its own.
-    exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos else ())
+    starlette = Starlette(routes=routes, lifespan=lifespan,
+                          exception_handlers={HTTPException: http_error, Exception: _internal})
+    # The Lucos routes authenticate by the gateway's trusted headers, unless tokens are required: then
+    # they need one too, and its org must be the X-Org-Id they send. The Codebase Index Protocol has JWTs.
+    exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos and not require_token else ())
     return Guard(starlette, allowed, require_token, service.cfg.data_dir, default_org, exempt)

@@ -2,17 +2,20 @@
 
 Trusted-header mode: a gateway has authenticated the user and forwards X-Request-Id, X-Org-Id and
 X-User-Id (X-Repo-Ids limits a team-only member). It is enabled only by `blobdex serve --lucos`,
-because it believes those headers. Workspace repos (`lucos:ws:<16 hex>`) are registered on first
+because it believes those headers; with `--require-token` too, a request also needs a bearer token
+whose org is the X-Org-Id it sends. Workspace repos (`lucos:ws:<16 hex>`) are registered on first
 upload and live in the pushed-chunk store of the request's org, never in a snapshot.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -37,11 +40,14 @@ class LucosError(Exception):
         self.status, self.code = status, code
 
 
-def _context(request: Request) -> dict:
+def _context(request: Request, token_org: Callable[[], str] | None) -> dict:
     h = request.headers
     missing = [n for n in ("X-Request-Id", "X-Org-Id", "X-User-Id") if not h.get(n)]
     if missing:
         raise LucosError(401, "TRUSTED_CONTEXT_REQUIRED", f"missing trusted headers: {', '.join(missing)}")
+    if token_org is not None and h["X-Org-Id"] != token_org():
+        raise LucosError(403, "ORG_FORBIDDEN", f"X-Org-Id {h['X-Org-Id']!r} is not the org of the bearer token; "
+                                               f"send a token minted for that org")
     repos = h.get("X-Repo-Ids")
     return {"request_id": h["X-Request-Id"], "org": h["X-Org-Id"], "user": h["X-User-Id"],
             "repo_ids": {r.strip() for r in repos.split(",") if r.strip()} if repos is not None else None}
@@ -74,11 +80,25 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
                        raw["source_type"])
 
 
-def app(service) -> Starlette:
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    return JSONResponse({"code": "NOT_FOUND" if exc.status_code == 404 else "METHOD_NOT_ALLOWED",
+                         "message": f"{request.method} {request.url.path}: "
+                                    f"{'no such route' if exc.status_code == 404 else exc.detail}",
+                         "request_id": request.headers.get("X-Request-Id")}, status_code=exc.status_code)
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"code": "INTERNAL", "message": "the server failed on this request; see its log",
+                         "request_id": request.headers.get("X-Request-Id")}, status_code=500)
+
+
+def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
+    """The contract's routes; with `token_org` (tokens required) the org the Guard took from the request's
+    bearer token, which X-Org-Id must name."""
     def handle(fn):
         async def endpoint(request: Request):
             try:
-                ctx = _context(request)
+                ctx = _context(request, token_org)
                 return JSONResponse(await fn(request, ctx))
             except LucosError as exc:
                 return JSONResponse({"code": exc.code, "message": str(exc),
@@ -158,4 +178,4 @@ def app(service) -> Starlette:
         Route("/indexing/status", handle(status)),
         Route("/retrieval/search", handle(retrieve), methods=["POST"]),
         Route("/health/", health), Route("/version", version),
-    ])
+    ], exception_handlers={HTTPException: _http_error, Exception: _internal})

@@ -1,47 +1,85 @@
 """JSON request bodies for every HTTP surface: parsed once, and refused if they cannot be stored.
 
-JSON may carry lone UTF-16 surrogates (`"\\ud800"`) that no UTF-8 store, hash or tokenizer accepts;
-they are refused at the door instead of failing deep inside with a 500.
+JSON may carry lone UTF-16 surrogates (`"\\ud800"`) that no UTF-8 store, hash or tokenizer accepts,
+numbers no column holds (`1e309` parses as infinity) and nesting deep enough to exhaust Python's
+stack; all are refused at the door with one sentence instead of failing deep inside with a 500.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import re
 
 SURROGATE_RE = re.compile("[\ud800-\udfff]")
 MAX_INT = 2**53  # JSON's safe integers; SQLite and Arrow columns take them
+MAX_DEPTH = 32  # no request of any surface nests deeper than a few levels; Python's stack ends near 1000
 
 
 class PayloadError(ValueError):
     pass
 
 
-def _check(value, where: str) -> None:
+def _check(value, where: str, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise PayloadError(f"the body nests deeper than {MAX_DEPTH} levels; no request needs that")
     if isinstance(value, str):
         if SURROGATE_RE.search(value):
             raise PayloadError(f"{where} holds a lone surrogate, which is not text")
-    elif isinstance(value, bool) or value is None or isinstance(value, float):
+    elif isinstance(value, bool) or value is None:
         return
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise PayloadError(f"{where} is not a finite number")
     elif isinstance(value, int):
         if abs(value) > MAX_INT:
             raise PayloadError(f"{where} is an integer out of range")
     elif isinstance(value, list):
         for n, item in enumerate(value):
-            _check(item, f"{where}[{n}]")
+            _check(item, f"{where}[{n}]", depth + 1)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check(key, f"{where} key")
-            _check(item, f"{where}.{key}")
+            _check(key, f"{where} key", depth + 1)
+            _check(item, f"{where}.{key}", depth + 1)
 
 
 def parse(raw: bytes) -> dict:
     """A JSON object from a request body, or PayloadError saying what is wrong with it."""
     try:
         data = json.loads(raw or b"{}")
+    except RecursionError:
+        raise PayloadError(f"the body nests deeper than {MAX_DEPTH} levels; no request needs that") from None
     except ValueError as exc:
         raise PayloadError(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise PayloadError("the body must be a JSON object")
     _check(data, "body")
     return data
+
+
+def known_fields(data: dict, fields: tuple[str, ...]) -> None:
+    """Refuse a field the operation does not take, naming the nearest one it does (a typo is not ignored)."""
+    for name in data:
+        if name not in fields:
+            guess = difflib.get_close_matches(name, fields, 1)
+            hint = f"; did you mean {guess[0]!r}?" if guess else f"; accepted fields: {', '.join(fields)}"
+            raise PayloadError(f"unknown field {name!r}{hint}")
+
+
+def keep_similar(hits: list, min_score: float | None, min_score_diff: float | None) -> tuple[list, list[str]]:
+    """Score thresholds over (id, Hit) pairs by vector similarity, as search_code and /v1/search apply them:
+    min_score drops hits below it, min_score_diff those more than it below the best; returns what is
+    kept and one note per threshold saying how many it dropped."""
+    notes: list[str] = []
+    scored = [(c, h, h.signals.get("vector_score") or 0.0) for c, h in hits]
+    if min_score is not None:
+        kept = [x for x in scored if x[2] >= min_score]
+        notes.append(f"min_score={min_score} dropped {len(scored) - len(kept)}")
+        scored = kept
+    if min_score_diff is not None and scored:
+        best = max(x[2] for x in scored)
+        kept = [x for x in scored if x[2] >= best - min_score_diff]
+        notes.append(f"min_score_diff={min_score_diff} dropped {len(scored) - len(kept)}")
+        scored = kept
+    return [(c, h) for c, h, _ in scored], notes

@@ -129,6 +129,13 @@ def test_bad_tokens_are_401_on_every_operation(server, token):
         assert r.status_code == 401 and r.json()["message"], (path, r.text)
 
 
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_query_the_schema_allows_finds_nothing(server, query):
+    r = client(server).post("/search", json={"query": query})
+    assert r.status_code == 200 and r.json() == {"results": []}
+    assert client(server).post("/search", json={"query": 5}).status_code == 400
+
+
 def test_user_outside_the_allowed_set_is_403(server):
     r = client(server, "mallory").post("/search", json={"query": "x"})
     assert r.status_code == 403 and "mallory" in r.json()["message"]

@@ -105,3 +105,30 @@ def test_health_and_stats(client):
     assert client.get("/health").json() == {"success": True, "data": {"status": "ok"}}
     stats = client.get("/stats").json()["data"]
     assert stats["repos"] == 2 and stats["chunks"] > 0
+
+
+def test_clip_ids_of_another_org_are_plainly_not_found(corpus, tmp_path):
+    import shutil
+    from dataclasses import replace
+
+    from query import tokens
+
+    data = tmp_path / "data"
+    shutil.copytree(corpus.cfg.data_dir, data)
+    default, acme = tokens.mint(data, "default", "default"), tokens.mint(data, "acme", "acme")
+    with Server(app(Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder()), require_token=True)) as url:
+        ours = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {default}"})
+        theirs = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {acme}"})
+        hits = ours.post("/search", json={"query": "renew_subscription drain_queue", "format": "json",
+                                          "min_score": 0}).json()["data"]["results"]
+        ids = [h["id"] for h in hits]
+        assert {h["filePath"].split("/")[0] for h in hits} == {"api", "tools"}  # api exists in acme too
+        batch = theirs.get("/clips", params={"ids": ",".join(map(str, ids))})
+        assert batch.json()["data"]["succeeded"] == 0
+        assert {r["error"] for r in batch.json()["data"]["results"]} == {
+            "id not found or expired. Re-run /search to get a fresh id."}
+        one = theirs.get(f"/clip/{ids[0]}")
+        assert one.status_code == 404 and "tools" not in batch.text + one.text and "known" not in batch.text
+        assert ours.get(f"/clip/{ids[0]}").json()["success"] is True
+        mine = theirs.post("/search", json={"query": "acme_only_renewal", "format": "json"}).json()["data"]["results"]
+        assert mine[0]["id"] not in ids and mine[0]["filePath"] == "api/billing.py"

@@ -29,8 +29,35 @@ def client(corpus, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(corpus.cfg.data_dir, data)
     svc = Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder())
-    with Server(app(svc, require_token=True, lucos=True)) as url:
+    with Server(app(svc, lucos=True)) as url:  # gateway mode: the trusted headers are the whole context
         yield httpx.Client(base_url=f"{url}/api/v1", headers=HEADERS)
+
+
+def test_require_token_covers_the_lucos_routes_and_pins_the_org(corpus, tmp_path):
+    from dataclasses import replace
+
+    import shutil
+    from query import tokens
+
+    data = tmp_path / "data"
+    shutil.copytree(corpus.cfg.data_dir, data)
+    default, acme = tokens.mint(data, "gateway", "default"), tokens.mint(data, "acme gateway", "acme")
+    body = {"repo_id": REPO, "chunks": [chunk("c1", "a.ts", "export const tokenOnly = 1;")]}
+    with Server(app(Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder()), require_token=True,
+                    lucos=True)) as url:
+        c = httpx.Client(base_url=f"{url}/api/v1", headers=HEADERS)
+        r = c.post("/indexing/chunks", json=body)  # forged trusted headers alone no longer do
+        assert r.status_code == 401 and r.json()["error"]["code"] == "token_required"
+        r = c.post("/indexing/chunks", json=body, headers={"Authorization": "Bearer bdx_forged"})
+        assert r.status_code == 401 and r.json()["error"]["code"] == "bad_token"
+        r = c.post("/indexing/chunks", json=body, headers={"Authorization": f"Bearer {acme}"})  # X-Org-Id default
+        assert r.status_code == 403 and r.json()["code"] == "ORG_FORBIDDEN"
+        ok = c.post("/indexing/chunks", json=body, headers={"Authorization": f"Bearer {default}"})
+        assert ok.status_code == 200 and ok.json()["counts"]["indexed"] == 1
+        found = c.post("/retrieval/search", json={"repo_ids": [REPO], "query": "tokenOnly"},
+                       headers={"Authorization": f"Bearer {default}"}).json()["results"]
+        assert [x["chunk_id"] for x in found] == ["c1"]
+        assert c.get("/health/").json() == {"status": "ok"}  # a probe needs no token
 
 
 def test_upload_status_search_delete_flow(client):
