@@ -261,9 +261,8 @@ def _bind(host: str, port: int):
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise click.ClickException(f"port {port} on {host} is in use; pick another with --port") from exc
-        raise click.ClickException(f"cannot listen on {host} port {port}: {exc.strerror}; "
-                                   f"pick another --host or --port") from exc
+            raise BlobdexError(f"port {port} on {host} is in use; pick another with --port") from exc
+        raise BlobdexError(f"cannot listen on {host} port {port}: {exc.strerror}; pick another --host or --port") from exc
     return sock
 
 
