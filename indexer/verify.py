@@ -24,9 +24,11 @@ LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields
 def open_check(path: Path, manifest: Manifest) -> str | None:
     """Why the snapshot at `path` cannot be served, in a few words, or None when it opens.
 
-    Its cost grows with the repos and data files, not the rows: the Lance table is opened, counted and one
-    row read from each data file (a truncated file fails there); Tantivy is opened and each repo's term
-    looked up and counted; every Parquet footer is read. Flipped bytes inside data pages need `verify`.
+    The Lance table is opened, counted and one row read from each data file (a truncated file fails
+    there); Tantivy is opened, each repo's term looked up and counted, and every term dictionary walked
+    (corrupt term files panic only on the terms they hold); every Parquet footer is read. Measured on
+    72,000 chunks in 4 repos (2 busy cores): 6 ms without the term walk, 90-120 ms with it, the whole
+    no-change run 0.15-0.3 s. Flipped bytes inside data pages need `verify`, which reads everything.
     """
     try:
         table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE)
@@ -40,11 +42,13 @@ def open_check(path: Path, manifest: Manifest) -> str | None:
             raise
         return f"vectors table: {_first_line(exc)}"
     try:
-        _lexical_counts(path, manifest, walk_terms=False)
+        docs, total = _lexical_counts(path, manifest, walk_terms=True)
     except BaseException as exc:
         if not store_error(exc):
             raise
         return f"lexical index: {_first_line(exc)}"
+    if total != manifest.chunks or any(docs[(r.org, r.name)] != r.chunks for r in manifest.repos):
+        return f"manifest says {manifest.chunks} chunks, lexical index has {total} documents"
     try:
         for table_name in TABLE_SCHEMAS:
             pq.read_metadata(graph_path(path, table_name))

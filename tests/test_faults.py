@@ -70,6 +70,7 @@ DAMAGE = {
     "lance_version_manifest_deleted": lambda s: one(s, "vectors/chunks.lance/_versions/*.manifest").unlink(),
     "tantivy_meta_garbage": lambda s: (s / "lexical" / "meta.json").write_text("garbage"),
     "tantivy_idx_truncated": lambda s: truncate(one(s, "lexical/*.idx")),
+    "tantivy_term_flipped": lambda s: flip(one(s, "lexical/*.term"), one(s, "lexical/*.term").stat().st_size // 2),
     "files_parquet_truncated": lambda s: truncate(snapshot.graph_path(s, "files")),
     "cards_parquet_truncated": lambda s: truncate(s / snapshot.CARDS),
     "manifest_chunk_count_edited": edit_manifest_chunks,
