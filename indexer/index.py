@@ -50,11 +50,15 @@ class RunError(BlobdexError):
 
 
 class LockBusy(RunError):
-    """Another run holds the lock: try again later (EX_TEMPFAIL), nothing is wrong with the input."""
+    """Another run holds the lock: try again later; nothing is wrong with the input."""
+
+    exit_code = 75  # EX_TEMPFAIL (sysexits.h): cron wrappers retry, they do not page anyone
 
 
 class DiskFull(RunError):
     """The disk filled up while the run wrote; the previous snapshot keeps serving."""
+
+    exit_code = 1  # a failed run, like a failed repo; 2 stays for bad input
 
 
 @dataclass
