@@ -7,15 +7,22 @@ ERROR = {"type": "object", "properties": {"error": {"type": "object", "propertie
 STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
-def _op(summary: str, body: dict | None = None, params: list[str] | None = None) -> dict:
+def _error(description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": ERROR}}}
+
+
+def _op(summary: str, body: dict | None = None, params: list[str] | None = None, extra: dict | None = None) -> dict:
     op = {"summary": summary, "responses": {
         "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
-        "400": {"description": "Bad request", "content": {"application/json": {"schema": ERROR}}},
-        "401": {"description": "Token missing or invalid", "content": {"application/json": {"schema": ERROR}}},
-        "404": {"description": "Not found", "content": {"application/json": {"schema": ERROR}}}}}
+        "400": _error("Bad request: an unknown field, a wrong type or a bad value, named in the message"),
+        "401": _error("Token missing or invalid"),
+        "404": _error("Not found"),
+        "405": _error("Method not allowed"),
+        "413": _error("Request body over 1 MiB (counted as it arrives, chunked or not)"), **(extra or {})}}
     if body:
+        # additionalProperties: false, as the server refuses unknown fields ("did you mean ...?")
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": {
-            "type": "object", "properties": body}}}}
+            "type": "object", "properties": body, "additionalProperties": False}}}}
     if params:
         op["parameters"] = [{"name": p, "in": "query", "schema": {"type": "string"}} for p in params]
     return op
@@ -31,12 +38,22 @@ def document() -> dict:
             "/v1/search": {"post": _op("Hybrid search", {
                 "query": {"type": "string"}, "repos": STRINGS, "lang": STRINGS, "paths": STRINGS, "ignore": STRINGS,
                 "kind": {"type": "string"}, "ref": {"type": "string"}, "session_id": {"type": "string"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 200}})},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+                "group_by": {"enum": ["chunk", "file"], "default": "chunk"},
+                "min_score": {"type": "number", "minimum": 0, "maximum": 1},
+                "min_score_diff": {"type": "number", "minimum": 0, "maximum": 1},
+                "mode": {"enum": ["hybrid", "vector", "bm25"], "default": "hybrid"},
+                "format": {"enum": ["json", "markdown"], "default": "json"}}, extra={
+                "200": {"description": "Hits (or files with group_by 'file'); markdown as search_code renders it",
+                        "content": {"application/json": {"schema": {"type": "object"}},
+                                    "text/markdown": {"schema": {"type": "string"}}}}})},
             "/v1/chunks": {"get": _op("Full chunks of search hits by id", params=["ids"])},
             "/v1/grep": {"post": _op("RE2 or literal search over indexed text", {
                 "pattern": {"type": "string"}, "repos": STRINGS, "paths": STRINGS, "ref": {"type": "string"},
                 "limit": {"type": "integer"}, "literal": {"type": "boolean"}, "ignore_case": {"type": "boolean"}})},
-            "/v1/file": {"get": _op("A file at any ref or commit", params=["repo", "path", "ref", "start", "end"])},
+            "/v1/file": {"get": _op("A file at any ref or commit", params=["repo", "path", "ref", "start", "end"], extra={
+                "403": _error("A credential file (by its name): never served"),
+                "413": _error("The file is over get_file's 25 MiB cap")})},
             "/v1/route": {"post": _op("Which repos own a task", {"task": {"type": "string"},
                                                                  "limit": {"type": "integer"}})},
             "/v1/context": {"get": _op("Definitions, callers, routes, env keys and edges of a symbol",

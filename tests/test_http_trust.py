@@ -243,3 +243,12 @@ def test_host_must_be_host_and_port(url, host, status):
     for path in ("/v1/repos", "/codesearch/stats"):
         r = httpx.get(f"{url}{path}", headers={"Host": host})
         assert r.status_code == status, (path, r.text)
+
+
+def test_the_openapi_document_states_the_new_search_options_and_statuses(url):
+    doc = httpx.get(f"{url}/openapi.json").json()["paths"]
+    search = doc["/v1/search"]["post"]
+    schema = search["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["additionalProperties"] is False
+    assert {"group_by", "min_score", "min_score_diff", "mode", "format"} <= set(schema["properties"])
+    assert {"403", "413"} <= set(doc["/v1/file"]["get"]["responses"]) and "text/markdown" in search["responses"]["200"]["content"]
