@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import traceback
 
 import click
 
 from indexer.cli import COMMANDS, cli_config
 from indexer.config import DEFAULT_ORG
 from indexer.errors import BlobdexError
+
+# Exit codes: 0 ok; 1 a repo failed or the disk is full (the run's own report says which);
+# 2 bad input; 70 a bug (EX_SOFTWARE); 75 another index run holds the lock (EX_TEMPFAIL, try later).
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,9 +31,8 @@ from indexer.errors import BlobdexError
 def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
     """blobdex: one code index over many git repositories, keyed by git blob id."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="blobdex: %(levelname)s: %(message)s")
-    if verbose:  # our own details only; the libraries' debug output is noise here
-        for name in ("indexer", "query"):
-            logging.getLogger(name).setLevel(logging.DEBUG)
+    for name in ("indexer", "query"):  # our own details only; the libraries' debug output is noise here
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.NOTSET)
     ctx.obj = {"config": config, "data_dir": data_dir}
     # A config named explicitly (--config, BLOBDEX_CONFIG) that does not exist is a mistake, not an empty
     # config: reading on would only fail later, about a data dir beside it. Only init and repo write one.
@@ -503,5 +508,11 @@ def main() -> None:
         code = exc.exit_code
     except BlobdexError as exc:
         click.echo(f"blobdex: error: {exc}", err=True)
-        code = 2
+        code = getattr(exc, "exit_code", EXIT_BAD_INPUT)  # LockBusy: 75, DiskFull: 1
+    except Exception as exc:  # a bug: one sentence and its own exit code, the traceback only when asked for
+        if logging.getLogger("query").isEnabledFor(logging.DEBUG):
+            click.echo(traceback.format_exc(), err=True, nl=False)
+        click.echo(f"blobdex: internal error: {type(exc).__name__}: {exc}; this is a bug in blobdex: run the "
+                   f"command again with -v to see the traceback, and report it", err=True)
+        code = EXIT_INTERNAL
     sys.exit(code or 0)
