@@ -215,13 +215,16 @@ class Service:
         return context(self.cfg.data_dir, symbol, org, repo, self.reader().snapshot_id)
 
     def repos(self, org: str) -> tuple[str | None, list[dict]]:
-        return repo_status(self.cfg, org)
+        return repo_status(self.cfg, org, self._serving_manifest())
 
     def status(self, org: str) -> dict:
-        snapshot_id, rows = repo_status(self.cfg, org)
+        snapshot_id, rows = repo_status(self.cfg, org, self._serving_manifest())
         reader = self._reader
         return {"snapshot_id": snapshot_id, "serving": reader.snapshot_id if reader else None,
                 "model": self.model_id(), "repos": rows}
+
+    def _serving_manifest(self) -> Manifest | None:
+        return self._reader.manifest if self._reader is not None else None
 
 
 def indexed_ref(cfg: Config, manifest: Manifest | None, org: str, repo: str) -> tuple[str | None, str | None]:

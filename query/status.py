@@ -5,14 +5,20 @@ from __future__ import annotations
 from indexer.config import Config
 from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
 from indexer.scan import ScanError, resolve_ref
-from indexer.snapshot import SnapshotError, current_id, open_manifest
+from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
 
 
-def repo_status(cfg: Config, org: str | None = None) -> tuple[str | None, list[dict]]:
-    """(snapshot_id, one row per configured or indexed repo); a missing snapshot is not an error here."""
+def repo_status(cfg: Config, org: str | None = None, serving: Manifest | None = None) -> tuple[str | None, list[dict]]:
+    """(snapshot_id, one row per configured or indexed repo); a missing snapshot is not an error here.
+    A server passes the manifest it serves: when CURRENT's cannot be read, that is what it answers from."""
     manifest = None
     if current_id(cfg.data_dir) is not None:
-        _, manifest = open_manifest(cfg.data_dir)
+        try:
+            _, manifest = open_manifest(cfg.data_dir)
+        except SnapshotError:
+            if serving is None:
+                raise
+            manifest = serving
     indexed = {(r.org, r.name): r for r in manifest.repos} if manifest else {}
     configured = {r.key: r for r in cfg.repos}
     rows = []

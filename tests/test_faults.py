@@ -147,6 +147,18 @@ def test_serve_falls_back_to_the_newest_kept_snapshot_that_opens(cfg, caplog):
     assert hits["snapshot_id"] == kept and hits["hits"]
 
 
+def test_status_answers_from_the_served_snapshot_when_currents_manifest_is_unreadable(cfg):
+    cfg = replace(cfg, keep_snapshots=2)
+    kept, broken = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(2))
+    (snapshot.snapshots_dir(cfg.data_dir) / broken / "manifest.json").write_text("{", encoding="utf-8")
+    client = TestClient(app(Service(cfg, embedder=HashEmbedder())), base_url="http://127.0.0.1")
+    assert client.get("/readyz").json()["snapshot_id"] == kept
+    status = client.get("/v1/status")
+    assert status.status_code == 200 and status.json()["serving"] == kept
+    assert status.json()["repos"] and all(r["status"] == "ok" for r in status.json()["repos"])
+    assert client.get("/v1/repos").json()["repos"][0]["chunks"] > 0
+
+
 def test_serve_without_any_snapshot_that_opens_still_refuses(cfg):
     run(cfg, show_progress=False)
     truncate(one(live_dir(cfg), "vectors/chunks.lance/data/*.lance"))
