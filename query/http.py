@@ -53,6 +53,7 @@ SEARCH_FIELDS = ("query", "repos", "lang", "paths", "ignore", "kind", "ref", "li
 GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case")
 ROUTE_FIELDS = ("task", "limit")
 SYNC_FIELDS = ("repo", "files", "deleted")
+FILE_PARAMS, CONTEXT_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("symbol", "repo"), ("ids",)
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:
@@ -89,7 +90,8 @@ async def _capped(receive):
 
 
 class Guard:
-    """ASGI middleware: Host/Origin checks, body size cap, bearer tokens -> org (before any route)."""
+    """ASGI middleware, before any route: Host/Origin checks, the body cap (bytes as they arrive), bearer
+    tokens -> org, and a JSON 500 for a native panic that every handler below lets through."""
 
     def __init__(self, app, allowed_hosts: list[str], require_token: bool, data_dir, default_org: str,
                  exempt: tuple[str, ...] = ()):
@@ -161,6 +163,15 @@ async def _json(request: Request, fields: tuple[str, ...]) -> dict:
     except payload.PayloadError as exc:
         raise BlobdexError(str(exc)) from exc
     return data
+
+
+def _params(request: Request, names: tuple[str, ...]):
+    """The query parameters, holding only `names` (`&org=beta` is refused, not ignored)."""
+    try:
+        payload.known_fields(dict(request.query_params), names, "parameter")
+    except payload.PayloadError as exc:
+        raise BlobdexError(str(exc)) from exc
+    return request.query_params
 
 
 def _text(data: dict, key: str) -> str | None:
@@ -306,7 +317,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
                 **({"applied": applied} if applied else {})}
 
     async def chunks(request: Request, org: str):
-        ids = [x for x in request.query_params.get("ids", "").split(",") if x.strip()]
+        ids = [x for x in _params(request, CHUNKS_PARAMS).get("ids", "").split(",") if x.strip()]
         if not ids:
             raise BlobdexError("give ids=1,2,3 (ids from search hits)")
         found, errors = [], []
@@ -326,7 +337,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         return {"snapshot_id": snapshot_id, "matches": [asdict(m) for m in matches], "truncated": more}
 
     async def file(request: Request, org: str):
-        q = request.query_params
+        q = _params(request, FILE_PARAMS)
         if not q.get("repo") or not q.get("path"):
             raise BlobdexError("give repo and path (and optionally ref, start, end)")
         f = await anyio.to_thread.run_sync(lambda: service.get_file(
@@ -341,7 +352,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}
 
     async def context(request: Request, org: str):
-        q = request.query_params
+        q = _params(request, CONTEXT_PARAMS)
         return await anyio.to_thread.run_sync(service.context, q.get("symbol", ""), org, q.get("repo"))
 
     async def session_sync(request: Request, org: str):

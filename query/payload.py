@@ -58,13 +58,13 @@ def parse(raw: bytes) -> dict:
     return data
 
 
-def known_fields(data: dict, fields: tuple[str, ...]) -> None:
+def known_fields(data: dict, fields: tuple[str, ...], noun: str = "field") -> None:
     """Refuse a field the operation does not take, naming the nearest one it does (a typo is not ignored)."""
     for name in data:
         if name not in fields:
             guess = difflib.get_close_matches(name, fields, 1)
-            hint = f"; did you mean {guess[0]!r}?" if guess else f"; accepted fields: {', '.join(fields)}"
-            raise PayloadError(f"unknown field {name!r}{hint}")
+            hint = f"; did you mean {guess[0]!r}?" if guess else f"; accepted {noun}s: {', '.join(fields)}"
+            raise PayloadError(f"unknown {noun} {name!r}{hint}")
 
 
 def keep_similar(hits: list, min_score: float | None, min_score_diff: float | None) -> tuple[list, list[str]]:

@@ -202,6 +202,16 @@ def test_v1_bodies_refuse_what_they_do_not_take(url, path, body, message):
     assert r.status_code == 400 and message in r.json()["error"]["message"], r.text
 
 
+@pytest.mark.parametrize("path,params,message", [
+    ("/v1/file", {"repo": "api", "path": "x", "org": "acme"}, "unknown parameter 'org'; accepted parameters"),
+    ("/v1/file", {"repo": "api", "paht": "x"}, "unknown parameter 'paht'; did you mean 'path'?"),
+    ("/v1/context", {"symbl": "Invoice"}, "did you mean 'symbol'?"),
+])
+def test_v1_query_parameters_refuse_what_they_do_not_take(url, path, params, message):
+    r = httpx.get(f"{url}{path}", params=params)
+    assert r.status_code == 400 and message in r.json()["error"]["message"], r.text
+
+
 def test_v1_search_has_search_codes_options_and_agrees_with_it(service, url):
     files = httpx.post(f"{url}/v1/search", json={"query": "invoice total_with_tax", "group_by": "file"}).json()
     assert files["files"][0]["repo"] == "api" and files["files"][0]["path"] == "src/billing/invoice.py"
