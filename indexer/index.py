@@ -205,9 +205,10 @@ def _mark_stale(w: _RepoWork, error: str) -> None:
 
 def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
     """True when a rebuild would reproduce `prev`: same repos at the same commits, same tools."""
-    if (prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version, prev.extractor_version,
-            prev.max_blob_bytes) != (model_id, CHUNKER_VERSION, POLICY_VERSION, TOKENIZER_VERSION,
-                                     EXTRACTOR_VERSION, cfg.max_blob_bytes):
+    if (prev.format_version, prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version,
+            prev.extractor_version, prev.max_blob_bytes) != (snapshot.FORMAT_VERSION, model_id, CHUNKER_VERSION,
+                                                             POLICY_VERSION, TOKENIZER_VERSION, EXTRACTOR_VERSION,
+                                                             cfg.max_blob_bytes):
         return False
     if {(r.org, r.name) for r in prev.repos} != {w.spec.key for w in work}:
         return False

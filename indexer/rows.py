@@ -39,8 +39,9 @@ class Tables:
         default_factory=lambda: {t: _columns(snapshot.GRAPH_SCHEMAS[t].names) for t in FACT_COLUMNS})
 
     def extend(self, target: dict[str, list], table: pa.Table) -> None:
-        for name in target:
-            target[name].extend(table.column(name).to_pylist())
+        for name in target:  # a column an older format lacks (files.held_back before 2) carries as empty
+            values = table.column(name).to_pylist() if name in table.column_names else [None] * table.num_rows
+            target[name].extend(values)
 
     def fact_rows(self, table: str) -> list[dict]:
         cols = self.facts[table]
@@ -71,7 +72,9 @@ def add_repo(tables: Tables, org: str, name: str, url: str, scans: list[RefScan]
             for column, value in (("org", org), ("repo", name), ("ref", scan.ref), ("commit_id", scan.commit_id),
                                   ("path", f.path), ("blob_id", f.blob_id), ("lang", f.lang),
                                   ("bytes", entry.size if entry else None), ("sha256", entry.sha256 if entry else None),
-                                  ("skip", skip), ("chunks", len(entry.chunks) if entry and not skip else 0)):
+                                  ("skip", skip), ("chunks", len(entry.chunks) if entry and not skip else 0),
+                                  ("held_back", [{"line_start": a, "line_end": b, "kind": k}
+                                                 for a, b, k in entry.held_back] if entry and not skip else [])):
                 files[column].append(value)
     counts: Counter = Counter()
     chunks = tables.chunks

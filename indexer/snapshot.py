@@ -35,7 +35,9 @@ from indexer.errors import BlobdexError
 from indexer.extract import FACT_COLUMNS
 
 # 1: initial layout.
-FORMAT_VERSION = 1
+# 2: files gain `held_back`: the line spans and kinds of chunks held back as credentials (never their text).
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)  # a format-1 snapshot lacks `held_back`: readers take it as empty
 
 MANIFEST = "manifest.json"
 VECTORS_DIR = "vectors"
@@ -65,6 +67,7 @@ FILES_SCHEMA = pa.schema([
     ("org", pa.string()), ("repo", pa.string()), ("ref", pa.string()), ("commit_id", pa.string()),
     ("path", pa.string()), ("blob_id", pa.string()), ("lang", pa.string()), ("bytes", pa.int64()),
     ("sha256", pa.string()), ("skip", pa.string()), ("chunks", pa.int32()),
+    ("held_back", pa.list_(pa.struct([("line_start", pa.int32()), ("line_end", pa.int32()), ("kind", pa.string())]))),
 ])
 # Every fact row is keyed by where it was seen; `refs` lists the refs that reach that blob at that path.
 _FACT_KEY = [("org", pa.string()), ("repo", pa.string()), ("path", pa.string()), ("blob_id", pa.string()),
@@ -254,7 +257,7 @@ def open_manifest(data_dir: Path, snapshot_id: str | None = None) -> tuple[Path,
     except (ValueError, TypeError, KeyError) as exc:
         raise SnapshotError(f"cannot open snapshot {str(path)!r}: its {MANIFEST} is not in a format this "
                             f"version reads ({exc}); rebuild with 'blobdex index --full'") from exc
-    if manifest.format_version != FORMAT_VERSION:
+    if manifest.format_version not in READABLE_FORMATS:
         raise SnapshotError(f"cannot open snapshot {str(path)!r}: format {manifest.format_version}, this "
                             f"version reads format {FORMAT_VERSION}; rebuild with 'blobdex index --full' "
                             f"or run a matching blobdex version")

@@ -146,8 +146,29 @@ def status(ctx, org, as_json) -> None:
         refs = ", ".join(f"{x['ref']}@{(x['commit_id'] or '-')[:12]}" + (" (behind mirror)" if x["behind"] else "")
                          for x in r["refs"]) or "-"
         state = r["status"] + (f": {r['error']}" if r["error"] else "")
+        held = f"  secrets held back {r['secrets_held_back']} (see 'blobdex secrets')" if r["secrets_held_back"] else ""
         click.echo(f"{r['org']}/{r['name']}  {refs}  indexed {r['indexed_at'] or '-'}  files {r['files']}  "
-                   f"chunks {r['chunks']}  {state}")
+                   f"chunks {r['chunks']}{held}  {state}")
+
+
+@cli.command()
+@click.option("--org", help="Only this org.")
+@click.option("--repo", help="Only this repo.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def secrets(ctx, org, repo, as_json) -> None:
+    """Where the live snapshot held chunks back as credentials: repo, ref, path, lines and the kind of
+    credential, never its text. Rotate what is real; the rest stays out of search either way."""
+    from query.status import held_back
+
+    snapshot_id, rows = held_back(cli_config(ctx), org, repo)
+    if as_json:
+        click.echo(json.dumps({"snapshot_id": snapshot_id, "held_back": rows}, indent=2))
+        return
+    click.echo(f"snapshot {snapshot_id}: {len(rows)} chunk(s) held back")
+    for r in rows:
+        click.echo(f"{r['org']}/{r['repo']}:{r['path']}:{r['line_start']}-{r['line_end']}  {r['kind']}  "
+                   f"{r['ref']}@{r['commit_id'][:12]}")
 
 
 @cli.command()

@@ -1,11 +1,15 @@
-"""Status: what each repo has in the live snapshot, and whether its mirror has moved on since."""
+"""Status: what each repo has in the live snapshot, whether its mirror has moved on since, and where
+credentials were held back."""
 
 from __future__ import annotations
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from indexer.config import Config
 from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
 from indexer.scan import ScanError, resolve_ref
-from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
+from indexer.snapshot import Manifest, SnapshotError, current_id, graph_path, open_manifest
 
 
 def repo_status(cfg: Config, org: str | None = None, serving: Manifest | None = None) -> tuple[str | None, list[dict]]:
@@ -31,7 +35,8 @@ def repo_status(cfg: Config, org: str | None = None, serving: Manifest | None = 
                "error": state.error if state else None, "indexed_at": state.indexed_at if state else None,
                "files": state.files if state else 0, "files_indexed": state.files_indexed if state else 0,
                "chunks": state.chunks if state else 0,
-               "files_skipped": state.files_skipped if state else {}, "refs": []}
+               "files_skipped": state.files_skipped if state else {},
+               "secrets_held_back": state.secrets_held_back if state else 0, "refs": []}
         for ref in (state.refs if state else []):
             row["refs"].append({"ref": ref.ref, "commit_id": ref.commit_id,
                                 "behind": _behind(cfg, spec, ref.ref, ref.commit_id)})
@@ -48,3 +53,22 @@ def _behind(cfg: Config, spec, ref: str, commit_id: str) -> bool | None:
             return resolve_ref(repo, ref, spec.name)[1] != commit_id
     except (MirrorError, ScanError, SnapshotError):
         return None
+
+
+def held_back(cfg: Config, org: str | None = None, repo: str | None = None) -> tuple[str, list[dict]]:
+    """(snapshot_id, where chunks were held back as credentials): one row per (repo, ref, path, span) with
+    the kind of credential, never its text, so an owner can find and rotate it."""
+    path, manifest = open_manifest(cfg.data_dir)
+    files = pq.read_table(graph_path(path, "files"))
+    if "held_back" not in files.column_names:  # format 1 did not record spans
+        raise SnapshotError(f"snapshot {manifest.snapshot_id} predates held-back spans; run 'blobdex index' "
+                            f"to rebuild it, then ask again")
+    rows = []
+    for f in files.filter(pc.greater(pc.list_value_length(files["held_back"]), 0)).to_pylist():
+        if (org and f["org"] != org) or (repo and f["repo"] != repo):
+            continue
+        for span in f["held_back"]:
+            rows.append({"org": f["org"], "repo": f["repo"], "ref": f["ref"], "commit_id": f["commit_id"],
+                         "path": f["path"], **span})
+    rows.sort(key=lambda r: (r["org"], r["repo"], r["ref"], r["path"], r["line_start"]))
+    return manifest.snapshot_id, rows

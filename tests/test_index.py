@@ -176,7 +176,7 @@ def test_foreign_format_snapshot_is_refused_with_advice(two_repos):
     data = json.loads((path / snapshot.MANIFEST).read_text())
     data["format_version"] = 999
     (path / snapshot.MANIFEST).write_text(json.dumps(data))
-    with pytest.raises(SnapshotError, match=r"format 999, this version reads format 1; rebuild with 'blobdex index --full'"):
+    with pytest.raises(SnapshotError, match=r"format 999, this version reads format 2; rebuild with 'blobdex index --full'"):
         SnapshotReader(cfg.data_dir)
 
 

@@ -156,3 +156,24 @@ def test_a_private_key_is_held_back_from_begin_to_end_however_it_is_chunked():
 ])
 def test_credential_kind_finds_keys_without_telling_names_and_leaves_code_alone(text, kind):
     assert credential_kind(text) == kind
+
+
+def test_secrets_lists_where_chunks_were_held_back_without_their_text(planted, monkeypatch):
+    import sys
+    from click.testing import CliRunner
+    from query.cli import main
+
+    cfg, _ = planted
+    monkeypatch.setattr(sys, "argv", ["blobdex", "--config", str(cfg.path), "secrets", "--json"])
+    with CliRunner().isolation() as (out, err, _):
+        with pytest.raises(SystemExit) as exit_:
+            main()
+    assert exit_.value.code in (0, None), err.getvalue()
+    listed = json.loads(out.getvalue())["held_back"]
+    where = {(r["path"], r["kind"]) for r in listed}
+    assert ("deploy/server_key.txt", "private_key") in where and ("deploy/install.sh", "private_key") in where
+    assert ("app/aws_alt.py", "high_entropy_string") in where and ("app/db.py", "aws_access_key") in where
+    key = [r for r in listed if r["path"] == "deploy/server_key.txt"]  # one row per chunk held back
+    assert min(r["line_start"] for r in key) == 1 and max(r["line_end"] for r in key) == len(PEM_LINES) + 2
+    assert {r["ref"] for r in listed} == {"refs/heads/main"}
+    assert not any(value.encode() in out.getvalue() for value in SECRETS.values())
