@@ -37,6 +37,8 @@ NAME_NEEDLES = ("password", "passwd", "pwd", "secret", "token", "key")
 NAME_RE = re.compile(r"(?i)password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
                      r"client[_-]?secret|auth[_-]?key")
 ASSIGNED_RE = re.compile(r"""[\w.-]*["']?\s*[:=]{1,2}\s*[fbr]?(["'])([^"'\s]{8,})\1""")
+# The same without quotes, as config files, docs and shell write it: `aws_secret_access_key = wJal…`.
+UNQUOTED_RE = re.compile(r"""[\w.-]*\s*[:=]\s*()([A-Za-z0-9+/=_-]{16,})(?=[\s,;]|$)""")
 # Values that are clearly not secrets: placeholders, templates, references to the environment.
 PLACEHOLDER_RE = re.compile(
     r"(?i)^(?:x+|\*+|\.+|<.*>|\$\{.*\}|\{\{.*\}\}|%\(.*\)s|.*(?:example|changeme|placeholder|your[_-]|dummy|"
@@ -69,9 +71,10 @@ def credential_kind(text: str) -> str | None:
     lower = text.lower()
     if any(n in lower for n in NAME_NEEDLES):
         for name in NAME_RE.finditer(text):
-            m = ASSIGNED_RE.match(text, name.end(), name.end() + 300)
-            if m and not PLACEHOLDER_RE.match(m.group(2)) and _looks_random(m.group(2)):
-                return "assigned_secret"
+            for assigned in (ASSIGNED_RE, UNQUOTED_RE):
+                m = assigned.match(text, name.end(), name.end() + 300)
+                if m and not PLACEHOLDER_RE.match(m.group(2)) and _looks_random(m.group(2)):
+                    return "assigned_secret"
     for m in ANY_ASSIGNED_RE.finditer(text):
         if _high_entropy(m.group(2)) and not PLACEHOLDER_RE.match(m.group(2)):
             return "high_entropy_string"
@@ -149,3 +152,27 @@ def _high_entropy(value: str) -> bool:
     counts = Counter(core)
     entropy = -sum(n / len(core) * math.log2(n / len(core)) for n in counts.values())
     return entropy >= min(ENTROPY_CAP_BITS, math.log2(len(core)) - ENTROPY_MARGIN_BITS)
+
+
+PEM_LINE_RE = re.compile(r"^[ \t]*[A-Za-z0-9+/]{64}\r?$")
+PEM_RUN_LINES = 3  # as the pem_body pattern: three full-width base64 lines in a row
+
+
+def withheld_lines(lines: list[str], first: int, last: int) -> dict[int, str]:
+    """Which of lines first..last (1-based) a reader must withhold, and why: lines of a private key block,
+    of a marker-less key body, or holding credential material themselves. The reader's counterpart of
+    `hold_back`, line by line, so what the index holds back is never served by get_file either."""
+    held: dict[int, str] = {}
+    text = "\n".join(lines) if any("PRIVATE KEY" in line for line in lines) else ""
+    for span in key_spans(text):
+        held.update((n, span.kind) for n in range(max(first, span.line_start), min(last, span.line_end) + 1))
+    lo, hi = max(1, first - PEM_RUN_LINES + 1), min(len(lines), last + PEM_RUN_LINES - 1)
+    pem = {n for n in range(lo, hi + 1) if PEM_LINE_RE.match(lines[n - 1])}
+    for n in range(first, last + 1):
+        if n in held:
+            continue
+        if any(all(m in pem for m in range(s, s + PEM_RUN_LINES)) for s in range(n - PEM_RUN_LINES + 1, n + 1)):
+            held[n] = "pem_body"
+        elif (kind := credential_kind(lines[n - 1])) is not None:
+            held[n] = kind
+    return held

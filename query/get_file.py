@@ -16,7 +16,9 @@ from indexer.errors import BlobdexError
 from indexer.ignore import BINARY_SNIFF_BYTES, SkipReason, skip_for_path, validate_path
 from indexer.mirror import MirrorError, open_mirror
 from indexer.scan import ScanError, resolve_ref
+from indexer.secrets import withheld_lines
 
+WITHHELD_MARKER = "[blobdex: line withheld, it holds credential material]"
 MAX_FILE_BYTES = 25 * 1024 * 1024  # reading more than this is not what a caller of get_file wants
 SHORT_HEX_RE = re.compile(r"^[0-9a-f]{4,39}$")
 LINES_RE = re.compile(r"^(\d+)?(?:(-)(\d+)?)?$")
@@ -51,7 +53,8 @@ class FileText:
     line_start: int
     line_end: int
     total_lines: int
-    content: bytes  # exactly the requested lines, with their original line endings
+    content: bytes  # exactly the requested lines, with their original line endings (withheld lines marked)
+    withheld: tuple[tuple[int, str], ...] = ()  # (line, kind) of lines replaced because they hold credentials
 
 
 def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
@@ -231,5 +234,12 @@ def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, 
     if total and first > total:
         raise GetFileError(f"line {first} is past the end of {clean!r}, which has {total} lines")
     last = min(last, total)
+    # What the index holds back as credentials is not served here either: such a line is replaced by a
+    # marker of the same line, so line numbers stay true and the reply says which lines were withheld.
+    text_lines = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
+    held = withheld_lines(text_lines, first, last)
+    for n, kind in held.items():
+        ending = b"\n" if lines[n - 1].endswith(b"\n") else b""
+        lines[n - 1] = f"{WITHHELD_MARKER} ({kind})".encode() + ending
     return FileText(org, repo_name, full_ref, commit_id, clean, obj.id.decode(), first, last, total,
-                    b"".join(lines[first - 1:last]))
+                    b"".join(lines[first - 1:last]), tuple(sorted(held.items())))

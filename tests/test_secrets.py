@@ -177,3 +177,25 @@ def test_secrets_lists_where_chunks_were_held_back_without_their_text(planted, m
     assert min(r["line_start"] for r in key) == 1 and max(r["line_end"] for r in key) == len(PEM_LINES) + 2
     assert {r["ref"] for r in listed} == {"refs/heads/main"}
     assert not any(value.encode() in out.getvalue() for value in SECRETS.values())
+
+
+def test_get_file_withholds_the_lines_the_index_held_back_and_keeps_line_numbers(planted):
+    from query.get_file import WITHHELD_MARKER, get_file
+
+    cfg, _ = planted
+    key = get_file(cfg.data_dir, "app", "deploy/server_key.txt")
+    assert key.total_lines == len(PEM_LINES) + 2 and key.content.count(b"\n") == key.total_lines
+    assert not any(line.encode() in key.content for line in PEM_LINES) and b"BEGIN RSA" not in key.content
+    assert dict(key.withheld)[1] == "private_key" and len(key.withheld) == key.total_lines
+    middle = get_file(cfg.data_dir, "app", "deploy/server_key.txt", start=10, end=12)  # no BEGIN in range
+    assert middle.content.count(WITHHELD_MARKER.encode()) == 3
+    config = get_file(cfg.data_dir, "app", "app/config.py")
+    assert AWS_ID.encode() not in config.content and AWS_SECRET.encode() not in config.content
+    assert b'def region():\n    return "eu-west-1"\n' in config.content and dict(config.withheld) == {
+        1: "aws_access_key", 2: "assigned_secret"}
+    install = get_file(cfg.data_dir, "app", "deploy/install.sh").content.decode()
+    assert "systemctl restart app" in install and not any(line in install for line in PEM_LINES)
+    for name in ("app/db.py", "app/aws_alt.py", "app/notify.js", "app/settings.py", "docs/setup.md",
+                 ".github/workflows/ci.yml"):
+        content = get_file(cfg.data_dir, "app", name).content.decode()
+        assert not [k for k, v in SECRETS.items() if v in content], name
