@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from indexer import config as configmod
 from indexer.config import Config, RepoSpec
 from indexer.embed import HASH_MODEL
 from indexer.index import run
 from indexer.report import Report
+from query.cli import main
 from tests import gitrepo
 
 MAX_BLOB_BYTES = 16 * 1024  # small, so the oversized fixture file stays small too
@@ -161,6 +164,40 @@ def write_config(root: Path, repos: list[RepoSpec], model: str = HASH_MODEL, **k
                  repos=tuple(repos))
     path.write_text(configmod.dumps(cfg, "data"), encoding="utf-8")
     return configmod.load(path)
+
+
+@pytest.fixture
+def two_repos(tmp_path):
+    """Two small real repos (api, tools), configured and not yet indexed: (cfg, api repo, tools repo)."""
+    api = gitrepo.init(tmp_path / "src" / "api")
+    gitrepo.commit(api, api_files())
+    tools = gitrepo.init(tmp_path / "src" / "tools")
+    gitrepo.commit(tools, tools_files())
+    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")),
+                                  RepoSpec("tools", str(tmp_path / "src" / "tools"))])
+    return cfg, api, tools
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def blobdex(monkeypatch):
+    """Run the `blobdex` entry point in process, as a shell would: exit code, stdout, stderr."""
+    def invoke(*args) -> Run:
+        monkeypatch.setattr(sys, "argv", ["blobdex", *map(str, args)])
+        with CliRunner().isolation() as (out, err, _):
+            try:
+                main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code
+        return Run(code, out.getvalue().decode(), err.getvalue().decode())
+    return invoke
 
 
 @pytest.fixture(scope="session")

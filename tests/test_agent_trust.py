@@ -21,7 +21,7 @@ from query.mcp_server import build
 from query.service import Service, indexed_ref
 from tests import gitrepo
 from tests.conftest import write_config
-from tests.test_server import Server
+from tests.test_server import Server, call, text
 
 MAIN_PY = b'# a header that only main has\ndef a():\n    return "main"\n'
 V1_PY = b'def a():\n    return "v1"\n'
@@ -45,17 +45,6 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def service(world):
     return Service(world, embedder=HashEmbedder())
-
-
-def call(server, tool, args):
-    async def go():
-        async with Client(server) as client:
-            return await client.call_tool(tool, args)
-    return asyncio.run(go())
-
-
-def text(result) -> str:
-    return result.content[0].text
 
 
 def blobdex(cfg, *args):

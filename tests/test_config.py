@@ -7,42 +7,17 @@ import json
 import re
 import shutil
 import socket
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from indexer import config as configmod
 from indexer.embed import HASH_MODEL
-from query.cli import main
 from tests import gitrepo
+from tests.conftest import Run
 from tests.test_mirror import TOKEN, http_remote  # noqa: F401 (a fixture: a smart-HTTP git server wanting TOKEN)
 
 SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def blobdex(monkeypatch):
-    """Run the `blobdex` entry point in process, as a shell would: exit code, stdout, stderr."""
-    def invoke(*args) -> Run:
-        monkeypatch.setattr(sys, "argv", ["blobdex", *map(str, args)])
-        with CliRunner().isolation() as (out, err, _):
-            try:
-                main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code
-        return Run(code, out.getvalue().decode(), err.getvalue().decode())
-    return invoke
 
 
 def assert_one_sentence_error(run: Run, *fragments: str) -> None:

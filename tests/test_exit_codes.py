@@ -7,7 +7,6 @@ import fcntl
 from indexer.config import RepoSpec
 from tests import gitrepo
 from tests.conftest import write_config
-from tests.test_config import blobdex  # noqa: F401  (the in-process `blobdex` runner fixture)
 
 
 def _configured(tmp_path):

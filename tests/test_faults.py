@@ -5,7 +5,6 @@ import json
 import logging
 import os
 import shutil
-import sqlite3
 from dataclasses import replace
 
 import pytest
@@ -15,7 +14,6 @@ from starlette.testclient import TestClient
 from indexer import index as indexmod
 from indexer import snapshot
 from indexer.cache import Cache
-from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.index import DiskFull, run
 from indexer.snapshot import SnapshotError, current_id, open_manifest
@@ -24,17 +22,12 @@ from query.http import app
 from query.reader import SnapshotReader
 from query.service import Service
 from tests import gitrepo
-from tests.conftest import api_files, tools_files, write_config
+from tests.conftest import api_files
 
 
 @pytest.fixture
-def cfg(tmp_path):
-    api = gitrepo.init(tmp_path / "src" / "api")
-    gitrepo.commit(api, api_files())
-    tools = gitrepo.init(tmp_path / "src" / "tools")
-    gitrepo.commit(tools, tools_files())
-    return write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")),
-                                   RepoSpec("tools", str(tmp_path / "src" / "tools"))])
+def cfg(two_repos):
+    return two_repos[0]
 
 
 def live_dir(cfg):

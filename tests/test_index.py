@@ -15,7 +15,7 @@ from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.verify import verify
 from query.reader import SnapshotReader
 from tests import gitrepo
-from tests.conftest import RENEW_PY, api_files, tools_files, write_config
+from tests.conftest import RENEW_PY, api_files, write_config
 
 
 class CountingEmbedder(HashEmbedder):
@@ -30,17 +30,6 @@ class CountingEmbedder(HashEmbedder):
 class BrokenEmbedder(HashEmbedder):
     def embed(self, texts):
         raise RuntimeError("model crashed")
-
-
-@pytest.fixture
-def two_repos(tmp_path):
-    api = gitrepo.init(tmp_path / "src" / "api")
-    gitrepo.commit(api, api_files())
-    tools = gitrepo.init(tmp_path / "src" / "tools")
-    gitrepo.commit(tools, tools_files())
-    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")),
-                                  RepoSpec("tools", str(tmp_path / "src" / "tools"))])
-    return cfg, api, tools
 
 
 def test_rerun_without_upstream_change_embeds_nothing_and_publishes_nothing(two_repos):
