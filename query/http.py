@@ -34,7 +34,7 @@ from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError
 from query.mcp_server import build as build_mcp
 from query.mcp_server import render_files, render_search
 from query.overlay import SessionNotFound
-from query.search import SearchRequest
+from query.search import SearchRequest, keep_similar
 from query.service import ChunkNotFound, Service, route_dict
 
 log = logging.getLogger(__name__)
@@ -306,7 +306,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
                  "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence]}
                 for f in files]}
         snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req, session_id)
-        hits, applied = payload.keep_similar(hits, min_score, min_score_diff)
+        hits, applied = keep_similar(hits, min_score, min_score_diff)
         if fmt == "markdown":
             filters = [f"{name}={value}" for name, value in (  # as search_code names them
                 ("repos", list(req.repos)), ("lang", list(req.langs)), ("paths", list(req.paths)),

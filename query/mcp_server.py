@@ -18,7 +18,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from indexer.errors import BlobdexError
-from query.search import MAX_LIMIT, SearchRequest
+from query.search import MAX_LIMIT, SearchRequest, keep_similar
 from query.service import Service
 
 FILE_LINES_PER_CALL = 500
@@ -193,16 +193,8 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         applied = [f"{name}={value}" for name, value in (("repos", repos), ("lang", lang), ("paths", paths),
                                                           ("ignore", ignore), ("kind", kind), ("ref", ref),
                                                           ("session", session_id)) if value]
-        similarity = [(c, h, h.signals.get("vector_score") or 0.0) for c, h in hits]
-        if min_score is not None:
-            similarity = [x for x in similarity if x[2] >= min_score]
-            applied.append(f"min_score={min_score} dropped {len(hits) - len(similarity)}")
-        if min_score_diff is not None and similarity:
-            best = max(x[2] for x in similarity)
-            kept = [x for x in similarity if x[2] >= best - min_score_diff]
-            applied.append(f"min_score_diff={min_score_diff} dropped {len(similarity) - len(kept)}")
-            similarity = kept
-        hits = [(c, h) for c, h, _ in similarity]
+        hits, notes = keep_similar(hits, min_score, min_score_diff)
+        applied += notes
         if format == "json":
             return json.dumps({"snapshot_id": snapshot_id, "query": query, "applied": applied,
                                "hits": [{"id": c, **h.to_dict()} for c, h in hits]}, indent=1)

@@ -65,21 +65,3 @@ def known_fields(data: dict, fields: tuple[str, ...], noun: str = "field") -> No
             guess = difflib.get_close_matches(name, fields, 1)
             hint = f"; did you mean {guess[0]!r}?" if guess else f"; accepted {noun}s: {', '.join(fields)}"
             raise PayloadError(f"unknown {noun} {name!r}{hint}")
-
-
-def keep_similar(hits: list, min_score: float | None, min_score_diff: float | None) -> tuple[list, list[str]]:
-    """Score thresholds over (id, Hit) pairs by vector similarity, as search_code and /v1/search apply them:
-    min_score drops hits below it, min_score_diff those more than it below the best; returns what is
-    kept and one note per threshold saying how many it dropped."""
-    notes: list[str] = []
-    scored = [(c, h, h.signals.get("vector_score") or 0.0) for c, h in hits]
-    if min_score is not None:
-        kept = [x for x in scored if x[2] >= min_score]
-        notes.append(f"min_score={min_score} dropped {len(scored) - len(kept)}")
-        scored = kept
-    if min_score_diff is not None and scored:
-        best = max(x[2] for x in scored)
-        kept = [x for x in scored if x[2] >= best - min_score_diff]
-        notes.append(f"min_score_diff={min_score_diff} dropped {len(scored) - len(kept)}")
-        scored = kept
-    return [(c, h) for c, h, _ in scored], notes

@@ -437,3 +437,21 @@ def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) ->
                path=r["path"], blob_id=r["blob_id"], chunk_index=r["chunk_index"], symbol=r["symbol"],
                kind=r["kind"], lang=r["lang"], line_start=r["line_start"], line_end=r["line_end"],
                snippet=text, score=round(score, 6), signals={**signals, "snippet_lines": [start, end]}, row=row)
+
+
+def keep_similar(hits: list, min_score: float | None, min_score_diff: float | None) -> tuple[list, list[str]]:
+    """Score thresholds over (id, Hit) pairs by vector similarity, as search_code and /v1/search apply them:
+    min_score drops hits below it, min_score_diff those more than it below the best; returns what is
+    kept and one note per threshold saying how many it dropped."""
+    notes: list[str] = []
+    scored = [(c, h, h.signals.get("vector_score") or 0.0) for c, h in hits]
+    if min_score is not None:
+        kept = [x for x in scored if x[2] >= min_score]
+        notes.append(f"min_score={min_score} dropped {len(scored) - len(kept)}")
+        scored = kept
+    if min_score_diff is not None and scored:
+        best = max(x[2] for x in scored)
+        kept = [x for x in scored if x[2] >= best - min_score_diff]
+        notes.append(f"min_score_diff={min_score_diff} dropped {len(scored) - len(kept)}")
+        scored = kept
+    return [(c, h) for c, h, _ in scored], notes
