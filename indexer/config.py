@@ -22,7 +22,7 @@ KEEP_SNAPSHOTS = 3  # published snapshots kept on disk, CURRENT included
 SESSION_IDLE_HOURS = 24.0
 
 # Every key blobdex.toml may hold: (the form its value takes, how to write it). Some are read by other
-# modules from the same file (jwt_* and github_* by query/cip.py load_settings): they are listed here too,
+# modules from the same file (jwt_* and github_* by query/cip.py load_settings, through Config.protocol_auth): they are listed here too,
 # so that one check knows every key and a misspelt one is refused instead of silently ignored. A module
 # that reads a new key adds it here.
 KNOWN_KEYS = {
@@ -49,6 +49,7 @@ REPO_KEYS = {
     "credential": ("string", 'credential = "env:GIT_TOKEN"'),
     "username": ("string", 'username = "git"'),
 }
+PROTOCOL_AUTH_PREFIXES = ("jwt_", "github_")
 # Secrets that query/cip.py takes only from the environment, so that a file never holds them.
 ENV_ONLY_KEYS = {"github_client_secret": "BLOBDEX_GITHUB_CLIENT_SECRET"}
 
@@ -86,6 +87,9 @@ class Config:
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
     reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
+    # The Codebase Index Protocol's jwt_* / github_* keys as the file has them (checked like the rest);
+    # query/cip.py `load_settings` lays the environment over them.
+    protocol_auth: dict = field(default_factory=dict)
 
     def repo(self, name: str, org: str = DEFAULT_ORG) -> RepoSpec | None:
         return next((r for r in self.repos if r.name == name and r.org == org), None)
@@ -144,7 +148,8 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
                   max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
                   keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
                   session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
-                  reranker=raw.get("reranker", ""))
+                  reranker=raw.get("reranker", ""),
+                  protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)})
 
 
 def _read(path: Path) -> tuple[str, dict]:

@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
 
+from indexer.config import Config
 from indexer.errors import BlobdexError
 from query import payload
 from query.pushed import PushedChunk
@@ -65,14 +66,10 @@ class AuthSettings:
                    github_user_url=raw.get("github_user_url", cls.github_user_url))
 
 
-def load_settings(config_path) -> AuthSettings:
-    """Auth settings from the environment and the config file's jwt_* / github_* keys."""
-    import tomllib
-
-    raw = {}
-    if config_path is not None and config_path.exists():
-        raw = tomllib.loads(config_path.read_text(encoding="utf-8"))
-    return AuthSettings.from_env(raw)
+def load_settings(cfg: Config) -> AuthSettings:
+    """Auth settings from the environment over the config file's jwt_* / github_* keys (checked when the
+    config was loaded: the one parser of blobdex.toml)."""
+    return AuthSettings.from_env(cfg.protocol_auth)
 
 
 class ProtocolError(Exception):

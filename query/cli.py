@@ -350,7 +350,7 @@ def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
     if as_jwt:
         from query.cip import load_settings, mint as mint_jwt
 
-        settings = load_settings(cfg.path)
+        settings = load_settings(cfg)
         if not user:
             raise click.UsageError("--jwt needs --user NAME")
         if not settings.secret:

@@ -407,7 +407,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         Route("/v1/sessions/{session_id}", endpoint(session), methods=["GET", "DELETE"]),
         *([Mount(LUCOS_PREFIX, app=lucos_app(service, _org.get if require_token else None))] if lucos else []),
         Mount(codesearch_prefix, app=codesearch_app(service, _org.get)),
-        Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg.path))),
+        Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg))),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
     starlette = Starlette(routes=routes, lifespan=lifespan,

@@ -233,3 +233,18 @@ def test_sql_with_no_statement_is_one_sentence(corpus, blobdex, query):
 def test_a_repo_name_with_a_slash_points_at_org(tmp_path, blobdex, source):
     run = blobdex("--config", tmp_path / "blobdex.toml", "repo", "add", "acme/api", source)
     assert_one_sentence_error(run, "invalid repo name 'acme/api'", "pass --org ORG and the repo name alone")
+
+
+def test_the_protocol_auth_keys_are_read_through_the_one_config_parser(tmp_path, monkeypatch):
+    from query.cip import load_settings
+
+    monkeypatch.delenv("BLOBDEX_JWT_SECRET", raising=False)
+    path = tmp_path / "blobdex.toml"
+    path.write_text('jwt_secret = "from-the-file-0123456789abcdef0123"\njwt_users = ["alice"]\n'
+                    'github_client_id = "cid"\n', encoding="utf-8")
+    settings = load_settings(configmod.load(path))
+    assert settings.secret == "from-the-file-0123456789abcdef0123" and settings.allowed_users == {"alice"}
+    assert settings.github_client_id == "cid"
+    path.write_text('jwt_users = "alice"\n', encoding="utf-8")
+    with pytest.raises(configmod.ConfigError, match="jwt_users"):
+        configmod.load(path)
