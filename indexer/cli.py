@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -117,7 +116,7 @@ def _checked_refs(spec: RepoSpec) -> tuple[str, ...]:
     from dulwich.client import HTTPUnauthorized, get_transport_and_path
     from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 
-    from indexer.mirror import MirrorError, redact, resolve_credential
+    from indexer.mirror import MirrorError, quiet_retries, redact, resolve_credential
     from indexer.scan import HEX40_RE
 
     where = f"cannot add repo {spec.name!r} from {redact(spec.url)}"
@@ -127,14 +126,8 @@ def _checked_refs(spec: RepoSpec) -> tuple[str, ...]:
         if spec.credential:
             kwargs = {"username": spec.username or "git", "password": resolve_credential(spec.credential)}
         client, path = get_transport_and_path(spec.url, **kwargs)
-        # urllib3 logs each of its own retries as a warning; here the one sentence below says it all.
-        retries = logging.getLogger("urllib3.connectionpool")
-        level = retries.level
-        retries.setLevel(logging.ERROR)
-        try:
+        with quiet_retries():
             result = client.get_refs(path)
-        finally:
-            retries.setLevel(level)
     except MirrorError as exc:
         raise ConfigError(f"{where}: {exc}, {skip}") from exc
     except HTTPUnauthorized as exc:

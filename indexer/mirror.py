@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -80,6 +81,19 @@ def open_mirror(path: Path) -> Repo:
                           f"'blobdex index' again to re-create it") from exc
 
 
+@contextmanager
+def quiet_retries():
+    """urllib3 logs each of its own connection retries as a warning (nine lines for one unreachable URL,
+    under our own attempts): while talking to a remote, only its errors reach the log."""
+    pool = logging.getLogger("urllib3.connectionpool")
+    level = pool.level
+    pool.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        pool.setLevel(level)
+
+
 def fetch(data_dir: Path, spec: RepoSpec) -> Path:
     """Create or update the bare mirror of `spec`; return its path.
 
@@ -102,7 +116,8 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
         if attempt:
             time.sleep(FETCH_BACKOFF_SECONDS[attempt - 1])
         try:
-            _fetch_once(path, url, kwargs)
+            with quiet_retries():
+                _fetch_once(path, url, kwargs)
             _repack_if_needed(path)
             return path
         except HTTPUnauthorized as exc:

@@ -79,12 +79,14 @@ def test_unset_credential_variable_is_named(tmp_path, monkeypatch):
         resolve_credential("plain-token")
 
 
-def test_unreachable_url_fails_after_retries_without_leaking_credentials(tmp_path, monkeypatch):
+def test_unreachable_url_fails_after_retries_without_leaking_credentials(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr("indexer.mirror.FETCH_BACKOFF_SECONDS", (0.0, 0.0))
     spec = RepoSpec("gone", "http://user:hunter2@127.0.0.1:9/nothing.git")
-    with pytest.raises(MirrorError) as err:
+    with caplog.at_level("DEBUG"), pytest.raises(MirrorError) as err:
         fetch(tmp_path / "data", spec)
     assert "after 3 attempts" in str(err.value) and "hunter2" not in str(err.value)
+    # Our three attempts are logged; urllib3's own retries inside each are not (they were 9 more lines).
+    assert [r.name for r in caplog.records if r.levelname == "WARNING"] == ["indexer.mirror"] * 3
     assert redact(spec.url) == "http://127.0.0.1:9/nothing.git"
 
 
