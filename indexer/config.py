@@ -9,6 +9,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pathspec
 import tomlkit
 
 from indexer.errors import BlobdexError
@@ -48,6 +49,8 @@ REPO_KEYS = {
     "refs": ("list of strings", 'refs = ["main"]'),
     "credential": ("string", 'credential = "env:GIT_TOKEN"'),
     "username": ("string", 'username = "git"'),
+    "include": ("list of strings", 'include = ["src/", "*.py"]'),
+    "exclude": ("list of strings", 'exclude = ["docs/generated/", "*.fixture.json"]'),
 }
 PROTOCOL_AUTH_PREFIXES = ("jwt_", "github_")
 # Secrets that query/cip.py takes only from the environment, so that a file never holds them.
@@ -71,6 +74,8 @@ class RepoSpec:
     refs: tuple[str, ...] = ()  # empty: the mirror's default branch (its HEAD)
     credential: str | None = None  # a reference (`env:NAME`, `file:PATH`), never a secret
     username: str | None = None
+    include: tuple[str, ...] = ()  # gitignore-style globs: when given, only matching paths are indexed
+    exclude: tuple[str, ...] = ()  # gitignore-style globs: matching paths are skipped as `excluded`
 
     @property
     def key(self) -> tuple[str, str]:
@@ -220,7 +225,18 @@ def _repo_spec(where: str, index: int, item: dict) -> RepoSpec:
         raise ConfigError(f"{label}: lacks `{missing[0]}`; every repo needs name and url")
     return RepoSpec(name=check_name("repo", item["name"]), url=item["url"],
                     org=check_name("org", item.get("org", DEFAULT_ORG)), refs=tuple(item.get("refs", ())),
-                    credential=item.get("credential"), username=item.get("username"))
+                    credential=item.get("credential"), username=item.get("username"),
+                    include=_globs(label, "include", item), exclude=_globs(label, "exclude", item))
+
+
+def _globs(label: str, key: str, item: dict) -> tuple[str, ...]:
+    patterns = tuple(item.get(key, ()))
+    try:
+        pathspec.PathSpec.from_lines("gitignore", patterns)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{label}: `{key}` holds a pattern that is not a gitignore glob ({exc}); "
+                          f"write it as in .gitignore, e.g. {REPO_KEYS[key][1]}") from exc
+    return patterns
 
 
 def _repo_table(spec: RepoSpec) -> tomlkit.items.Table:
@@ -234,7 +250,8 @@ def _repo_table(spec: RepoSpec) -> tomlkit.items.Table:
 def _fill(table, spec: RepoSpec) -> None:
     """Make a [[repo]] table say `spec`, touching only keys whose meaning changes (others, and comments, stay)."""
     values = {"org": spec.org, "name": spec.name, "url": spec.url, "refs": list(spec.refs),
-              "credential": spec.credential, "username": spec.username}
+              "credential": spec.credential, "username": spec.username, "include": list(spec.include),
+              "exclude": list(spec.exclude)}
     for key, value in values.items():
         now = table.get(key, DEFAULT_ORG if key == "org" else None)
         if value is None or value == []:

@@ -37,6 +37,7 @@ class SkipReason(str, Enum):
     DATA = "data"  # tables, logs, notebooks, vector images: text, but not code or prose
     EMPTY = "empty"
     UNREADABLE = "unreadable"  # the blob could not be read from the mirror or chunked
+    EXCLUDED = "excluded"  # by the repo's own include/exclude globs in blobdex.toml
     TOO_DEEP = "too_deep"  # a directory nested deeper than scan.MAX_TREE_DEPTH: its path is recorded, not entered
 
 

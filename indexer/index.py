@@ -149,7 +149,7 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             with mirror.open_mirror(w.mirror_path) as repo:
                 for ref in (w.spec.refs or (None,)):
                     full_ref, commit_id = resolve_ref(repo, ref, w.spec.name)
-                    w.scans.append(scan_commit(repo, full_ref, commit_id))
+                    w.scans.append(scan_commit(repo, full_ref, commit_id, w.spec.include, w.spec.exclude))
                     w.report.refs.append({"ref": full_ref, "commit_id": commit_id})
         except (ScanError, mirror.MirrorError) as exc:
             _mark_stale(w, str(exc))
@@ -215,6 +215,8 @@ def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str
     for w in work:
         before = prev.repo(*w.spec.key)
         if w.report.status != "ok" or before.status != "ok" or before.url != w.report.url:
+            return False
+        if (before.include, before.exclude) != (list(w.spec.include), list(w.spec.exclude)):
             return False
         if [(r.ref, r.commit_id) for r in before.refs] != [(s.ref, s.commit_id) for s in w.scans]:
             return False
@@ -296,6 +298,7 @@ def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry]) -> 
         if w.report.status != "ok":
             continue
         state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, w.scans, entry_of, snapshot.now_iso())
+        state.include, state.exclude = list(w.spec.include), list(w.spec.exclude)
         states[w.spec.key] = state
         w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
     return tables, states

@@ -6,6 +6,7 @@ import re
 import stat
 from dataclasses import dataclass
 
+import pathspec
 from dulwich.objects import Commit, Tag
 from dulwich.repo import Repo
 
@@ -98,8 +99,20 @@ def _walk(repo: Repo, tree_id: bytes):
         todo.extend(reversed(subdirs))
 
 
-def scan_commit(repo: Repo, ref: str, commit_id: str) -> RefScan:
+def _selection(include: tuple[str, ...], exclude: tuple[str, ...]):
+    """Whether a path is chosen by a repo's include/exclude globs (gitignore syntax)."""
+    wanted = pathspec.PathSpec.from_lines("gitignore", include) if include else None
+    unwanted = pathspec.PathSpec.from_lines("gitignore", exclude) if exclude else None
+    return lambda path: ((wanted is None or wanted.match_file(path))
+                         and (unwanted is None or not unwanted.match_file(path)))
+
+
+def scan_commit(repo: Repo, ref: str, commit_id: str, include: tuple[str, ...] = (),
+                exclude: tuple[str, ...] = ()) -> RefScan:
+    """Every file of a commit with its language and, when known from the path, why it is skipped:
+    the repo's own include/exclude globs first (the operator's word), then .gitattributes and our rules."""
     commit = repo[commit_id.encode()]
+    chosen = _selection(include, exclude)
     listed = []
     for raw_path, mode, sha in _walk(repo, commit.tree):
         if len(listed) >= MAX_FILES_PER_REF:
@@ -120,6 +133,8 @@ def scan_commit(repo: Repo, ref: str, commit_id: str) -> RefScan:
             skip = SkipReason.SYMLINK
         elif mode & 0o170000 == S_IFGITLINK:
             skip = SkipReason.SUBMODULE
+        elif not chosen(path):
+            skip = SkipReason.EXCLUDED
         else:
             skip = attributes.skip_for(path, skip_for_path(path))
         files.append(FileEntry(path, blob_id, language_for(path), skip))

@@ -129,6 +129,8 @@ class RepoState:
     parse_fallbacks: int = 0
     syntax_errors: int = 0  # files that parsed with errors: indexed with what could be recovered
     graph: dict[str, int] = field(default_factory=dict)  # rows per fact table
+    include: list[str] = field(default_factory=list)  # the repo's include/exclude globs it was scanned with
+    exclude: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -119,3 +119,32 @@ def test_gitattributes_mark_vendored_generated_and_binary_files_and_can_take_fil
     assert files["third/jquery.js"] == "vendored" and files["web/legacy.js"] == "vendored"
     assert files["api/client.py"] == "generated" and files["tests/out.golden"] == "binary"
     assert files["vendor/ours.go"] is None and files["web/app.js"] is None and files["main.py"] is None
+
+
+def test_a_repos_include_and_exclude_globs_choose_its_files_and_a_change_to_them_rebuilds(tmp_path):
+    repo = gitrepo.init(tmp_path / "src" / "app")
+    gitrepo.commit(repo, {"src/app.py": b"def app():\n    return 1\n", "src/gen/big.py": b"X = 1\n",
+                          "docs/guide.md": b"# Guide\n\nRead me.\n", "scripts/tool.sh": b"echo hi\n"})
+    path = tmp_path / "blobdex.toml"
+    path.write_text(f'data_dir = "data"\nmodel = "blobdex:hash"\n\n[[repo]]\nname = "app"\n'
+                    f'url = "{tmp_path / "src" / "app"}"\ninclude = ["src/", "docs/"]\n'
+                    f'exclude = ["src/gen/"]\n', encoding="utf-8")
+    from indexer import config as configmod
+
+    cfg = configmod.load(path)
+    assert cfg.repos[0].include == ("src/", "docs/") and cfg.repos[0].exclude == ("src/gen/",)
+    run(cfg, show_progress=False)
+    assert _files(cfg) == {"src/app.py": None, "src/gen/big.py": "excluded", "docs/guide.md": None,
+                           "scripts/tool.sh": "excluded"}
+    path.write_text(path.read_text().replace('exclude = ["src/gen/"]\n', ""), encoding="utf-8")
+    again = run(configmod.load(path), show_progress=False)
+    assert again.published and _files(cfg)["src/gen/big.py"] is None
+
+
+def test_include_and_exclude_must_be_lists_of_globs(tmp_path):
+    from indexer import config as configmod
+
+    path = tmp_path / "blobdex.toml"
+    path.write_text('[[repo]]\nname = "app"\nurl = "/x"\nexclude = "src/gen/"\n', encoding="utf-8")
+    with pytest.raises(configmod.ConfigError, match="`exclude`"):
+        configmod.load(path)
