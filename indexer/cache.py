@@ -52,7 +52,9 @@ def text_id(text: str) -> str:
 def _corrupt(exc: Exception) -> bool:
     if isinstance(exc, zlib.error):  # an entry's bytes were damaged inside an intact page
         return True
-    return isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorcode", None) in CORRUPT_CODES
+    # sqlite reports extended codes (SQLITE_CORRUPT_INDEX is 779): the primary code is the low byte.
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in CORRUPT_CODES
 
 
 def _repairing(method):
@@ -117,6 +119,16 @@ class Cache:
     def blob_key(blob_id: str, lang: str, max_bytes: int) -> str:
         # Everything the entry depends on besides the bytes themselves.
         return f"{blob_id}:{lang}:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:m{max_bytes}"
+
+    @_repairing
+    def forget_other_versions(self) -> int:
+        """Delete blob entries made under other tool versions, overwriting their bytes: nothing reads them
+        again, and an entry from before a policy change may hold what the policy now holds back (policy 1
+        stored the body of a private key)."""
+        current = f"%:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:%"
+        self.db.execute("PRAGMA secure_delete=ON")
+        with self.db:
+            return self.db.execute("DELETE FROM blob WHERE key NOT LIKE ?", [current]).rowcount
 
     @_repairing
     def get_blobs(self, keys: list[str]) -> dict[str, BlobEntry]:

@@ -177,6 +177,7 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
 
     cache = Cache(cfg.data_dir / "cache")
     try:
+        cache.forget_other_versions()
         return _build(cfg, report, work, wanted, cache, prev_path, prev, embedder, model_id, show_progress)
     finally:
         if cache.moved_aside is not None:  # the cache logged it already

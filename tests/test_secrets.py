@@ -199,3 +199,21 @@ def test_get_file_withholds_the_lines_the_index_held_back_and_keeps_line_numbers
                  ".github/workflows/ci.yml"):
         content = get_file(cfg.data_dir, "app", name).content.decode()
         assert not [k for k, v in SECRETS.items() if v in content], name
+
+
+def test_cache_entries_of_an_older_policy_are_erased_by_the_next_build(tmp_path):
+    from indexer.cache import Cache
+
+    repo = gitrepo.init(tmp_path / "src" / "app")
+    gitrepo.commit(repo, {"app.py": b"def app():\n    return 1\n"})
+    cfg = write_config(tmp_path, [RepoSpec("app", str(tmp_path / "src" / "app"))])
+    cache = Cache(cfg.data_dir / "cache")
+    old = zlib.compress(json.dumps({"body": PEM_LINES[7]}).encode())
+    with cache.db:
+        cache.db.execute("INSERT INTO blob VALUES (?, ?)", [f"{'0' * 40}:text:p1:c2:x1:m1048576", old])
+    cache.close()
+    run(cfg, show_progress=False)
+    raw = (cfg.data_dir / "cache" / "cache.sqlite").read_bytes()
+    assert old not in raw and b":p1:" not in raw
+    db = sqlite3.connect(str(cfg.data_dir / "cache" / "cache.sqlite"))
+    assert db.execute("SELECT count(*) FROM blob").fetchone()[0] == 1  # app.py, under today's versions
