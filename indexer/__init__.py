@@ -1,0 +1,25 @@
+"""The indexer: mirrors repos and publishes snapshots. `query/` may import only the kernel below.
+
+The two halves meet at the snapshot format (`snapshot`) and a small named kernel of modules that
+both need; everything else here is the pipeline, which the query server never runs. Enforced by
+tests/test_layout.py.
+"""
+
+KERNEL = frozenset({
+    "errors",     # the error base class every surface turns into one sentence
+    "config",     # blobdex.toml
+    "snapshot",   # the format: layout, schemas, manifest, CURRENT; the only reader of its files
+    "tokenize",   # queries are tokenized as their snapshot was
+    "embed",      # queries are embedded by the snapshot's model
+    "languages",  # path -> language, for filters and overlays
+    "ignore",     # the skip policy: get_file refuses what the indexer never reads
+    "secrets",    # credential detection: overlays hold back, get_file withholds, what the index holds back
+    "chunk",      # blob preparation for session overlays, exactly as for committed blobs
+    "mirror",     # get_file reads git objects from the mirrors
+    "scan",       # ref resolution for get_file and status
+})
+# Imports of the pipeline from query/, each for a stated reason (module -> the indexer module it may use).
+SANCTIONED = {
+    "query/evaluate.py": {"index"},  # the eval indexes a scratch data dir of its own to measure
+    "query/cli.py": {"cli"},  # the one `blobdex` command mounts the indexer's commands (init, repo, index)
+}

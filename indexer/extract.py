@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from tree_sitter import Node, Query, QueryCursor, Tree
 from tree_sitter_language_pack import get_language
 
+from indexer.snapshot import FACT_COLUMNS
+
 # 1: symbols, imports, calls, routes, env keys, tasks, URL literals for python, js/ts, go, java.
 EXTRACTOR_VERSION = 1
 
@@ -24,16 +26,6 @@ PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}|\$\{[^{}]*\}")
 SETTINGS_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]+$")
 
 
-# Column names of each table's rows, in the order extraction appends them (snapshot.py types them).
-FACT_COLUMNS = {
-    "symbols": ("name", "qualified_name", "kind", "parent", "signature", "doc", "line", "line_end"),
-    "imports": ("module", "name", "line"),
-    "calls": ("caller", "callee", "callee_root", "line"),
-    "routes": ("method", "pattern", "handler", "framework", "line"),
-    "env_keys": ("key", "how", "line"),
-    "tasks": ("name", "role", "how", "line"),
-    "url_literals": ("url", "url_path", "line"),
-}
 
 
 @dataclass

@@ -27,14 +27,14 @@ from indexer.chunk import CHUNKER_VERSION, chunk_and_parse
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.embed import Embedder, embed_text, load_embedder, model_id_for
-from indexer.extract import EXTRACTOR_VERSION, FACT_COLUMNS, extract
+from indexer.extract import EXTRACTOR_VERSION, extract
 from indexer.ignore import POLICY_VERSION, SkipReason, skip_for_content
 from indexer.progress import Progress
 from indexer.report import Report, RepoReport
 from indexer.rows import Tables, add_repo, carried, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
 from indexer.secrets import hold_back, scrub_facts
-from indexer.snapshot import Manifest, RepoState
+from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState
 from indexer.tokenize import TOKENIZER_VERSION
 from indexer.verify import open_check
 from indexer.write import write_cards, write_chunks, write_graph, write_lexical

@@ -17,9 +17,8 @@ import pyarrow.parquet as pq
 
 from indexer import snapshot
 from indexer.cache import BlobEntry, Cache
-from indexer.extract import FACT_COLUMNS
 from indexer.scan import RefScan
-from indexer.snapshot import RefState, RepoState
+from indexer.snapshot import FACT_COLUMNS, RefState, RepoState
 
 CHUNK_COLUMNS = ("org", "repo", "path", "blob_id", "chunk_index", "refs", "lang", "kind", "symbol",
                  "line_start", "line_end", "text")

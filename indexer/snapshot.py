@@ -32,7 +32,18 @@ from pathlib import Path
 import pyarrow as pa
 
 from indexer.errors import BlobdexError
-from indexer.extract import FACT_COLUMNS
+
+# Column names of each table's rows, in the order extraction appends them (GRAPH_SCHEMAS types them);
+# indexer/extract.py appends rows in this order.
+FACT_COLUMNS = {
+    "symbols": ("name", "qualified_name", "kind", "parent", "signature", "doc", "line", "line_end"),
+    "imports": ("module", "name", "line"),
+    "calls": ("caller", "callee", "callee_root", "line"),
+    "routes": ("method", "pattern", "handler", "framework", "line"),
+    "env_keys": ("key", "how", "line"),
+    "tasks": ("name", "role", "how", "line"),
+    "url_literals": ("url", "url_path", "line"),
+}
 
 # 1: initial layout.
 # 2: files gain `held_back`: the line spans and kinds of chunks held back as credentials (never their text).

@@ -13,9 +13,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import tantivy
 
-from indexer.extract import FACT_COLUMNS
-from indexer.snapshot import (CARDS, CHUNKS_TABLE, LEXICAL_DIR, TABLE_SCHEMAS, VECTORS_DIR, Manifest, SnapshotError,
-                              graph_path, lexical_schema, open_manifest, store_error)
+from indexer.snapshot import (CARDS, CHUNKS_TABLE, FACT_COLUMNS, LEXICAL_DIR, TABLE_SCHEMAS, VECTORS_DIR, Manifest,
+                              SnapshotError, graph_path, lexical_schema, open_manifest, store_error)
 from indexer.write import LANCE_ROWS_PER_FILE
 
 LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields of snapshot.lexical_schema

@@ -1,0 +1,50 @@
+"""The two halves meet only at the snapshot format and a named kernel (indexer/__init__.py)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from indexer import KERNEL, SANCTIONED
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _indexer_imports(path: Path) -> set[str]:
+    """The indexer modules a file imports, wherever in the file (function-level imports count)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("indexer."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.ImportFrom) and node.module == "indexer":
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("indexer."))
+    return found
+
+
+def test_query_imports_only_the_kernel_of_the_indexer():
+    outside = {}
+    for path in sorted((ROOT / "query").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        extra = _indexer_imports(path) - KERNEL - SANCTIONED.get(rel, set())
+        if extra:
+            outside[rel] = sorted(extra)
+    assert outside == {}
+
+
+def test_every_kernel_module_and_sanctioned_import_exists():
+    assert all((ROOT / "indexer" / f"{name}.py").exists() for name in KERNEL)
+    assert all((ROOT / f).exists() and all((ROOT / "indexer" / f"{m}.py").exists() for m in mods)
+               for f, mods in SANCTIONED.items())
+
+
+def test_the_snapshot_reader_loads_no_parser_and_no_model():
+    code = ("import json, sys, query.reader, query.get_file, query.status; "
+            "print(json.dumps(sorted(m for m in ('tree_sitter', 'tree_sitter_language_pack', 'torch', "
+            "'sentence_transformers') if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
