@@ -280,7 +280,9 @@ def _chunk_stage(cfg: Config, report: Report, wanted: dict[str, tuple[Path, str,
                         pending[key] = _chunk_blob(data, lang, cfg.max_blob_bytes, report.seconds)
                     except Exception as exc:  # one bad file is recorded, never aborts a repo
                         log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
-                        pending[key] = BlobEntry(0, SkipReason.UNREADABLE.value, None, 0, ())
+                        # Recorded for this run only, never cached: a missing object may be fetched later,
+                        # and a crash may be fixed by the next version; the next run tries again.
+                        entries[key] = BlobEntry(0, SkipReason.UNREADABLE.value, None, 0, ())
                     bar.advance()
                     if len(pending) >= CHUNK_CACHE_BATCH:
                         cache.put_blobs(pending)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from indexer import index as indexmod
 from indexer import snapshot
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
@@ -223,3 +224,21 @@ def test_unreadable_manifest_is_refused_with_advice(two_repos):
     # The indexer treats it as absent: the next run builds from caches and publishes again.
     report = run(cfg, show_progress=False)
     assert report.published and report.chunks_embedded == 0
+
+
+def test_a_blob_that_failed_once_is_tried_again_by_the_next_build(two_repos, monkeypatch):
+    cfg, api, _ = two_repos
+    real = indexmod._chunk_blob
+
+    def flaky(data, lang, *args):
+        if b"total_with_tax" in data:
+            raise OSError("simulated read failure")
+        return real(data, lang, *args)
+
+    monkeypatch.setattr(indexmod, "_chunk_blob", flaky)
+    first = run(cfg, show_progress=False)
+    assert first.files_skipped.get("unreadable") == 1
+    monkeypatch.setattr(indexmod, "_chunk_blob", real)
+    gitrepo.commit(api, {**api_files(), "NEWS.md": b"# News\n\nInvoices gained tax.\n"})
+    second = run(cfg, show_progress=False)
+    assert second.published and "unreadable" not in second.files_skipped
