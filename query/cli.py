@@ -367,6 +367,7 @@ def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
 @token.command("list")
 @click.pass_context
 def token_list(ctx) -> None:
+    """The minted tokens: id, org, name, when (never the token itself; only its sha256 is stored)."""
     from query.tokens import listing
 
     for row in listing(cli_config(ctx).data_dir):
@@ -377,6 +378,7 @@ def token_list(ctx) -> None:
 @click.argument("token_id")
 @click.pass_context
 def token_revoke(ctx, token_id) -> None:
+    """Revoke a token by the id 'token list' shows; requests carrying it get 401 from then on."""
     from query.tokens import revoke
 
     if not revoke(cli_config(ctx).data_dir, token_id):
