@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 SAMPLE_QUERY ?= publish a new snapshot atomically
 PORT ?= 8765
 
-.PHONY: install run test bench clean
+.PHONY: install run lint test bench clean
 
 install: $(VENV)/.installed
 
@@ -25,7 +25,10 @@ run: install
 	$(BIN)/blobdex search "$(SAMPLE_QUERY)" -n 3
 	$(BIN)/blobdex serve --port $(PORT)
 
-test: install
+lint: install
+	$(BIN)/ruff check indexer query tests ci
+
+test: install lint
 	$(BIN)/python -m pytest -q
 
 bench: install

@@ -202,7 +202,7 @@ def _vector_ranks(reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray,
 
 def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str, ...]) -> tantivy.Query | None:
     """BM25 over content, symbol and path; org and repos are required terms, never pasted-in strings."""
-    Q, O, schema = tantivy.Query, tantivy.Occur, reader.schema
+    Q, Occur, schema = tantivy.Query, tantivy.Occur, reader.schema
     # Tokenized as the snapshot was (a server may be upgraded before the next index run).
     version = reader.manifest.tokenizer_version
     words = list(dict.fromkeys(t for t in tokens(text, version) if t not in STOPWORDS))
@@ -213,12 +213,12 @@ def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str,
     should = []
     for w in words:
         boost = COMPOUND_BOOST if w in compounds else 1.0
-        should.append((O.Should, Q.boost_query(Q.term_query(schema, "content", w), boost)))
-        should.append((O.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST * boost)))
-        should.append((O.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST * boost)))
-    must = [(O.Must, Q.term_query(schema, "org", org)), (O.Must, Q.boolean_query(should))]
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "content", w), boost)))
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST * boost)))
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST * boost)))
+    must = [(Occur.Must, Q.term_query(schema, "org", org)), (Occur.Must, Q.boolean_query(should))]
     if repos:
-        must.append((O.Must, Q.term_set_query(schema, "repo", list(repos))))
+        must.append((Occur.Must, Q.term_set_query(schema, "repo", list(repos))))
     return Q.boolean_query(must)
 
 
