@@ -31,6 +31,7 @@ from starlette.routing import Route
 from indexer.config import Config
 from indexer.errors import BlobdexError
 from query import payload
+from query.guard import is_local
 from query.pushed import PushedChunk
 from query.search import MAX_LIMIT, Overlay, SearchRequest, search, search_overlay
 
@@ -106,7 +107,7 @@ def verify(settings: AuthSettings, token: str | None, kind: str = "access") -> s
 
 def _loopback(url: str) -> bool:
     parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    return parts.scheme in ("http", "https") and parts.hostname is not None and is_local(parts.hostname)
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

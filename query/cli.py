@@ -252,6 +252,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT."""
     import uvicorn
 
+    from query.guard import is_local
     from query.http import app
     from query.service import Service
 
@@ -262,7 +263,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     service = Service(cfg)
     service.reader()  # fail now, with the reason, rather than on the first request
     service.embedder
-    if host not in ("127.0.0.1", "localhost", "::1") and not (require_token or allow_hosts):
+    if not is_local(host) and not (require_token or allow_hosts):
         click.echo(f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "
                    f"every indexed repo", err=True)
     click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)

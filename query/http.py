@@ -8,11 +8,9 @@ token minted by `blobdex token mint`; the token names the org the request runs i
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import math
-import re
 from dataclasses import asdict
 
 import anyio
@@ -24,7 +22,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Mount, Route
 
 from indexer.errors import BlobdexError
-from query import payload, tokens
+from query import payload
+from query.guard import LOCAL_HOSTS, MAX_BODY_BYTES, Guard, error
+from query.guard import current_org as _org
 from query.cip import AuthSettings, load_settings
 from query.cip import app as cip_app
 from query.codesearch import app as codesearch_app
@@ -39,13 +39,9 @@ from query.service import ChunkNotFound, Service, route_dict
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1024 * 1024
 LUCOS_PREFIX = "/api/v1"
 CIP_PREFIX = "/codebase-index"
 OPEN_PATHS = ("/healthz", "/readyz", LUCOS_PREFIX + "/health/")  # probes answer without a token
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-HOST_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$")  # host[:port], nothing else
-_org: contextvars.ContextVar[str] = contextvars.ContextVar("org", default="default")
 NOT_FOUND = (ChunkNotFound, GetFileError, ContextError, SessionNotFound)
 # Each operation's JSON body takes these fields and no others: a typo is refused, not ignored.
 SEARCH_FIELDS = ("query", "repos", "lang", "paths", "ignore", "kind", "ref", "limit", "session_id", "group_by",
@@ -54,105 +50,6 @@ GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_c
 ROUTE_FIELDS = ("task", "limit")
 SYNC_FIELDS = ("repo", "files", "deleted")
 FILE_PARAMS, CONTEXT_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("symbol", "repo"), ("ids",)
-
-
-def error(status: int, code: str, message: str) -> JSONResponse:
-    """The one error shape of this API."""
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
-def _panicked(exc: BaseException) -> bool:
-    # pyo3 (tantivy) turns a Rust panic into PanicException, which derives from BaseException, so
-    # `except Exception` misses it; it is named, not imported, because pyo3 exposes no module for it.
-    return type(exc).__name__ == "PanicException"
-
-
-async def _capped(receive):
-    """The request's body read through `receive` up to MAX_BODY_BYTES, handed on as one message; None once
-    more has arrived (the rest is never read). Counts what arrives, so a chunked body is capped too."""
-    parts, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            pending = [message]  # the client went away: the app sees that
-            break
-        parts.append(message.get("body", b""))
-        size += len(parts[-1])
-        if size > MAX_BODY_BYTES:
-            return None
-        if not message.get("more_body", False):
-            pending = [{"type": "http.request", "body": b"".join(parts), "more_body": False}]
-            break
-
-    async def replay():
-        return pending.pop() if pending else await receive()
-    return replay
-
-
-class Guard:
-    """ASGI middleware, before any route: Host/Origin checks, the body cap (bytes as they arrive), bearer
-    tokens -> org, and a JSON 500 for a native panic that every handler below lets through."""
-
-    def __init__(self, app, allowed_hosts: list[str], require_token: bool, data_dir, default_org: str,
-                 exempt: tuple[str, ...] = ()):
-        self.app, self.allowed, self.require_token = app, allowed_hosts, require_token
-        self.data_dir, self.default_org, self.exempt = data_dir, default_org, exempt
-
-    def _host_ok(self, host: str) -> bool:
-        match = HOST_RE.match(host)
-        return match is not None and ("*" in self.allowed or host in self.allowed or match.group(1) in self.allowed)
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "")
-        origin = headers.get("origin")
-        if not HOST_RE.match(host):
-            return await error(400, "bad_host", f"Host {host!r} is not host[:port]; send the name or address "
-                                                f"of this server")(scope, receive, send)
-        if not self._host_ok(host):
-            return await error(421, "bad_host", f"Host {host!r} is not served here; start the server with "
-                                                f"--allow-host {host.rsplit(':', 1)[0]} to allow it")(scope, receive, send)
-        if origin is not None:
-            origin_host = origin.split("://", 1)[-1].split("/", 1)[0]
-            if not self._host_ok(origin_host):
-                return await error(403, "bad_origin", f"Origin {origin!r} is not allowed")(scope, receive, send)
-        if int(headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
-        org = self.default_org
-        if scope["path"] not in OPEN_PATHS and not scope["path"].startswith(self.exempt):
-            auth = headers.get("authorization", "")
-            token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-            if token is not None:
-                grant = tokens.verify(self.data_dir, token)
-                if grant is None:
-                    return await error(401, "bad_token", "the bearer token is not valid; mint one with "
-                                                         "'blobdex token mint'")(scope, receive, send)
-                org = grant["org"]
-            elif self.require_token:
-                return await error(401, "token_required", "this server requires 'Authorization: Bearer TOKEN'; "
-                                                          "mint one with 'blobdex token mint'")(scope, receive, send)
-        body = await _capped(receive)
-        if body is None:
-            return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes; send less "
-                                                 f"per request")(scope, receive, send)
-        started = False
-
-        async def tracked(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-        reset = _org.set(org)
-        try:
-            await self.app(scope, body, tracked)
-        except BaseException as exc:
-            if not _panicked(exc) or started:
-                raise
-            log.error("%s %s failed: a panic in a native library: %s", scope.get("method"), scope["path"], exc)
-            await error(500, "internal", "the server failed on this request; see its log")(scope, body, send)
-        finally:
-            _org.reset(reset)
 
 
 async def _json(request: Request, fields: tuple[str, ...]) -> dict:
@@ -415,4 +312,4 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
     # The Lucos routes authenticate by the gateway's trusted headers, unless tokens are required: then
     # they need one too, and its org must be the X-Org-Id they send. The Codebase Index Protocol has JWTs.
     exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos and not require_token else ())
-    return Guard(starlette, allowed, require_token, service.cfg.data_dir, default_org, exempt)
+    return Guard(starlette, allowed, require_token, service.cfg.data_dir, default_org, exempt, OPEN_PATHS)
