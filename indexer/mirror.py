@@ -34,8 +34,20 @@ class MirrorError(BlobdexError):
     """A repo could not be mirrored; the message is one sentence for a person."""
 
 
+MIRRORS_DIR = "mirrors"  # under the data dir: <org>/<name>.git
+
+
+def mirrors_dir(data_dir: Path, org: str) -> Path:
+    return data_dir / MIRRORS_DIR / org
+
+
 def mirror_path(data_dir: Path, spec: RepoSpec) -> Path:
-    return data_dir / "mirrors" / spec.org / f"{spec.name}.git"
+    return mirror_dir(data_dir, spec.org, spec.name)
+
+
+def mirror_dir(data_dir: Path, org: str, name: str) -> Path:
+    """The one place that says where a repo's bare mirror lives: mirrors/<org>/<name>.git."""
+    return mirrors_dir(data_dir, org) / f"{name}.git"
 
 
 def redact(url: str) -> str:
@@ -184,7 +196,7 @@ def sweep(data_dir: Path) -> list[str]:
     """Delete what interrupted fetches left in the mirrors (temporary packs, packs without an index); call
     only under the index lock, which every writer of a mirror holds."""
     removed = []
-    for objects in sorted((data_dir / "mirrors").glob("*/*.git/objects")):
+    for objects in sorted((data_dir / MIRRORS_DIR).glob("*/*.git/objects")):
         before = {*objects.glob("tmp_pack_*"), *(objects / "pack").glob("*.pack")}
         try:
             with open_mirror(objects.parent) as repo:

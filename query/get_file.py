@@ -14,7 +14,7 @@ from dulwich.repo import Repo
 
 from indexer.errors import BlobdexError
 from indexer.ignore import BINARY_SNIFF_BYTES, SkipReason, skip_for_path, validate_path
-from indexer.mirror import MirrorError, open_mirror
+from indexer.mirror import MirrorError, mirror_dir, mirrors_dir, open_mirror
 from indexer.scan import ScanError, resolve_ref
 from indexer.secrets import withheld_lines
 
@@ -139,7 +139,7 @@ def blob_size(repo: Repo, blob_id: bytes) -> int | None:
 
 
 def known_repos(data_dir: Path, org: str) -> list[str]:
-    root = data_dir / "mirrors" / org
+    root = mirrors_dir(data_dir, org)
     return sorted(p.name[:-4] for p in root.glob("*.git")) if root.exists() else []
 
 
@@ -170,7 +170,7 @@ def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
 
 def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, org: str = "default",
              start: int | None = None, end: int | None = None) -> FileText:
-    mirror = data_dir / "mirrors" / org / f"{repo_name}.git"
+    mirror = mirror_dir(data_dir, org, repo_name)
     if "/" in repo_name or repo_name.startswith(".") or not mirror.exists():
         known = ", ".join(known_repos(data_dir, org)) or "none"
         raise GetFileError(f"unknown repo {repo_name!r} in org {org!r} (known: {known}); "
