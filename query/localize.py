@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from indexer.embed import Embedder
 from indexer.languages import GRAMMARS, language_for
 from query.reader import SnapshotReader
-from query.search import (RRF_K, Hit, SearchRequest, candidates, defining_files, named_definitions, row_mask,
+from query.search import (RRF_K, Hit, SearchRequest, candidates, defining_files, named_definitions, row_mask, rrf,
                           validate)
 
 DECAY = 0.5  # within a signal, the n-th best chunk of a file adds DECAY**n of its share
@@ -108,11 +108,12 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
     reranked = [h for h in pool if h.signals.get("rerank_score") is not None]
     if reranked:  # the cross-encoder's order of the head is one more ranking to fuse
         lists["rerank"] = sorted(reranked, key=lambda h: -h.signals["rerank_score"])
+    orders = [(name, 1.0, [(key, 0.0) for key in _file_order(hits, 0.0 if name == "symbol" else DECAY)])
+              for name, hits in lists.items()]
     fused: dict[tuple[str, str], float] = defaultdict(float)
-    for name, hits in lists.items():
-        for position, key in enumerate(_file_order(hits, 0.0 if name == "symbol" else DECAY), 1):
-            files[key].signals[f"{name}_rank"] = position
-            fused[key] += 1.0 / (RRF_K + position)
+    for key, entry in rrf(orders).items():
+        files[key].signals.update({k: v for k, v in entry.items() if k.endswith("_rank")})
+        fused[key] = entry["score"]
     if req.mode == "hybrid":
         for word in named_definitions(req.query):
             # A name defined in n files is 1/n of the evidence for each (`Type` on every value type).

@@ -383,16 +383,25 @@ def rank(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay
     if overlay is not None:
         vec, overlay_lex = _overlay_ranks(overlay, req, vector, vec)
         extra = [("overlay_bm25", overlay_lex)]
-    fused: dict = {}
-    for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym), *extra):
-        for position, (row, score) in enumerate(ranked, 1):
-            entry = fused.setdefault(row, {"score": 0.0, "vector_rank": None, "vector_score": None,
-                                           "bm25_rank": None, "bm25_score": None,
-                                           "symbol_rank": None, "symbol_score": None})
-            name = "bm25" if name == "overlay_bm25" else name
-            entry["score"] += WEIGHTS[name] / (RRF_K + position)
-            entry[f"{name}_rank"], entry[f"{name}_score"] = position, round(score, 4)
+    rankings = [(name, WEIGHTS[name], ranked) for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym))]
+    rankings += [("bm25", WEIGHTS["bm25"], ranked) for _, ranked in extra]  # overlay keys never meet row keys
+    fused = rrf(rankings, ("vector", "bm25", "symbol"))
     return sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))
+
+
+def rrf(rankings: list[tuple[str, float, list]], signals: tuple[str, ...] = ()) -> dict:
+    """Weighted reciprocal-rank fusion, the one implementation (search, overlays, file ranking): each
+    ranking is (signal, weight, [(key, score), ...] best first). Returns key -> {"score", "<signal>_rank",
+    "<signal>_score"}, every signal named in `signals` present (None where it did not retrieve the key)."""
+    fused: dict = {}
+    for name, weight, ranked in rankings:
+        for position, (key, score) in enumerate(ranked, 1):
+            entry = fused.get(key)
+            if entry is None:
+                entry = fused[key] = {"score": 0.0, **{f"{s}_{f}": None for s in signals for f in ("rank", "score")}}
+            entry["score"] += weight / (RRF_K + position)
+            entry[f"{name}_rank"], entry[f"{name}_score"] = position, round(score, 4)
+    return fused
 
 
 def search_overlay(embedder: Embedder, req: SearchRequest, overlay: Overlay) -> list[tuple[Hit, float]]:
@@ -405,13 +414,7 @@ def search_overlay(embedder: Embedder, req: SearchRequest, overlay: Overlay) -> 
         return []
     vector = embedder.embed([embed_text("", req.query)])[0]
     vec, lex = _overlay_ranks(overlay, req, vector, [])
-    fused: dict = {}
-    for name, ranked in (("vector", vec), ("bm25", lex)):
-        for rank, (key, score) in enumerate(ranked, 1):
-            entry = fused.setdefault(key, {"score": 0.0, "vector_rank": None, "vector_score": None,
-                                           "bm25_rank": None, "bm25_score": None})
-            entry["score"] += 1.0 / (RRF_K + rank)
-            entry[f"{name}_rank"], entry[f"{name}_score"] = rank, round(score, 4)
+    fused = rrf([("vector", 1.0, vec), ("bm25", 1.0, lex)], ("vector", "bm25"))
     cosine = dict(vec)
     best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))[:req.limit]
     return [(_overlay_hit(overlay, key[1], signals, req), cosine.get(key, 0.0)) for key, signals in best]
