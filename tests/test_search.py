@@ -173,3 +173,12 @@ def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
     named = {f.path: f.signals["named_symbols"] for f in localize(reader, hasher, SearchRequest("call Type()", limit=50))}
     assert all(named[f"{k}.go"] == pytest.approx(1 / len(kinds)) for k in kinds)  # shared, not 1 each
     assert named["flag.go"] == 0
+
+
+def test_rrf_is_weighted_reciprocal_rank_fusion_with_every_named_signal_present():
+    from query.search import RRF_K, rrf
+
+    fused = rrf([("vector", 1.0, [("a", 0.9), ("b", 0.8)]), ("bm25", 0.75, [("b", 12.0)])], ("vector", "bm25"))
+    assert fused["a"] == {"score": 1 / (RRF_K + 1), "vector_rank": 1, "vector_score": 0.9, "bm25_rank": None,
+                          "bm25_score": None}
+    assert fused["b"]["score"] == 1 / (RRF_K + 2) + 0.75 / (RRF_K + 1) and fused["b"]["bm25_rank"] == 1
