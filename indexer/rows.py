@@ -10,10 +10,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import lancedb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from indexer import snapshot
 from indexer.cache import BlobEntry, Cache
@@ -111,8 +109,8 @@ def carried(prev_path: Path, repos: list[tuple[str, str]]) -> tuple[pa.Table, di
             keep = m if keep is None else pc.or_(keep, m)
         return table.filter(keep)
 
-    chunks = lancedb.connect(str(prev_path / snapshot.VECTORS_DIR)).open_table(snapshot.CHUNKS_TABLE).to_arrow()
-    others = {t: only(pq.read_table(snapshot.graph_path(prev_path, t))) for t in ("files", *FACT_COLUMNS)}
+    chunks = snapshot.read_chunks(prev_path)
+    others = {t: only(snapshot.read_graph(prev_path, t)) for t in ("files", *FACT_COLUMNS)}
     return only(chunks), others
 
 

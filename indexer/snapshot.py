@@ -105,6 +105,43 @@ def graph_path(snapshot_dir: Path, table: str) -> Path:
     return snapshot_dir / GRAPH_DIR / f"{table}.parquet"
 
 
+# The readers of a snapshot's stores: every module that reads one goes through these, so the layout
+# above is known here only. Heavy libraries are imported inside them: importing this module stays cheap.
+def chunks_table(snapshot_dir: Path):
+    """The LanceDB table of chunks (with vectors), opened."""
+    import lancedb
+
+    return lancedb.connect(str(snapshot_dir / VECTORS_DIR)).open_table(CHUNKS_TABLE)
+
+
+def read_chunks(snapshot_dir: Path, vectors: bool = True) -> pa.Table:
+    """Every chunk row as Arrow; without `vectors`, the `vector` column is left out."""
+    table = chunks_table(snapshot_dir).to_arrow()
+    return table if vectors else table.drop_columns(["vector"])
+
+
+def read_graph(snapshot_dir: Path, table: str, **options) -> pa.Table:
+    """One graph table (files, a fact table, edges); `options` go to pyarrow.parquet.read_table."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(graph_path(snapshot_dir, table), **options)
+
+
+def read_cards(snapshot_dir: Path, **options) -> pa.Table | None:
+    """The repo cards (org, repo, text, vector), or None in a snapshot that has none."""
+    import pyarrow.parquet as pq
+
+    path = snapshot_dir / CARDS
+    return pq.read_table(path, **options) if path.exists() else None
+
+
+def open_lexical(snapshot_dir: Path):
+    """The Tantivy index, opened."""
+    import tantivy
+
+    return tantivy.Index.open(str(snapshot_dir / LEXICAL_DIR))
+
+
 def lexical_schema():
     import tantivy
 

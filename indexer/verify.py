@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import lancedb
 import numpy as np
 import pyarrow.parquet as pq
 import tantivy
 
-from indexer.snapshot import (CARDS, CHUNKS_TABLE, FACT_COLUMNS, LEXICAL_DIR, TABLE_SCHEMAS, VECTORS_DIR, Manifest,
-                              SnapshotError, graph_path, lexical_schema, open_manifest, store_error)
+from indexer.snapshot import (CARDS, FACT_COLUMNS, TABLE_SCHEMAS, Manifest, SnapshotError, chunks_table, graph_path,
+                              lexical_schema, open_lexical, open_manifest, read_cards, read_chunks, read_graph,
+                              store_error)
 from indexer.write import LANCE_ROWS_PER_FILE
 
 LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields of snapshot.lexical_schema
@@ -30,7 +30,7 @@ def open_check(path: Path, manifest: Manifest) -> str | None:
     no-change run 0.15-0.3 s. Flipped bytes inside data pages need `verify`, which reads everything.
     """
     try:
-        table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE)
+        table = chunks_table(path)
         rows = table.count_rows()
         if rows != manifest.chunks:
             return f"manifest says {manifest.chunks} chunks, vectors table has {rows}"
@@ -60,7 +60,7 @@ def open_check(path: Path, manifest: Manifest) -> str | None:
 def _lexical_counts(path: Path, manifest: Manifest, walk_terms: bool) -> tuple[dict, int]:
     """Documents per repo by term lookup, and the total. With `walk_terms`, every field's whole term
     dictionary is read too: corrupt term files make Tantivy panic only on the terms they hold."""
-    index = tantivy.Index.open(str(path / LEXICAL_DIR))
+    index = open_lexical(path)
     searcher = index.searcher()
     schema = lexical_schema()
     docs = {}
@@ -85,9 +85,9 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
     path, manifest = open_manifest(data_dir, snapshot_id)
     problems: list[str] = []
     try:
-        table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow()
-        graph = {t: pq.read_table(graph_path(path, t), page_checksum_verification=True) for t in TABLE_SCHEMAS}
-        cards = pq.read_table(path / CARDS, page_checksum_verification=True)
+        table = read_chunks(path)
+        graph = {t: read_graph(path, t, page_checksum_verification=True) for t in TABLE_SCHEMAS}
+        cards = read_cards(path, page_checksum_verification=True)
         lexical_docs, lexical_total = _lexical_counts(path, manifest, walk_terms=True)
     except BaseException as exc:  # pyo3's PanicException (corrupt Tantivy terms) is a BaseException
         if not store_error(exc):

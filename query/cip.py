@@ -147,12 +147,11 @@ def app(service, settings: AuthSettings) -> Starlette:
     def committed(repo: str) -> dict[str, set[str]]:
         """path -> sha256 of the committed versions blobdex indexed for this repo (every ref)."""
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
-        from indexer.snapshot import graph_path
+        from indexer.snapshot import read_graph
 
         reader = service.reader()
-        files = pq.read_table(graph_path(reader.path, "files"), columns=["org", "repo", "path", "sha256"])
+        files = read_graph(reader.path, "files", columns=["org", "repo", "path", "sha256"])
         files = files.filter(pc.and_(pc.equal(files["org"], settings.org), pc.equal(files["repo"], repo)))
         out: dict[str, set[str]] = {}
         for path, digest in zip(files.column("path").to_pylist(), files.column("sha256").to_pylist()):

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from indexer.errors import BlobdexError
-from indexer.snapshot import graph_path, open_manifest
+from indexer.snapshot import open_manifest, read_graph
 
 MAX_CALLERS = 200
 
@@ -21,7 +20,7 @@ class ContextError(BlobdexError):
 
 
 def _rows(path: Path, table: str, mask_of) -> list[dict]:
-    t = pq.read_table(graph_path(path, table))
+    t = read_graph(path, table)
     return t.filter(mask_of(t)).to_pylist() if t.num_rows else []
 
 

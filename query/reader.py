@@ -6,13 +6,10 @@ import logging
 import re
 from pathlib import Path
 
-import lancedb
 import numpy as np
-import tantivy
 
 from indexer.languages import category
-from indexer.snapshot import (CHUNKS_TABLE, LEXICAL_DIR, VECTORS_DIR, SnapshotError, kept, open_manifest,
-                              store_error)
+from indexer.snapshot import SnapshotError, kept, open_lexical, open_manifest, read_chunks, store_error
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +24,8 @@ class SnapshotReader:
     def __init__(self, data_dir: Path, snapshot_id: str | None = None):
         self.path, self.manifest = open_manifest(data_dir, snapshot_id)
         try:
-            table = lancedb.connect(str(self.path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow()
-            self.lexical = tantivy.Index.open(str(self.path / LEXICAL_DIR))
+            table = read_chunks(self.path)
+            self.lexical = open_lexical(self.path)
         except BaseException as exc:  # lance and tantivy raise their own types (pyo3 panics too) when damaged
             if not store_error(exc):
                 raise

@@ -20,10 +20,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from indexer.embed import Embedder
-from indexer.snapshot import CARDS, graph_path
+from indexer.snapshot import read_cards, read_graph
 from query.reader import SnapshotReader
 from query.search import CANDIDATES, SearchRequest, lexical_ranks, row_mask, validate
 
@@ -53,10 +52,9 @@ class RepoRoute:
 
 
 def _cards(reader: SnapshotReader) -> dict[tuple[str, str], np.ndarray]:
-    path = reader.path / CARDS
-    if not path.exists():
+    table = read_cards(reader.path)
+    if table is None:
         return {}
-    table = pq.read_table(path)
     vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
     return {(o, r): vectors[i] for i, (o, r) in enumerate(zip(table.column("org").to_pylist(),
                                                             table.column("repo").to_pylist()))}
@@ -92,8 +90,7 @@ def route(reader: SnapshotReader, embedder: Embedder, task: str, org: str = "def
         repo = repo_col[allowed[i]]
         if len(per_repo[repo]) < PER_REPO_CANDIDATES:
             per_repo[repo].append((int(allowed[i]), float(relevance[i])))
-    cards, edges = reader.cached("route", lambda: (_cards(reader), pq.read_table(
-        graph_path(reader.path, "edges")).to_pylist()))
+    cards, edges = reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
     routes = []
     for repo, cands in per_repo.items():
         scores = [max(s, 0.0) for _, s in cands]

@@ -6,11 +6,9 @@ import re
 from pathlib import Path
 
 import duckdb
-import lancedb
-import pyarrow.parquet as pq
 
 from indexer.errors import BlobdexError
-from indexer.snapshot import CHUNKS_TABLE, TABLE_SCHEMAS, VECTORS_DIR, graph_path, open_manifest
+from indexer.snapshot import TABLE_SCHEMAS, open_manifest, read_chunks, read_graph
 
 
 class SqlError(BlobdexError):
@@ -22,7 +20,7 @@ def connect(data_dir: Path) -> tuple[str, duckdb.DuckDBPyConnection]:
     path, manifest = open_manifest(data_dir)
     con = duckdb.connect(":memory:")
     for name in TABLE_SCHEMAS:
-        con.register(name, pq.read_table(graph_path(path, name)))
+        con.register(name, read_graph(path, name))
     return manifest.snapshot_id, con
 
 
@@ -31,8 +29,7 @@ def run(data_dir: Path, query: str) -> tuple[str, list[str], list[tuple]]:
     snapshot_id, con = connect(data_dir)
     if re.search(r"\bchunks\b", query, re.IGNORECASE):  # loaded only when asked for: it holds all text
         path, _ = open_manifest(data_dir, snapshot_id)
-        table = lancedb.connect(str(path / VECTORS_DIR)).open_table(CHUNKS_TABLE).to_arrow().drop_columns(["vector"])
-        con.register("chunks", table)
+        con.register("chunks", read_chunks(path, vectors=False))
     # Nothing a query says can read or write files, or switch this back on.
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

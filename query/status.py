@@ -4,12 +4,11 @@ credentials were held back."""
 from __future__ import annotations
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from indexer.config import Config
 from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
 from indexer.scan import ScanError, resolve_ref
-from indexer.snapshot import Manifest, SnapshotError, current_id, graph_path, open_manifest
+from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
 
 
 def repo_status(cfg: Config, org: str | None = None, serving: Manifest | None = None) -> tuple[str | None, list[dict]]:
@@ -59,7 +58,7 @@ def held_back(cfg: Config, org: str | None = None, repo: str | None = None) -> t
     """(snapshot_id, where chunks were held back as credentials): one row per (repo, ref, path, span) with
     the kind of credential, never its text, so an owner can find and rotate it."""
     path, manifest = open_manifest(cfg.data_dir)
-    files = pq.read_table(graph_path(path, "files"))
+    files = read_graph(path, "files")
     if "held_back" not in files.column_names:  # format 1 did not record spans
         raise SnapshotError(f"snapshot {manifest.snapshot_id} predates held-back spans; run 'blobdex index' "
                             f"to rebuild it, then ask again")

@@ -48,3 +48,11 @@ def test_the_snapshot_reader_loads_no_parser_and_no_model():
             "'sentence_transformers') if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_only_the_format_module_reads_a_snapshots_stores():
+    opens = ("lancedb.connect(", "tantivy.Index.open(", "pq.read_table(", "read_parquet(")
+    allowed = {"indexer/snapshot.py", "indexer/write.py"}  # the reader and the writer of the format
+    readers = sorted(p.relative_to(ROOT).as_posix() for d in ("indexer", "query") for p in (ROOT / d).rglob("*.py")
+                     if any(o in p.read_text(encoding="utf-8") for o in opens))
+    assert [r for r in readers if r not in allowed] == []
