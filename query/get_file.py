@@ -209,7 +209,10 @@ def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, 
                               if isinstance(tree, Tree) else [])
             raise GetFileError(f"{clean!r} in repo {repo_name!r} is a directory (entries: {names}); give a file path")
         # Only a blob is left, and it is not read yet: its size comes from its header first.
-        size = blob_size(repo, sha)
+        try:
+            size = blob_size(repo, sha)
+        except (IndexError, ValueError, zlib.error):  # a header we cannot parse: the full read below decides
+            size = None
         if size is not None and size > MAX_FILE_BYTES:
             raise FileTooLarge(f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte "
                                f"cap of get_file; read it with git from a clone")
