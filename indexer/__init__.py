@@ -20,6 +20,6 @@ KERNEL = frozenset({
 })
 # Imports of the pipeline from query/, each for a stated reason (module -> the indexer module it may use).
 SANCTIONED = {
-    "query/evaluate.py": {"index"},  # the eval indexes a scratch data dir of its own to measure
+    "query/eval/commits.py": {"build"},  # the eval indexes a scratch data dir of its own to measure
     "query/cli.py": {"cli"},  # the one `blobdex` command mounts the indexer's commands (init, repo, index)
 }

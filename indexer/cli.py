@@ -198,7 +198,7 @@ def repo_remove(ctx, name: str, org: str) -> None:
 @click.pass_context
 def index(ctx, full: bool, as_json: bool, quiet: bool) -> None:
     """Mirror, scan, chunk, embed, write and publish. Exit code 1 if any repo failed."""
-    from indexer.index import run
+    from indexer.build import run
 
     cfg = cli_config(ctx, must_exist=True)
     report = run(cfg, full=full, show_progress=not quiet)

@@ -23,7 +23,7 @@ KEEP_SNAPSHOTS = 3  # published snapshots kept on disk, CURRENT included
 SESSION_IDLE_HOURS = 24.0
 
 # Every key blobdex.toml may hold: (the form its value takes, how to write it). Some are read by other
-# modules from the same file (jwt_* and github_* by query/cip.py load_settings, through Config.protocol_auth): they are listed here too,
+# modules from the same file (jwt_* and github_* by query/surfaces/cip.py load_settings, through Config.protocol_auth): they are listed here too,
 # so that one check knows every key and a misspelt one is refused instead of silently ignored. A module
 # that reads a new key adds it here.
 KNOWN_KEYS = {
@@ -53,7 +53,7 @@ REPO_KEYS = {
     "exclude": ("list of strings", 'exclude = ["docs/generated/", "*.fixture.json"]'),
 }
 PROTOCOL_AUTH_PREFIXES = ("jwt_", "github_")
-# Secrets that query/cip.py takes only from the environment, so that a file never holds them.
+# Secrets that query/surfaces/cip.py takes only from the environment, so that a file never holds them.
 ENV_ONLY_KEYS = {"github_client_secret": "BLOBDEX_GITHUB_CLIENT_SECRET"}
 
 # Names become directory names (mirrors/<org>/<repo>.git), so they are restricted.
@@ -93,7 +93,7 @@ class Config:
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
     reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
     # The Codebase Index Protocol's jwt_* / github_* keys as the file has them (checked like the rest);
-    # query/cip.py `load_settings` lays the environment over them.
+    # query/surfaces/cip.py `load_settings` lays the environment over them.
     protocol_auth: dict = field(default_factory=dict)
 
     def repo(self, name: str, org: str = DEFAULT_ORG) -> RepoSpec | None:

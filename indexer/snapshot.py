@@ -12,7 +12,7 @@ A snapshot is a directory under `<data_dir>/snapshots/`, immutable once publishe
       files.parquet     one row per (org, repo, ref, path): blob_id, lang, bytes, sha256, skip reason, chunks
       symbols, imports, calls, routes, env_keys, tasks, url_literals .parquet
                         structural facts, one row per fact, keyed by (org, repo, path, blob_id, line)
-      edges.parquet     cross-repo coupling edges with evidence (indexer/graph.py)
+      edges.parquet     cross-repo coupling edges with evidence (indexer/edges.py)
     cards.parquet     one row per repo: its card text (indexer/cards.py) and the card's vector
 
 `<data_dir>/CURRENT` names the live snapshot. It is replaced atomically and written last,
@@ -34,7 +34,7 @@ import pyarrow as pa
 from indexer.errors import BlobdexError
 
 # Column names of each table's rows, in the order extraction appends them (GRAPH_SCHEMAS types them);
-# indexer/extract.py appends rows in this order.
+# indexer/extract/__init__.py appends rows in this order.
 FACT_COLUMNS = {
     "symbols": ("name", "qualified_name", "kind", "parent", "signature", "doc", "line", "line_end"),
     "imports": ("module", "name", "line"),

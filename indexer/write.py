@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
-from indexer.graph import EDGE_INPUTS, edges
+from indexer.edges import EDGE_INPUTS, edges
 from indexer.snapshot import (CARDS, CHUNKS_TABLE, EDGES_SCHEMA, FILES_SCHEMA, GRAPH_DIR, GRAPH_SCHEMAS, LEXICAL_DIR,
                               VECTORS_DIR, cards_schema, chunk_schema, graph_path, lexical_schema)
 from indexer.tokenize import path_tokens, tokens

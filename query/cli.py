@@ -211,7 +211,7 @@ def _table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
 @click.pass_context
 def context(ctx, symbol, repo, org, as_json) -> None:
     """Where SYMBOL is defined, who calls it (in every repo), routes and env keys in it, coupling edges."""
-    from query.context import context as run_context
+    from query.expand_context import context as run_context
 
     cfg = cli_config(ctx)
     data = run_context(cfg.data_dir, symbol, org, repo)
@@ -252,8 +252,8 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT."""
     import uvicorn
 
-    from query.guard import is_local
-    from query.http import app
+    from query.surfaces.guard import is_local
+    from query.surfaces.api import app
     from query.service import Service
 
     if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
@@ -298,7 +298,7 @@ def _bind(host: str, port: int):
 @click.pass_context
 def mcp(ctx, org) -> None:
     """Serve MCP over stdio, for agent runtimes that spawn their servers. Nothing but MCP touches stdout."""
-    from query.mcp_server import build
+    from query.surfaces.mcp import build
     from query.service import Service
 
     cfg = cli_config(ctx)
@@ -349,7 +349,7 @@ def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
     """Print a new token once. blobdex tokens are kept only as sha256; JWTs are signed, not stored."""
     cfg = cli_config(ctx)
     if as_jwt:
-        from query.cip import load_settings, mint as mint_jwt
+        from query.surfaces.cip import load_settings, mint as mint_jwt
 
         settings = load_settings(cfg)
         if not user:
@@ -360,7 +360,7 @@ def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
         return
     if not name:
         raise click.UsageError("--name is required")
-    from query.tokens import mint
+    from query.surfaces.bearer import mint
 
     click.echo(mint(cfg.data_dir, name, org))
 
@@ -369,7 +369,7 @@ def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
 @click.pass_context
 def token_list(ctx) -> None:
     """The minted tokens: id, org, name, when (never the token itself; only its sha256 is stored)."""
-    from query.tokens import listing
+    from query.surfaces.bearer import listing
 
     for row in listing(cli_config(ctx).data_dir):
         click.echo(f"{row['id']}  {row['org']}  {row['name']}  {row['created_at']}")
@@ -380,7 +380,7 @@ def token_list(ctx) -> None:
 @click.pass_context
 def token_revoke(ctx, token_id) -> None:
     """Revoke a token by the id 'token list' shows; requests carrying it get 401 from then on."""
-    from query.tokens import revoke
+    from query.surfaces.bearer import revoke
 
     if not revoke(cli_config(ctx).data_dir, token_id):
         raise click.ClickException(f"no token with id {token_id!r}; see 'blobdex token list'")
@@ -402,7 +402,7 @@ def eval_queries(ctx, path, org, as_json) -> None:
     from pathlib import Path
 
     from indexer.embed import load_embedder
-    from query.evaluate import configuration, load_queries, render, run_cases
+    from query.eval.commits import configuration, load_queries, render, run_cases
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx)
@@ -431,7 +431,7 @@ MODEL_HELP = ("Measure with this sentence-transformers model (a name or local pa
 @click.pass_context
 def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
     """Query each sampled commit's subject against its parent commit and score the files it changed."""
-    from query.evaluate import eval_commits, render
+    from query.eval.commits import eval_commits, render
 
     cfg = cli_config(ctx, must_exist=True)
     report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
@@ -455,8 +455,8 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
     holding annotationStore.csv, or the file)."""
     from pathlib import Path
 
-    from query import judgements
-    from query.evaluate import configuration, drop_scratch, index_scratch
+    from query.eval import codesearchnet
+    from query.eval.commits import configuration, drop_scratch, index_scratch
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx, must_exist=True)
@@ -469,12 +469,12 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
         else:
             reader = SnapshotReader(c.data_dir)
             reader.check_model(embedder.model_id)
-        result = judgements.evaluate(reader, embedder, Path(annotations), repo, org, depth, report, reranker)
+        result = codesearchnet.evaluate(reader, embedder, Path(annotations), repo, org, depth, report, reranker)
         if models:
             drop_scratch(c, repo, org)
         return {"configuration": configuration(reader, reranker), **result}
 
-    _per_model(cfg, models, as_json, judgements.render_with_configuration, measure)
+    _per_model(cfg, models, as_json, codesearchnet.render_with_configuration, measure)
 
 
 def _per_model(cfg, models, as_json: bool, render, measure) -> None:
@@ -505,7 +505,7 @@ def _per_model(cfg, models, as_json: bool, render, measure) -> None:
 def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
     """route_task on pooled commit subjects: top-1 accuracy and MRR of the owning repo (live snapshot)."""
     from indexer.embed import load_embedder
-    from query.evaluate import configuration_line, eval_routing
+    from query.eval.commits import configuration_line, eval_routing
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx, must_exist=True)

@@ -13,14 +13,14 @@ from indexer.config import Config
 from indexer.embed import Embedder, load_embedder, model_id_for
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
-from query.context import context
+from query.expand_context import context
 from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
 from query.localize import localize
 from query.reader import SnapshotReader
-from query.route import RepoRoute, route
-from query.overlay import OverlayError, OverlayStore, SessionNotFound
-from query.pushed import PushedStore
+from query.route_task import RepoRoute, route
+from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound
+from query.overlays.pushed import PushedStore
 from query.search import Hit, Overlay, SearchRequest, search
 from query.status import repo_status
 

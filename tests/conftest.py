@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from indexer import config as configmod
 from indexer.config import Config, RepoSpec
 from indexer.embed import HASH_MODEL
-from indexer.index import run
+from indexer.build import run
 from indexer.report import Report
 from query.cli import main
 from tests import gitrepo

@@ -14,10 +14,10 @@ from mcp import Client
 
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.index import run
+from indexer.build import run
 from query.cli import cli
-from query.http import app
-from query.mcp_server import build
+from query.surfaces.api import app
+from query.surfaces.mcp import build
 from query.service import Service, indexed_ref
 from tests import gitrepo
 from tests.conftest import write_config

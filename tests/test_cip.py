@@ -19,8 +19,8 @@ from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
 
 from indexer.embed import HashEmbedder
-from query.cip import AuthSettings, mint
-from query.http import app
+from query.surfaces.cip import AuthSettings, mint
+from query.surfaces.api import app
 from query.service import Service
 from tests.conftest import INVOICE_PY, RENEW_PY, SETTINGS_PY
 from tests.test_server import Server

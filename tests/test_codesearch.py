@@ -4,8 +4,8 @@ import httpx
 import pytest
 
 from indexer.embed import HashEmbedder
-from query.codesearch import ignore_regex
-from query.http import app
+from query.surfaces.codesearch import ignore_regex
+from query.surfaces.api import app
 from query.service import Service
 from tests.conftest import RENEW_PY
 from tests.test_server import Server
@@ -111,11 +111,11 @@ def test_clip_ids_of_another_org_are_plainly_not_found(corpus, tmp_path):
     import shutil
     from dataclasses import replace
 
-    from query import tokens
+    from query.surfaces import bearer
 
     data = tmp_path / "data"
     shutil.copytree(corpus.cfg.data_dir, data)
-    default, acme = tokens.mint(data, "default", "default"), tokens.mint(data, "acme", "acme")
+    default, acme = bearer.mint(data, "default", "default"), bearer.mint(data, "acme", "acme")
     with Server(app(Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder()), require_token=True)) as url:
         ours = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {default}"})
         theirs = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {acme}"})

@@ -9,9 +9,9 @@ from dulwich.repo import Repo
 
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.index import run
+from indexer.build import run
 from indexer.mirror import mirror_path, open_mirror
-from query.evaluate import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
+from query.eval.commits import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
 from query.localize import (NAMED_FILE_BONUS, NAMED_SYMBOL_BONUS, NON_SOURCE_WEIGHT, OFF_TOPIC_CODE_WEIGHT,
                             OFF_TOPIC_TEST_WEIGHT, is_test_file, localize, named_files, speaks_of_tests)
 from query.reader import SnapshotReader
@@ -167,7 +167,7 @@ def test_eval_commits_indexes_parents_and_scores_all_modes(history):
 
 
 def test_eval_routing_scores_the_owner(tmp_path):
-    from query.evaluate import eval_routing
+    from query.eval.commits import eval_routing
     from query.reader import SnapshotReader
 
     specs = []

@@ -30,7 +30,7 @@ def test_a_bug_is_one_sentence_with_exit_70_and_its_traceback_only_with_v(tmp_pa
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr("indexer.index._run", broken)
+    monkeypatch.setattr("indexer.build._run", broken)
     run = blobdex("--config", cfg.path, "index")
     assert run.code == 70 and "Traceback" not in run.err
     assert run.err == ("blobdex: internal error: ZeroDivisionError: division by zero; this is a bug in blobdex: "

@@ -11,14 +11,14 @@ import pytest
 from dulwich.repo import Repo
 from starlette.testclient import TestClient
 
-from indexer import index as indexmod
+from indexer import build as indexmod
 from indexer import snapshot
 from indexer.cache import Cache
 from indexer.embed import HashEmbedder
-from indexer.index import DiskFull, run
+from indexer.build import DiskFull, run
 from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.verify import verify
-from query.http import app
+from query.surfaces.api import app
 from query.reader import SnapshotReader
 from query.service import Service
 from tests import gitrepo

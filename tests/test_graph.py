@@ -12,11 +12,11 @@ import pytest
 from indexer.chunk import chunk_and_parse
 from indexer.config import RepoSpec
 from indexer.extract import extract
-from indexer.graph import route_segments
-from indexer.index import run
+from indexer.edges import route_segments
+from indexer.build import run
 from indexer.snapshot import GRAPH_DIR, open_manifest
 from indexer.verify import verify
-from query.context import ContextError, context
+from query.expand_context import ContextError, context
 from query.sql import SqlError
 from query.sql import run as run_sql
 from tests import gitrepo

@@ -15,8 +15,8 @@ from mcp import Client
 from indexer.embed import HashEmbedder
 from query.cli import cli
 from query.get_file import CredentialFile
-from query.http import MAX_BODY_BYTES, app
-from query.mcp_server import build
+from query.surfaces.api import MAX_BODY_BYTES, app
+from query.surfaces.mcp import build
 from query.service import Service
 from tests.test_get_file import big_mirror  # noqa: F401 (a fixture)
 from tests.test_server import Server
@@ -155,7 +155,7 @@ def test_a_native_panic_is_a_json_500(tmp_path):
     # Flipped bytes in Tantivy's term files make every lexical lookup panic (pyo3's PanicException is a
     # BaseException, past `except Exception` and past Starlette's own 500 handler).
     from indexer.config import RepoSpec
-    from indexer.index import run
+    from indexer.build import run
     from indexer.snapshot import open_manifest
     from tests import gitrepo
     from tests.conftest import api_files, write_config

@@ -8,7 +8,7 @@ from dulwich.objects import Blob, Commit, Tree
 
 from indexer.config import RepoSpec
 from indexer.ignore import SkipReason, skip_for_content, skip_for_path
-from indexer.index import run
+from indexer.build import run
 from indexer.scan import MAX_TREE_DEPTH
 from indexer.snapshot import graph_path, open_manifest
 from tests import gitrepo

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from indexer import index as indexmod
+from indexer import build as indexmod
 from indexer import snapshot
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.index import LockBusy, run
+from indexer.build import LockBusy, run
 from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.verify import verify
 from query.reader import SnapshotReader

@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.index import run
+from indexer.build import run
 from query.cli import cli
-from query.judgements import Judged, JudgementError, evaluate, load, ndcg_within
+from query.eval.codesearchnet import Judged, JudgementError, evaluate, load, ndcg_within
 from query.reader import SnapshotReader
 from tests import gitrepo
 from tests.conftest import write_config

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from indexer.embed import HashEmbedder
-from query.http import app
+from query.surfaces.api import app
 from query.service import Service
 from tests.test_server import Server
 
@@ -37,11 +37,11 @@ def test_require_token_covers_the_lucos_routes_and_pins_the_org(corpus, tmp_path
     from dataclasses import replace
 
     import shutil
-    from query import tokens
+    from query.surfaces import bearer
 
     data = tmp_path / "data"
     shutil.copytree(corpus.cfg.data_dir, data)
-    default, acme = tokens.mint(data, "gateway", "default"), tokens.mint(data, "acme gateway", "acme")
+    default, acme = bearer.mint(data, "gateway", "default"), bearer.mint(data, "acme gateway", "acme")
     body = {"repo_id": REPO, "chunks": [chunk("c1", "a.ts", "export const tokenOnly = 1;")]}
     with Server(app(Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder()), require_token=True,
                     lucos=True)) as url:

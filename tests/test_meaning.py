@@ -4,7 +4,7 @@ import pytest
 
 from indexer.config import RepoSpec
 from indexer.embed import load_embedder
-from indexer.index import run
+from indexer.build import run
 from indexer.tokenize import tokens
 from query.reader import SnapshotReader
 from query.search import STOPWORDS, SearchRequest, search

@@ -9,10 +9,10 @@ from mcp import Client
 
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.index import run
+from indexer.build import run
 from indexer.snapshot import open_manifest
-from query.mcp_server import build
-from query.overlay import OverlayError, OverlayStore, git_blob_id
+from query.surfaces.mcp import build
+from query.overlays.sessions import OverlayError, OverlayStore, git_blob_id
 from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
@@ -132,7 +132,7 @@ def test_session_tools_over_mcp(service):
 def test_session_endpoints_over_http(service):
     import httpx
 
-    from query.http import app
+    from query.surfaces.api import app
     from tests.test_server import Server
 
     with Server(app(service)) as url:

@@ -6,7 +6,7 @@ import click
 import pytest
 
 from indexer.config import RepoSpec
-from indexer.index import run
+from indexer.build import run
 from indexer.verify import verify
 from query.get_file import get_file
 from query.reader import SnapshotReader

@@ -10,7 +10,7 @@ import pytest
 from indexer import config as configmod
 from indexer.config import RepoSpec
 from indexer.embed import embed_text
-from query.evaluate import load_queries, run_cases
+from query.eval.commits import load_queries, run_cases
 from query.localize import localize
 from query.rerank import RERANK_POOL, RerankError, load_reranker
 from query.search import SearchRequest, rank, search
@@ -76,7 +76,7 @@ def test_repo_add_keeps_every_setting(tmp_path):
 
 
 def test_codesearchnet_eval_adds_a_rerank_column(reader, hasher, cross_encoder, tmp_path):
-    from query.judgements import evaluate
+    from query.eval.codesearchnet import evaluate
 
     url = f"https://github.com/o/r/blob/{'1' * 40}/src/billing/invoice.py#L1-L9"
     (tmp_path / "annotationStore.csv").write_text(

@@ -4,9 +4,9 @@ import pytest
 
 from indexer.config import RepoSpec
 from indexer.embed import load_embedder
-from indexer.index import run
+from indexer.build import run
 from query.reader import SnapshotReader
-from query.route import NOT_SUBSTANCE_RE, _checkout, route
+from query.route_task import NOT_SUBSTANCE_RE, _checkout, route
 from tests import gitrepo
 from tests.conftest import write_config
 

@@ -152,7 +152,7 @@ def test_a_prose_word_does_not_summon_a_definition_of_that_name(reader, hasher):
 
 def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
     from indexer.config import RepoSpec
-    from indexer.index import run
+    from indexer.build import run
     from query.localize import localize
     from query.reader import SnapshotReader
     from query.search import MAX_DEFINING_FILES

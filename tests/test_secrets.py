@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from indexer.config import RepoSpec
-from indexer.index import run
+from indexer.build import run
 from indexer.secrets import credential_kind, hold_back, key_spans
 from indexer.chunk import chunk_text
 from tests import gitrepo

@@ -16,10 +16,10 @@ import uvicorn
 from mcp import Client, StdioServerParameters
 
 from indexer.embed import HASH_MODEL, HashEmbedder
-from indexer.index import run
-from query import tokens
-from query.http import app
-from query.mcp_server import build
+from indexer.build import run
+from query.surfaces import bearer
+from query.surfaces.api import app
+from query.surfaces.mcp import build
 from query.service import Service
 from tests import gitrepo
 from tests.conftest import api_files
@@ -190,8 +190,8 @@ def test_http_api_answers_and_errors_share_one_shape(service, corpus):
 
 def test_tokens_are_stored_hashed_and_name_the_org(service, corpus, tmp_path):
     cfg = replace(corpus.cfg, data_dir=corpus.cfg.data_dir)
-    acme = tokens.mint(cfg.data_dir, "acme ci", "acme")
-    assert acme not in (cfg.data_dir / tokens.TOKENS_FILE).read_text()
+    acme = bearer.mint(cfg.data_dir, "acme ci", "acme")
+    assert acme not in (cfg.data_dir / bearer.TOKENS_FILE).read_text()
     with Server(app(service, require_token=True)) as url:
         c = httpx.Client(base_url=url)
         assert c.get("/v1/repos").status_code == 401
@@ -201,8 +201,8 @@ def test_tokens_are_stored_hashed_and_name_the_org(service, corpus, tmp_path):
         hits = c.post("/v1/search", json={"query": "acme_only_renewal renew", "limit": 50}, headers=auth).json()["hits"]
         assert hits and {h["org"] for h in hits} == {"acme"}
         assert c.get("/healthz").status_code == 200
-    tokens.revoke(cfg.data_dir, tokens.listing(cfg.data_dir)[-1]["id"])
-    assert tokens.verify(cfg.data_dir, acme) is None
+    bearer.revoke(cfg.data_dir, bearer.listing(cfg.data_dir)[-1]["id"])
+    assert bearer.verify(cfg.data_dir, acme) is None
 
 
 def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
@@ -277,7 +277,7 @@ def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path
 
 
 def test_mcp_over_http_runs_in_the_org_of_its_token(service, corpus):
-    acme = tokens.mint(corpus.cfg.data_dir, "acme agent", "acme")
+    acme = bearer.mint(corpus.cfg.data_dir, "acme agent", "acme")
     with Server(app(service, require_token=True)) as url:
         async def go(headers):
             from mcp.client.streamable_http import streamable_http_client

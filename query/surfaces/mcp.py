@@ -32,7 +32,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 # The same errors reach the CLI, where their advice names shell commands; the calling model can act
 # on a tool argument or another tool instead. Keep in step with the messages of query.get_file,
-# query.context and indexer.scan; an operator's step (indexing, rebuilding) is the user's to take.
+# query.expand_context and indexer.scan; an operator's step (indexing, rebuilding) is the user's to take.
 TOOL_ADVICE = [
     (re.compile(r"search for it with 'blobdex search'"), "find it with search_code or grep"),
     (re.compile(r"add it with 'blobdex repo add' and run 'blobdex index'"), "list_repos shows the indexed repos"),

@@ -30,9 +30,9 @@ from starlette.routing import Route
 
 from indexer.config import Config
 from indexer.errors import BlobdexError
-from query import payload
-from query.guard import is_local
-from query.pushed import PushedChunk
+from query.surfaces import payload
+from query.surfaces.guard import is_local
+from query.overlays.pushed import PushedChunk
 from query.search import MAX_LIMIT, Overlay, SearchRequest, search, search_overlay
 
 ACCESS_TTL_SECONDS = 3600

@@ -17,7 +17,7 @@ import numpy as np
 
 from indexer.embed import Embedder, embed_text
 from indexer.secrets import credential_kind
-from query.overlay import OverlayChunk
+from query.overlays.sessions import OverlayChunk
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import re
 
 from starlette.responses import JSONResponse
 
-from query import tokens
+from query.surfaces import bearer
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class Guard:
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
             if token is not None:
-                grant = tokens.verify(self.data_dir, token)
+                grant = bearer.verify(self.data_dir, token)
                 if grant is None:
                     return await error(401, "bad_token", "the bearer token is not valid; mint one with "
                                                          "'blobdex token mint'")(scope, receive, send)

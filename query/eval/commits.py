@@ -178,7 +178,7 @@ def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, .
     """Index one configured repo (at `refs`, or its configured refs) with `cfg.model` into a scratch
     data dir beside the live one. The content-addressed caches are shared, so nothing is embedded twice
     and the live snapshot is never touched."""
-    from indexer.index import run
+    from indexer.build import run
 
     spec = cfg.repo(repo, org)
     if spec is None:
@@ -208,7 +208,7 @@ def drop_scratch(cfg: Config, repo: str, org: str) -> None:
 def eval_routing(cfg: Config, reader: SnapshotReader, embedder, repos: list[str], n: int, seed: int,
                  org: str = "default") -> dict:
     """Pool commit subjects of several repos, ask route_task for each, and score the owning repo."""
-    from query.route import route
+    from query.route_task import route
 
     pooled = [c for repo in repos for c in commit_cases(cfg, repo, n, seed, org)]
     ranks, rows = [], []

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from indexer.errors import BlobdexError
-from query import payload
+from query.surfaces import payload
 from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError
 from query.search import SearchRequest
 from query.search import search as hybrid_search

@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from indexer.errors import BlobdexError
-from query import payload
-from query.pushed import PushedChunk
+from query.surfaces import payload
+from query.overlays.pushed import PushedChunk
 from query.search import Overlay, SearchRequest, search_overlay
 
 SPACE = "lucos"

@@ -22,18 +22,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Mount, Route
 
 from indexer.errors import BlobdexError
-from query import payload
-from query.guard import LOCAL_HOSTS, MAX_BODY_BYTES, Guard, error
-from query.guard import current_org as _org
-from query.cip import AuthSettings, load_settings
-from query.cip import app as cip_app
-from query.codesearch import app as codesearch_app
-from query.lucos import app as lucos_app
-from query.context import ContextError
+from query.surfaces import payload
+from query.surfaces.guard import LOCAL_HOSTS, MAX_BODY_BYTES, Guard, error
+from query.surfaces.guard import current_org as _org
+from query.surfaces.cip import AuthSettings, load_settings
+from query.surfaces.cip import app as cip_app
+from query.surfaces.codesearch import app as codesearch_app
+from query.surfaces.lucos import app as lucos_app
+from query.expand_context import ContextError
 from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError
-from query.mcp_server import build as build_mcp
-from query.mcp_server import render_files, render_search
-from query.overlay import SessionNotFound
+from query.surfaces.mcp import build as build_mcp
+from query.surfaces.mcp import render_files, render_search
+from query.overlays.sessions import SessionNotFound
 from query.search import SearchRequest, keep_similar
 from query.service import ChunkNotFound, Service, route_dict
 
@@ -284,7 +284,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         return JSONResponse({"ok": True, "snapshot_id": reader.snapshot_id})
 
     async def openapi(request: Request):
-        from query.openapi import document
+        from query.surfaces.openapi import document
 
         return JSONResponse(document())
 
