@@ -27,6 +27,7 @@ run: install
 
 lint: install
 	$(BIN)/ruff check indexer query tests ci
+	$(BIN)/ruff format --check indexer query tests ci
 
 test: install lint
 	$(BIN)/python -m pytest -q

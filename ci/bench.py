@@ -36,8 +36,11 @@ def make_repo(source: Path, dest: Path) -> None:
 
     from tests import gitrepo
 
-    files = {f"{source.name}/{p.relative_to(source).as_posix()}": p.read_bytes()
-             for p in sorted(source.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    files = {
+        f"{source.name}/{p.relative_to(source).as_posix()}": p.read_bytes()
+        for p in sorted(source.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     repo: Repo = gitrepo.init(dest)
     gitrepo.commit(repo, files, message="import source")
 
@@ -55,8 +58,12 @@ def run_index(env: dict, cwd: Path) -> tuple[dict, float]:
 def percentiles(values: list[float]) -> dict:
     values = sorted(values)
     pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
-    return {"p50_ms": round(pick(0.50) * 1000, 1), "p95_ms": round(pick(0.95) * 1000, 1),
-            "mean_ms": round(statistics.mean(values) * 1000, 1), "n": len(values)}
+    return {
+        "p50_ms": round(pick(0.50) * 1000, 1),
+        "p95_ms": round(pick(0.95) * 1000, 1),
+        "mean_ms": round(statistics.mean(values) * 1000, 1),
+        "n": len(values),
+    }
 
 
 def words_of(symbol: str) -> str:
@@ -100,9 +107,18 @@ def query_latency(data_dir: Path, repo_name: str) -> dict:
         get_file(data_dir, repo_name, path, start=1, end=200)
         reads.append(time.monotonic() - t0)
     sample = rng.sample(paths, min(QUERY_COUNT, len(paths)))
-    return {"search": percentiles(timings), "search_filtered": percentiles(filtered), "get_file": percentiles(reads),
-            "open_snapshot_s": round(load_reader, 2), "load_model_s": round(load_model, 2),
-            "rows": reader.rows.num_rows}, queries, sample
+    return (
+        {
+            "search": percentiles(timings),
+            "search_filtered": percentiles(filtered),
+            "get_file": percentiles(reads),
+            "open_snapshot_s": round(load_reader, 2),
+            "load_model_s": round(load_model, 2),
+            "rows": reader.rows.num_rows,
+        },
+        queries,
+        sample,
+    )
 
 
 def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], repo_name: str) -> dict:
@@ -114,8 +130,9 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -140,8 +157,9 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
         out = {
             "search": timed([("post", "/v1/search", {"json": {"query": q or "graph", "limit": 10}}) for q in queries]),
             "route_task": timed([("post", "/v1/route", {"json": {"task": q or "graph"}}) for q in queries[:60]]),
-            "get_file": timed([("get", "/v1/file", {"params": {"repo": repo_name, "path": p, "start": 1, "end": 200}})
-                               for p in paths]),
+            "get_file": timed(
+                [("get", "/v1/file", {"params": {"repo": repo_name, "path": p, "start": 1, "end": 200}}) for p in paths]
+            ),
         }
         status = Path(f"/proc/{proc.pid}/status").read_text()
         out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
@@ -162,8 +180,9 @@ def extraction_throughput(data_dir: Path) -> dict:
     from dulwich.repo import Repo
 
     path, _ = open_manifest(data_dir)
-    files = [f for f in pq.read_table(graph_path(path, "files")).to_pylist()
-             if f["skip"] is None and f["lang"] in FAMILY]
+    files = [
+        f for f in pq.read_table(graph_path(path, "files")).to_pylist() if f["skip"] is None and f["lang"] in FAMILY
+    ]
     seen, blobs = set(), []
     for f in files:
         if f["blob_id"] not in seen:
@@ -178,9 +197,14 @@ def extraction_throughput(data_dir: Path) -> dict:
         rows += sum(len(getattr(facts, t)) for t in facts.TABLES)
     seconds = time.monotonic() - started
     size = sum(len(d) for d, _ in blobs)
-    return {"files": len(blobs), "mb": round(size / 1e6, 2), "seconds": round(seconds, 2),
-            "files_per_s": round(len(blobs) / seconds, 1), "mb_per_s": round(size / 1e6 / seconds, 2),
-            "fact_rows": rows}
+    return {
+        "files": len(blobs),
+        "mb": round(size / 1e6, 2),
+        "seconds": round(seconds, 2),
+        "files_per_s": round(len(blobs) / seconds, 1),
+        "mb_per_s": round(size / 1e6 / seconds, 2),
+        "fact_rows": rows,
+    }
 
 
 def main() -> None:
@@ -218,7 +242,7 @@ def main() -> None:
         for entry in iter_tree_contents(repo.object_store, tree.id):
             files[entry.path.decode()] = repo[entry.sha].as_raw_string()
         target = sorted(p for p in files if p.endswith(".py"))[len(files) // 3]
-        files[target] += b"\n\ndef bench_added_function(graph):\n    \"\"\"Count the nodes.\"\"\"\n    return len(graph)\n"
+        files[target] += b'\n\ndef bench_added_function(graph):\n    """Count the nodes."""\n    return len(graph)\n'
         gitrepo.commit(repo, files, message="one more function")
         one_commit, one_wall = run_index(env, work)
     latency, queries, paths = query_latency(work / "data", name)
@@ -228,23 +252,38 @@ def main() -> None:
     t = cold["totals"]
     embed_share = cold["seconds"]["embed"] / max(sum(cold["seconds"].values()), 1e-9)
     figures = {
-        "codebase": url, "files": t["files"], "files_indexed": t["files_indexed"], "chunks": t["chunks"],
-        "cold": {"wall_s": round(cold_wall, 1), "seconds": cold["seconds"], "embed_share": round(embed_share, 3),
-                 "chunks_per_s_embedding": round(t["chunks_embedded"] / max(cold["seconds"]["embed"], 1e-9), 1),
-                 "peak_rss_mib": cold["peak_rss_mib"]},
-        "no_change": {"wall_s": round(again_wall, 1), "ratio_to_cold": round(again_wall / cold_wall, 4),
-                      "published": again["published"], "chunks_embedded": again["totals"]["chunks_embedded"],
-                      "peak_rss_mib": again["peak_rss_mib"]},
+        "codebase": url,
+        "files": t["files"],
+        "files_indexed": t["files_indexed"],
+        "chunks": t["chunks"],
+        "cold": {
+            "wall_s": round(cold_wall, 1),
+            "seconds": cold["seconds"],
+            "embed_share": round(embed_share, 3),
+            "chunks_per_s_embedding": round(t["chunks_embedded"] / max(cold["seconds"]["embed"], 1e-9), 1),
+            "peak_rss_mib": cold["peak_rss_mib"],
+        },
+        "no_change": {
+            "wall_s": round(again_wall, 1),
+            "ratio_to_cold": round(again_wall / cold_wall, 4),
+            "published": again["published"],
+            "chunks_embedded": again["totals"]["chunks_embedded"],
+            "peak_rss_mib": again["peak_rss_mib"],
+        },
         "queries": latency,
         "http": over_http,
         "extraction_parse_and_extract": extraction,
         "graph": cold["totals"]["graph"],
     }
     if one_commit:
-        figures["one_commit"] = {"wall_s": round(one_wall, 1), "ratio_to_cold": round(one_wall / cold_wall, 4),
-                                 "blobs_new": one_commit["totals"]["blobs_new"],
-                                 "chunks_embedded": one_commit["totals"]["chunks_embedded"],
-                                 "seconds": one_commit["seconds"], "peak_rss_mib": one_commit["peak_rss_mib"]}
+        figures["one_commit"] = {
+            "wall_s": round(one_wall, 1),
+            "ratio_to_cold": round(one_wall / cold_wall, 4),
+            "blobs_new": one_commit["totals"]["blobs_new"],
+            "chunks_embedded": one_commit["totals"]["chunks_embedded"],
+            "seconds": one_commit["seconds"],
+            "peak_rss_mib": one_commit["peak_rss_mib"],
+        }
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

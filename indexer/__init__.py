@@ -5,19 +5,21 @@ both need; everything else here is the pipeline, which the query server never ru
 tests/test_layout.py.
 """
 
-KERNEL = frozenset({
-    "errors",     # the error base class every surface turns into one sentence
-    "config",     # blobdex.toml
-    "snapshot",   # the format: layout, schemas, manifest, CURRENT; the only reader of its files
-    "tokenize",   # queries are tokenized as their snapshot was
-    "embed",      # queries are embedded by the snapshot's model
-    "languages",  # path -> language, for filters and overlays
-    "ignore",     # the skip policy: get_file refuses what the indexer never reads
-    "secrets",    # credential detection: overlays hold back, get_file withholds, what the index holds back
-    "chunk",      # blob preparation for session overlays, exactly as for committed blobs
-    "mirror",     # get_file reads git objects from the mirrors
-    "scan",       # ref resolution for get_file and status
-})
+KERNEL = frozenset(
+    {
+        "errors",  # the error base class every surface turns into one sentence
+        "config",  # blobdex.toml
+        "snapshot",  # the format: layout, schemas, manifest, CURRENT; the only reader of its files
+        "tokenize",  # queries are tokenized as their snapshot was
+        "embed",  # queries are embedded by the snapshot's model
+        "languages",  # path -> language, for filters and overlays
+        "ignore",  # the skip policy: get_file refuses what the indexer never reads
+        "secrets",  # credential detection: overlays hold back, get_file withholds, what the index holds back
+        "chunk",  # blob preparation for session overlays, exactly as for committed blobs
+        "mirror",  # get_file reads git objects from the mirrors
+        "scan",  # ref resolution for get_file and status
+    }
+)
 # Imports of the pipeline from query/, each for a stated reason (module -> the indexer module it may use).
 SANCTIONED = {
     "query/eval/commits.py": {"build"},  # the eval indexes a scratch data dir of its own to measure

@@ -77,8 +77,10 @@ def _lock(data_dir: Path):
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            raise LockBusy(f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}); "
-                           f"wait for it to finish") from exc
+            raise LockBusy(
+                f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}); "
+                f"wait for it to finish"
+            ) from exc
         yield
 
 
@@ -91,9 +93,11 @@ def run(cfg: Config, full: bool = False, embedder: Embedder | None = None, show_
         except BaseException as exc:
             if _no_space(exc):
                 free = shutil.disk_usage(cfg.data_dir).free // 2**20
-                raise DiskFull(f"no space left on device while writing to {str(cfg.data_dir)!r} ({free} MB free); "
-                               f"free space and run 'blobdex index' again (the previous snapshot keeps "
-                               f"serving)") from exc
+                raise DiskFull(
+                    f"no space left on device while writing to {str(cfg.data_dir)!r} ({free} MB free); "
+                    f"free space and run 'blobdex index' again (the previous snapshot keeps "
+                    f"serving)"
+                ) from exc
             raise
 
 
@@ -137,8 +141,11 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             _mark_stale(w, str(exc))
         except Exception as exc:  # a hostile or broken remote must not stop the other repos
             log.debug("fetch of %s failed", w.spec.name, exc_info=True)
-            _mark_stale(w, f"cannot fetch repo {w.spec.name!r} from {w.report.url}: unexpected "
-                           f"{type(exc).__name__}: {exc}; run 'blobdex -v index' for details")
+            _mark_stale(
+                w,
+                f"cannot fetch repo {w.spec.name!r} from {w.report.url}: unexpected "
+                f"{type(exc).__name__}: {exc}; run 'blobdex -v index' for details",
+            )
     report.seconds["mirror"] = time.monotonic() - t0
 
     t0 = time.monotonic()
@@ -147,7 +154,7 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             continue
         try:
             with mirror.open_mirror(w.mirror_path) as repo:
-                for ref in (w.spec.refs or (None,)):
+                for ref in w.spec.refs or (None,):
                     full_ref, commit_id = resolve_ref(repo, ref, w.spec.name)
                     w.scans.append(scan_commit(repo, full_ref, commit_id, w.spec.include, w.spec.exclude))
                     w.report.refs.append({"ref": full_ref, "commit_id": commit_id})
@@ -155,14 +162,20 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             _mark_stale(w, str(exc))
         except Exception as exc:  # corrupt objects in a mirror: this repo only
             log.debug("scan of %s failed", w.spec.name, exc_info=True)
-            _mark_stale(w, f"cannot scan repo {w.spec.name!r}: {type(exc).__name__}: {exc}; delete its mirror "
-                           f"({w.mirror_path}) and run 'blobdex index' to fetch it again")
+            _mark_stale(
+                w,
+                f"cannot scan repo {w.spec.name!r}: {type(exc).__name__}: {exc}; delete its mirror "
+                f"({w.mirror_path}) and run 'blobdex index' to fetch it again",
+            )
     report.seconds["scan"] = time.monotonic() - t0
 
     if all(w.report.status != "ok" for w in work):
-        _note(report, "nothing published: every repo failed this run, so there is nothing new to serve"
-                      + (f"; snapshot {prev.snapshot_id} keeps serving" if prev else "")
-                      + "; fix the errors above and run 'blobdex index' again")
+        _note(
+            report,
+            "nothing published: every repo failed this run, so there is nothing new to serve"
+            + (f"; snapshot {prev.snapshot_id} keeps serving" if prev else "")
+            + "; fix the errors above and run 'blobdex index' again",
+        )
         return report
     wanted = _wanted(cfg, work)
     report.blobs = len(wanted)
@@ -206,10 +219,23 @@ def _mark_stale(w: _RepoWork, error: str) -> None:
 
 def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
     """True when a rebuild would reproduce `prev`: same repos at the same commits, same tools."""
-    if (prev.format_version, prev.model_id, prev.chunker_version, prev.policy_version, prev.tokenizer_version,
-            prev.extractor_version, prev.max_blob_bytes) != (snapshot.FORMAT_VERSION, model_id, CHUNKER_VERSION,
-                                                             POLICY_VERSION, TOKENIZER_VERSION, EXTRACTOR_VERSION,
-                                                             cfg.max_blob_bytes):
+    if (
+        prev.format_version,
+        prev.model_id,
+        prev.chunker_version,
+        prev.policy_version,
+        prev.tokenizer_version,
+        prev.extractor_version,
+        prev.max_blob_bytes,
+    ) != (
+        snapshot.FORMAT_VERSION,
+        model_id,
+        CHUNKER_VERSION,
+        POLICY_VERSION,
+        TOKENIZER_VERSION,
+        EXTRACTOR_VERSION,
+        cfg.max_blob_bytes,
+    ):
         return False
     if {(r.org, r.name) for r in prev.repos} != {w.spec.key for w in work}:
         return False
@@ -225,9 +251,20 @@ def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str
 
 
 def _fill_from_manifest(report: Report, prev: Manifest) -> None:
-    report.repos = [RepoReport(r.org, r.name, r.url, r.status, r.error,
-                               [{"ref": x.ref, "commit_id": x.commit_id} for x in r.refs],
-                               r.files, r.files_indexed, r.chunks) for r in prev.repos]
+    report.repos = [
+        RepoReport(
+            r.org,
+            r.name,
+            r.url,
+            r.status,
+            r.error,
+            [{"ref": x.ref, "commit_id": x.commit_id} for x in r.refs],
+            r.files,
+            r.files_indexed,
+            r.chunks,
+        )
+        for r in prev.repos
+    ]
     report.chunks_reused = prev.chunks
     _totals(report, prev)
 
@@ -244,8 +281,17 @@ def _chunk_blob(data: bytes, lang: str, max_bytes: int, clock: dict) -> BlobEntr
     facts = scrub_facts(extract(parsed, lang).to_json(), held)
     clock["extract"] += time.monotonic() - started
     syntax_error = parsed is not None and parsed[0].root_node.has_error
-    return BlobEntry(len(data), None, fallback, len(held), tuple(kept), hashlib.sha256(data).hexdigest(),
-                     facts, syntax_error, tuple((h.line_start, h.line_end, h.kind) for h in held))
+    return BlobEntry(
+        len(data),
+        None,
+        fallback,
+        len(held),
+        tuple(kept),
+        hashlib.sha256(data).hexdigest(),
+        facts,
+        syntax_error,
+        tuple((h.line_start, h.line_end, h.kind) for h in held),
+    )
 
 
 def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, str]]:
@@ -260,8 +306,9 @@ def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, st
     return wanted
 
 
-def _chunk_stage(cfg: Config, report: Report, wanted: dict[str, tuple[Path, str, str]], cache: Cache,
-                 show_progress: bool) -> dict[str, BlobEntry]:
+def _chunk_stage(
+    cfg: Config, report: Report, wanted: dict[str, tuple[Path, str, str]], cache: Cache, show_progress: bool
+) -> dict[str, BlobEntry]:
     """Each wanted blob's entry, from the cache or chunked now (new blobs only)."""
     entries = cache.get_blobs(list(wanted))
     missing = [k for k in wanted if k not in entries]
@@ -307,8 +354,16 @@ def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry]) -> 
     return tables, states
 
 
-def _embed_stage(cfg: Config, report: Report, cols: dict[str, list], cache: Cache, embedder: Embedder | None,
-                 model_id: str, dim_hint: int | None, show_progress: bool) -> tuple[np.ndarray, Embedder | None]:
+def _embed_stage(
+    cfg: Config,
+    report: Report,
+    cols: dict[str, list],
+    cache: Cache,
+    embedder: Embedder | None,
+    model_id: str,
+    dim_hint: int | None,
+    show_progress: bool,
+) -> tuple[np.ndarray, Embedder | None]:
     texts = [embed_text(s, t) for s, t in zip(cols["symbol"], cols["text"])]
     vectors, embedder, embedded = _vectors(cfg, texts, cache, embedder, model_id, dim_hint, show_progress)
     report.chunks_embedded = embedded
@@ -316,8 +371,16 @@ def _embed_stage(cfg: Config, report: Report, cols: dict[str, list], cache: Cach
     return vectors, embedder
 
 
-def _vectors(cfg: Config, texts: list[str], cache: Cache, embedder: Embedder | None, model_id: str,
-             dim_hint: int | None, show_progress: bool, label: str = "embed") -> tuple[np.ndarray, Embedder | None, int]:
+def _vectors(
+    cfg: Config,
+    texts: list[str],
+    cache: Cache,
+    embedder: Embedder | None,
+    model_id: str,
+    dim_hint: int | None,
+    show_progress: bool,
+    label: str = "embed",
+) -> tuple[np.ndarray, Embedder | None, int]:
     """Vectors for `texts` from the cache, embedding only the texts it lacks (the model loads only then).
     Returns the vectors, the embedder if it was loaded, and how many distinct texts were embedded."""
     ids = [text_id(t) for t in texts]
@@ -334,7 +397,7 @@ def _vectors(cfg: Config, texts: list[str], cache: Cache, embedder: Embedder | N
     text_of = dict(zip(ids, texts))
     with Progress(label, len(missing), show_progress) as bar:
         for start in range(0, len(missing), EMBED_BATCH):
-            batch = missing[start:start + EMBED_BATCH]
+            batch = missing[start : start + EMBED_BATCH]
             new = dict(zip(batch, embedder.embed([text_of[i] for i in batch])))
             cache.put_vectors(model_id, new)
             found.update(new)
@@ -343,8 +406,15 @@ def _vectors(cfg: Config, texts: list[str], cache: Cache, embedder: Embedder | N
     return matrix.astype(np.float32, copy=False), embedder, len(missing)
 
 
-def _carry_forward(tables: Tables, vectors: np.ndarray, prev_path: Path | None, prev: Manifest | None,
-                   work: list[_RepoWork], model_id: str, states: dict) -> np.ndarray:
+def _carry_forward(
+    tables: Tables,
+    vectors: np.ndarray,
+    prev_path: Path | None,
+    prev: Manifest | None,
+    work: list[_RepoWork],
+    model_id: str,
+    states: dict,
+) -> np.ndarray:
     """Append the previous snapshot's rows of repos that failed this run, so they keep serving."""
     stale = [w for w in work if w.report.status != "ok" and prev is not None and prev.repo(*w.spec.key)]
     if not stale or prev.model_id != model_id:
@@ -366,8 +436,18 @@ def _carry_forward(tables: Tables, vectors: np.ndarray, prev_path: Path | None, 
     return np.concatenate([vectors, old]) if len(vectors) else old
 
 
-def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cache: Cache, prev_path: Path | None,
-           prev: Manifest | None, embedder: Embedder | None, model_id: str, show_progress: bool) -> Report:
+def _build(
+    cfg: Config,
+    report: Report,
+    work: list[_RepoWork],
+    wanted: dict,
+    cache: Cache,
+    prev_path: Path | None,
+    prev: Manifest | None,
+    embedder: Embedder | None,
+    model_id: str,
+    show_progress: bool,
+) -> Report:
     t0 = time.monotonic()
     entries = _chunk_stage(cfg, report, wanted, cache, show_progress)
     tables, states = _rows(cfg, work, entries)
@@ -400,9 +480,19 @@ def _build(cfg: Config, report: Report, work: list[_RepoWork], wanted: dict, cac
         report.seconds["write"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        manifest = Manifest(snapshot_id, snapshot.now_iso(), model_id, dim, CHUNKER_VERSION, POLICY_VERSION,
-                            TOKENIZER_VERSION, [states[w.spec.key] for w in work],
-                            max_blob_bytes=cfg.max_blob_bytes, extractor_version=EXTRACTOR_VERSION, edges=edge_count)
+        manifest = Manifest(
+            snapshot_id,
+            snapshot.now_iso(),
+            model_id,
+            dim,
+            CHUNKER_VERSION,
+            POLICY_VERSION,
+            TOKENIZER_VERSION,
+            [states[w.spec.key] for w in work],
+            max_blob_bytes=cfg.max_blob_bytes,
+            extractor_version=EXTRACTOR_VERSION,
+            edges=edge_count,
+        )
         snapshot.publish(cfg.data_dir, built, manifest)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)

@@ -60,6 +60,7 @@ def _corrupt(exc: Exception) -> bool:
 def _repairing(method):
     """Run a cache method; when the file turns out to be damaged, move it aside, start a fresh cache and run
     the method once more. Safe because every entry is a pure function of its key: a lost one is recomputed."""
+
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         try:
@@ -69,6 +70,7 @@ def _repairing(method):
                 raise
             self._start_fresh(exc)
             return method(self, *args, **kwargs)
+
     return wrapper
 
 
@@ -107,8 +109,10 @@ class Cache:
         for suffix in ("", "-wal", "-shm"):
             if Path(f"{self.path}{suffix}").exists():
                 os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
-        self.moved_aside = (f"the cache {str(self.path)!r} was damaged ({exc}): moved it aside to {str(aside)!r} "
-                            f"and started a fresh one, so this run recomputes what it lacks")
+        self.moved_aside = (
+            f"the cache {str(self.path)!r} was damaged ({exc}): moved it aside to {str(aside)!r} "
+            f"and started a fresh one, so this run recomputes what it lacks"
+        )
         log.warning("%s", self.moved_aside)
         self.db = self._connect()
 
@@ -134,7 +138,7 @@ class Cache:
     def get_blobs(self, keys: list[str]) -> dict[str, BlobEntry]:
         found = {}
         for i in range(0, len(keys), LOOKUP_BATCH):
-            batch = keys[i:i + LOOKUP_BATCH]
+            batch = keys[i : i + LOOKUP_BATCH]
             marks = ",".join("?" * len(batch))
             for key, raw in self.db.execute(f"SELECT key, entry FROM blob WHERE key IN ({marks})", batch):
                 data = json.loads(zlib.decompress(raw))
@@ -153,10 +157,11 @@ class Cache:
     def get_vectors(self, model: str, ids: list[str], dim: int) -> dict[str, np.ndarray]:
         found = {}
         for i in range(0, len(ids), LOOKUP_BATCH):
-            batch = ids[i:i + LOOKUP_BATCH]
+            batch = ids[i : i + LOOKUP_BATCH]
             marks = ",".join("?" * len(batch))
-            rows = self.db.execute(f"SELECT text_id, vector FROM vector WHERE model = ? AND text_id IN ({marks})",
-                                   [model, *batch])
+            rows = self.db.execute(
+                f"SELECT text_id, vector FROM vector WHERE model = ? AND text_id IN ({marks})", [model, *batch]
+            )
             for tid, raw in rows:
                 vec = np.frombuffer(raw, dtype=np.float32)
                 if vec.shape[0] == dim:

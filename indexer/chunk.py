@@ -83,7 +83,7 @@ def chunk_and_parse(text: str, lang: str) -> tuple[list[Chunk], str | None, tupl
             start += 1
         while end > start and not lines[end].strip():
             end -= 1
-        body = "\n".join(lines[start:end + 1])
+        body = "\n".join(lines[start : end + 1])
         if body.strip():
             chunks.append(Chunk(len(chunks), span.symbol, span.kind, start + 1, end + 1, body))
     return chunks, fallback, parsed
@@ -112,7 +112,7 @@ def parse(source: bytes, grammar_name: str) -> Tree:
     deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
 
     def read(offset: int, _point) -> bytes:
-        return source[offset:offset + READ_CALLBACK_BYTES]
+        return source[offset : offset + READ_CALLBACK_BYTES]
 
     try:
         # The progress callback is only honoured with the read-callback form of parse().
@@ -176,7 +176,7 @@ def _last_row(node: Node) -> int:
 
 def _text(node: Node | None, src: bytes) -> str:
     # Sliced from our own copy: `node.text` re-reads through the parse callback, byte by chunk.
-    return src[node.start_byte:node.end_byte].decode("utf-8", "replace") if node is not None else ""
+    return src[node.start_byte : node.end_byte].decode("utf-8", "replace") if node is not None else ""
 
 
 def _innermost_name(node: Node | None, src: bytes) -> str:
@@ -212,13 +212,59 @@ def _name(node: Node, src: bytes) -> str:
     return words[0] if words else ""
 
 
-_NAME_NODES = frozenset({"identifier", "simple_identifier", "type_identifier", "name", "constant",
-                         "field_identifier", "property_identifier"})
-_KEYWORDS = frozenset({"def", "class", "function", "fn", "func", "pub", "public", "private", "protected",
-                       "static", "async", "export", "default", "const", "let", "var", "struct", "enum",
-                       "impl", "trait", "interface", "type", "module", "namespace", "template", "typedef", "fun",
-                       "override", "suspend", "inline", "open", "internal", "final", "abstract", "data",
-                       "sealed", "object", "val"})
+_NAME_NODES = frozenset(
+    {
+        "identifier",
+        "simple_identifier",
+        "type_identifier",
+        "name",
+        "constant",
+        "field_identifier",
+        "property_identifier",
+    }
+)
+_KEYWORDS = frozenset(
+    {
+        "def",
+        "class",
+        "function",
+        "fn",
+        "func",
+        "pub",
+        "public",
+        "private",
+        "protected",
+        "static",
+        "async",
+        "export",
+        "default",
+        "const",
+        "let",
+        "var",
+        "struct",
+        "enum",
+        "impl",
+        "trait",
+        "interface",
+        "type",
+        "module",
+        "namespace",
+        "template",
+        "typedef",
+        "fun",
+        "override",
+        "suspend",
+        "inline",
+        "open",
+        "internal",
+        "final",
+        "abstract",
+        "data",
+        "sealed",
+        "object",
+        "val",
+    }
+)
 
 
 def _syntax_spans(tree: Tree, src: bytes, lines: list[str], g: Grammar) -> list[Span]:
@@ -265,7 +311,7 @@ def _gap_spans(lines: list[str], spans: list[Span], containers: list[tuple[int, 
     """Lines no definition covers: file-level code (imports, constants) or a class's own lines."""
     covered = bytearray(len(lines))
     for s in spans:
-        covered[s.start:s.end + 1] = b"\x01" * (s.end - s.start + 1)
+        covered[s.start : s.end + 1] = b"\x01" * (s.end - s.start + 1)
 
     def owner(i: int) -> str:
         inner = [c for c in containers if c[0] <= i <= c[1]]
@@ -280,7 +326,7 @@ def _gap_spans(lines: list[str], spans: list[Span], containers: list[tuple[int, 
         symbol, j = owner(i), i
         while j + 1 < len(lines) and not covered[j + 1] and owner(j + 1) == symbol:
             j += 1
-        if not _TRIVIAL_RE.fullmatch("\n".join(lines[i:j + 1])):
+        if not _TRIVIAL_RE.fullmatch("\n".join(lines[i : j + 1])):
             out.extend(_windows(lines, i, j, symbol, "class" if symbol else "module"))
         i = j + 1
     return out

@@ -52,15 +52,21 @@ def repo() -> None:
 @repo.command("add")
 @click.argument("name")
 @click.argument("url")
-@click.option("--ref", "refs", multiple=True,
-              help="Branch, tag or full commit id to index (repeatable). Default (or HEAD): the remote's default "
-                   "branch, stored by name.")
+@click.option(
+    "--ref",
+    "refs",
+    multiple=True,
+    help="Branch, tag or full commit id to index (repeatable). Default (or HEAD): the remote's default "
+    "branch, stored by name.",
+)
 @click.option("--org", default=configmod.DEFAULT_ORG, show_default=True, help="Tenant the repo belongs to.")
 @click.option("--credential", help="Credential reference for https: env:NAME or file:PATH (never the token itself).")
 @click.option("--username", help="Username sent with the credential (default: git).")
-@click.option("--no-check", is_flag=True,
-              help="Do not contact the source to check that it is a reachable git repo with these refs "
-                   "(offline setup).")
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="Do not contact the source to check that it is a reachable git repo with these refs (offline setup).",
+)
 @click.pass_context
 def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
     """Add (or replace) a repo: https, ssh, file:// URLs or local paths."""
@@ -70,20 +76,26 @@ def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
     configmod.check_name("repo", name)
     configmod.check_name("org", org)
     if credential and not re.match(r"^(env|file):.+", credential):
-        raise ConfigError("the --credential value is not a reference (it is not shown, in case it is the secret "
-                          "itself): pass env:NAME or file:PATH, which name where the secret is kept")
+        raise ConfigError(
+            "the --credential value is not a reference (it is not shown, in case it is the secret "
+            "itself): pass env:NAME or file:PATH, which name where the secret is kept"
+        )
     url = _source(name, url)
     spec = RepoSpec(name, url, org, tuple(refs), credential, username)
     if no_check:
         if "HEAD" in refs and refs != ("HEAD",):
-            raise ConfigError(f"repo {name!r}: --ref HEAD with other refs needs the check to learn which branch "
-                              f"HEAD is; name that branch instead, or drop --no-check")
+            raise ConfigError(
+                f"repo {name!r}: --ref HEAD with other refs needs the check to learn which branch "
+                f"HEAD is; name that branch instead, or drop --no-check"
+            )
         spec = replace(spec, refs=tuple(r for r in refs if r != "HEAD"))
     else:
         spec = replace(spec, refs=_checked_refs(spec))
     configmod.save(configmod.with_repo(cfg, spec))
-    click.echo(f"added repo {org}/{name} -> {redact(url)}"
-               + (f" refs {', '.join(spec.refs)}" if spec.refs else " (default branch)"))
+    click.echo(
+        f"added repo {org}/{name} -> {redact(url)}"
+        + (f" refs {', '.join(spec.refs)}" if spec.refs else " (default branch)")
+    )
 
 
 def _source(name: str, url: str) -> str:
@@ -96,9 +108,11 @@ def _source(name: str, url: str) -> str:
         raise ConfigError(f"repo {name!r}: the url cannot be parsed ({exc}); give a URL or a local path") from exc
     if parts.password:
         user = f" --username {parts.username}" if parts.username and parts.username != "git" else ""
-        raise ConfigError(f"repo {name!r}: the url carries a password or token, which would be stored in plain "
-                          f"text; keep the secret in an environment variable and run 'blobdex repo add {name} "
-                          f"{redact(url)} --credential env:VAR{user}'")
+        raise ConfigError(
+            f"repo {name!r}: the url carries a password or token, which would be stored in plain "
+            f"text; keep the secret in an environment variable and run 'blobdex repo add {name} "
+            f"{redact(url)} --credential env:VAR{user}'"
+        )
     if "://" in url or re.match(r"^[\w.-]+@[\w.-]+:", url):
         return url
     local = Path(url).expanduser()
@@ -131,33 +145,40 @@ def _checked_refs(spec: RepoSpec) -> tuple[str, ...]:
     except MirrorError as exc:
         raise ConfigError(f"{where}: {exc}, {skip}") from exc
     except HTTPUnauthorized as exc:
-        raise ConfigError(f"{where}: the server refused the credentials; check the credential reference "
-                          f"{spec.credential!r}, {skip}") from exc
+        raise ConfigError(
+            f"{where}: the server refused the credentials; check the credential reference {spec.credential!r}, {skip}"
+        ) from exc
     except NotGitRepository as exc:
-        raise ConfigError(f"{where}: it is not a git repository; give a clone, a bare repo or a git URL, "
-                          f"{skip}") from exc
+        raise ConfigError(
+            f"{where}: it is not a git repository; give a clone, a bare repo or a git URL, {skip}"
+        ) from exc
     except (GitProtocolError, HangupException, OSError, ValueError) as exc:
-        raise ConfigError(f"{where}: the source cannot be reached ({exc}); check the url and the network, "
-                          f"{skip}") from exc
+        raise ConfigError(
+            f"{where}: the source cannot be reached ({exc}); check the url and the network, {skip}"
+        ) from exc
     names = {n.decode("utf-8", "replace") for n in result.refs if n != b"HEAD" and not n.endswith(b"^{}")}
-    branches = sorted(n[len("refs/heads/"):] for n in names if n.startswith("refs/heads/"))
-    tags = sorted(n[len("refs/tags/"):] for n in names if n.startswith("refs/tags/"))
+    branches = sorted(n[len("refs/heads/") :] for n in names if n.startswith("refs/heads/"))
+    tags = sorted(n[len("refs/tags/") :] for n in names if n.startswith("refs/tags/"))
     known = f"branches: {', '.join(branches[:10]) or 'none'}; tags: {', '.join(tags[:10]) or 'none'}"
     refs = []
     for ref in spec.refs or ("HEAD",):
         if ref == "HEAD":
             head = (result.symrefs or {}).get(b"HEAD", b"").decode("utf-8", "replace")
             if head in names:
-                ref = head[len("refs/heads/"):] if head.startswith("refs/heads/") else head
+                ref = head[len("refs/heads/") :] if head.startswith("refs/heads/") else head
             elif len(branches) == 1:  # `git init --bare` names master; a push of main leaves HEAD dangling
                 ref = branches[0]
             else:
-                raise ConfigError(f"{where}: its HEAD names no existing branch, so there is no default branch "
-                                  f"to index ({known}); name one with --ref BRANCH")
+                raise ConfigError(
+                    f"{where}: its HEAD names no existing branch, so there is no default branch "
+                    f"to index ({known}); name one with --ref BRANCH"
+                )
         # A commit id cannot be listed remotely: the index run checks that it exists.
         elif not HEX40_RE.match(ref) and not {ref, f"refs/heads/{ref}", f"refs/tags/{ref}"} & names:
-            raise ConfigError(f"{where}: it has no ref {ref!r} ({known}); name an existing branch, tag or "
-                              f"commit id with --ref, {skip}")
+            raise ConfigError(
+                f"{where}: it has no ref {ref!r} ({known}); name an existing branch, tag or "
+                f"commit id with --ref, {skip}"
+            )
         if ref not in refs:
             refs.append(ref)
     return tuple(refs)
@@ -193,8 +214,12 @@ def repo_remove(ctx, name: str, org: str) -> None:
 @click.command()
 @click.option("--full", is_flag=True, help="Publish a new snapshot even if nothing changed (caches still apply).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as one JSON object on stdout.")
-@click.option("--quiet", is_flag=True, help="Print nothing on success: no progress, no report (errors still go to "
-                                           "stderr, and --json still prints the report).")
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="Print nothing on success: no progress, no report (errors still go to "
+    "stderr, and --json still prints the report).",
+)
 @click.pass_context
 def index(ctx, full: bool, as_json: bool, quiet: bool) -> None:
     """Mirror, scan, chunk, embed, write and publish. Exit code 1 if any repo failed."""

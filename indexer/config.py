@@ -23,7 +23,8 @@ KEEP_SNAPSHOTS = 3  # published snapshots kept on disk, CURRENT included
 SESSION_IDLE_HOURS = 24.0
 
 # Every key blobdex.toml may hold: (the form its value takes, how to write it). Some are read by other
-# modules from the same file (jwt_* and github_* by query/surfaces/cip.py load_settings, through Config.protocol_auth): they are listed here too,
+# modules from the same file (jwt_* and github_* by query/surfaces/cip.py load_settings, through
+# Config.protocol_auth): they are listed here too,
 # so that one check knows every key and a misspelt one is refused instead of silently ignored. A module
 # that reads a new key adds it here.
 KNOWN_KEYS = {
@@ -120,8 +121,9 @@ def resolve_config_path(config: str | os.PathLike | None) -> Path:
     return Path.cwd() / CONFIG_NAME
 
 
-def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
-         must_exist: bool = False) -> Config:
+def load(
+    config: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None, must_exist: bool = False
+) -> Config:
     """Read and check the config file; a missing file is an empty config unless `must_exist`.
 
     The data dir comes from, in order: `data_dir`, `BLOBDEX_DATA_DIR`, the file's `data_dir`
@@ -140,21 +142,26 @@ def load(config: str | os.PathLike | None = None, data_dir: str | os.PathLike | 
     keys = [r.key for r in repos]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
-        raise ConfigError(f"{where}: repo {dupes[0][1]!r} appears twice in org {dupes[0][0]!r}; "
-                          f"names are unique within an org")
+        raise ConfigError(
+            f"{where}: repo {dupes[0][1]!r} appears twice in org {dupes[0][0]!r}; names are unique within an org"
+        )
     for key in ("max_blob_bytes", "keep_snapshots"):
         if key in raw and raw[key] < 1:
             raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
     if data_dir is None:
         data_dir = os.environ.get("BLOBDEX_DATA_DIR")
     resolved = Path(data_dir) if data_dir is not None else path.parent / raw.get("data_dir", DEFAULT_DATA_DIR)
-    return Config(path=path, data_dir=resolved.resolve(), repos=repos,
-                  model=os.environ.get("BLOBDEX_MODEL") or raw.get("model", DEFAULT_MODEL),
-                  max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
-                  keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
-                  session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
-                  reranker=raw.get("reranker", ""),
-                  protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)})
+    return Config(
+        path=path,
+        data_dir=resolved.resolve(),
+        repos=repos,
+        model=os.environ.get("BLOBDEX_MODEL") or raw.get("model", DEFAULT_MODEL),
+        max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
+        keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
+        session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
+        reranker=raw.get("reranker", ""),
+        protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
+    )
 
 
 def _read(path: Path) -> tuple[str, dict]:
@@ -169,8 +176,10 @@ def _read(path: Path) -> tuple[str, dict]:
 def _check_keys(where: str, table: dict, known: dict) -> None:
     for key in table:
         if key in ENV_ONLY_KEYS:
-            raise ConfigError(f"{where}: `{key}` is a secret and is read only from the environment: remove it "
-                              f"from the file and export {ENV_ONLY_KEYS[key]}")
+            raise ConfigError(
+                f"{where}: `{key}` is a secret and is read only from the environment: remove it "
+                f"from the file and export {ENV_ONLY_KEYS[key]}"
+            )
         if key not in known:
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(known)}"
@@ -190,25 +199,31 @@ def _check_types(where: str, table: dict, known: dict) -> None:
     for key, value in table.items():
         kind, example = known[key]
         if kind in _IS and not _IS[kind](value):
-            raise ConfigError(f"{where}: `{key}` is a {_toml_type(value)}, but it must be a {kind}; "
-                              f"write it as {example}")
+            raise ConfigError(
+                f"{where}: `{key}` is a {_toml_type(value)}, but it must be a {kind}; write it as {example}"
+            )
 
 
 def _toml_type(value) -> str:
     if isinstance(value, bool):
         return "boolean"
     return {str: "string", int: "whole number", float: "number", list: "list", dict: "table"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 def _repo_tables(where: str, raw: dict) -> list[dict]:
     value = raw.get("repo", [])
     if isinstance(value, dict):
-        raise ConfigError(f"{where}: `[repo]` is a single table; write each repo as `[[repo]]` (two brackets), "
-                          f"followed by its name and url")
+        raise ConfigError(
+            f"{where}: `[repo]` is a single table; write each repo as `[[repo]]` (two brackets), "
+            f"followed by its name and url"
+        )
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise ConfigError(f"{where}: `repo` is a {_toml_type(value)}, but repos are tables: write each as a "
-                          f"`[[repo]]` section with name and url, or use 'blobdex repo add NAME URL'")
+        raise ConfigError(
+            f"{where}: `repo` is a {_toml_type(value)}, but repos are tables: write each as a "
+            f"`[[repo]]` section with name and url, or use 'blobdex repo add NAME URL'"
+        )
     return value
 
 
@@ -223,10 +238,16 @@ def _repo_spec(where: str, index: int, item: dict) -> RepoSpec:
     missing = [key for key in ("name", "url") if key not in item]
     if missing:
         raise ConfigError(f"{label}: lacks `{missing[0]}`; every repo needs name and url")
-    return RepoSpec(name=check_name("repo", item["name"]), url=item["url"],
-                    org=check_name("org", item.get("org", DEFAULT_ORG)), refs=tuple(item.get("refs", ())),
-                    credential=item.get("credential"), username=item.get("username"),
-                    include=_globs(label, "include", item), exclude=_globs(label, "exclude", item))
+    return RepoSpec(
+        name=check_name("repo", item["name"]),
+        url=item["url"],
+        org=check_name("org", item.get("org", DEFAULT_ORG)),
+        refs=tuple(item.get("refs", ())),
+        credential=item.get("credential"),
+        username=item.get("username"),
+        include=_globs(label, "include", item),
+        exclude=_globs(label, "exclude", item),
+    )
 
 
 def _globs(label: str, key: str, item: dict) -> tuple[str, ...]:
@@ -234,8 +255,10 @@ def _globs(label: str, key: str, item: dict) -> tuple[str, ...]:
     try:
         pathspec.PathSpec.from_lines("gitignore", patterns)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{label}: `{key}` holds a pattern that is not a gitignore glob ({exc}); "
-                          f"write it as in .gitignore, e.g. {REPO_KEYS[key][1]}") from exc
+        raise ConfigError(
+            f"{label}: `{key}` holds a pattern that is not a gitignore glob ({exc}); "
+            f"write it as in .gitignore, e.g. {REPO_KEYS[key][1]}"
+        ) from exc
     return patterns
 
 
@@ -249,9 +272,16 @@ def _repo_table(spec: RepoSpec) -> tomlkit.items.Table:
 
 def _fill(table, spec: RepoSpec) -> None:
     """Make a [[repo]] table say `spec`, touching only keys whose meaning changes (others, and comments, stay)."""
-    values = {"org": spec.org, "name": spec.name, "url": spec.url, "refs": list(spec.refs),
-              "credential": spec.credential, "username": spec.username, "include": list(spec.include),
-              "exclude": list(spec.exclude)}
+    values = {
+        "org": spec.org,
+        "name": spec.name,
+        "url": spec.url,
+        "refs": list(spec.refs),
+        "credential": spec.credential,
+        "username": spec.username,
+        "include": list(spec.include),
+        "exclude": list(spec.exclude),
+    }
     for key, value in values.items():
         now = table.get(key, DEFAULT_ORG if key == "org" else None)
         if value is None or value == []:

@@ -55,18 +55,38 @@ def _add(edges: list[dict], counts: dict, kind: str, key: str, src: Site, dst: S
     if counts[slot] >= MAX_EVIDENCE:
         return
     counts[slot] += 1
-    edges.append({"kind": kind, "key": key, "from_repo": src.repo, "from_path": src.path, "from_line": src.line,
-                  "to_repo": dst.repo, "to_path": dst.path, "to_line": dst.line, "detail": detail})
+    edges.append(
+        {
+            "kind": kind,
+            "key": key,
+            "from_repo": src.repo,
+            "from_path": src.path,
+            "from_line": src.line,
+            "to_repo": dst.repo,
+            "to_path": dst.path,
+            "to_line": dst.line,
+            "detail": detail,
+        }
+    )
 
 
-def _pairwise(edges: list[dict], counts: dict, kind: str, key: str, by_repo: dict[str, list[dict]], detail: str) -> None:
+def _pairwise(
+    edges: list[dict], counts: dict, kind: str, key: str, by_repo: dict[str, list[dict]], detail: str
+) -> None:
     """An undirected coupling: one edge per pair of repos, evidenced by each side's first fact."""
     repos = sorted(by_repo)
     for i, a in enumerate(repos):
-        for b in repos[i + 1:]:
+        for b in repos[i + 1 :]:
             fa, fb = by_repo[a][0], by_repo[b][0]
-            _add(edges, counts, kind, key, Site(a, fa["path"], fa["line"]), Site(b, fb["path"], fb["line"]),
-                 f"{fa[detail]} / {fb[detail]}")
+            _add(
+                edges,
+                counts,
+                kind,
+                key,
+                Site(a, fa["path"], fa["line"]),
+                Site(b, fb["path"], fb["line"]),
+                f"{fa[detail]} / {fb[detail]}",
+            )
 
 
 def python_packages(paths: list[str]) -> set[str]:
@@ -94,8 +114,15 @@ def edges(org: str, facts: dict[str, list[dict]], files: list[dict]) -> list[dic
             continue
         for rsegs, r in routes:
             if rsegs is not None and r["repo"] != u["repo"] and _matches(rsegs, segs):
-                _add(out, counts, "http_call", f"{r['method']} {r['pattern']}", Site(u["repo"], u["path"], u["line"]),
-                     Site(r["repo"], r["path"], r["line"]), f"{u['url']} -> {r['handler']}")
+                _add(
+                    out,
+                    counts,
+                    "http_call",
+                    f"{r['method']} {r['pattern']}",
+                    Site(u["repo"], u["path"], u["line"]),
+                    Site(r["repo"], r["path"], r["line"]),
+                    f"{u['url']} -> {r['handler']}",
+                )
 
     consumers = defaultdict(list)
     for t in facts["tasks"]:
@@ -110,8 +137,15 @@ def edges(org: str, facts: dict[str, list[dict]], files: list[dict]) -> list[dic
             for c in consumers.get(name, []):
                 if c["repo"] != p["repo"] and id(c) not in seen:
                     seen.add(id(c))
-                    _add(out, counts, "task", c["name"], Site(p["repo"], p["path"], p["line"]),
-                         Site(c["repo"], c["path"], c["line"]), f"{p['how']} -> {c['how']}")
+                    _add(
+                        out,
+                        counts,
+                        "task",
+                        c["name"],
+                        Site(p["repo"], p["path"], p["line"]),
+                        Site(c["repo"], c["path"], c["line"]),
+                        f"{p['how']} -> {c['how']}",
+                    )
 
     readers = defaultdict(lambda: defaultdict(list))
     for e in facts["env_keys"]:
@@ -122,8 +156,12 @@ def edges(org: str, facts: dict[str, list[dict]], files: list[dict]) -> list[dic
 
     models = defaultdict(lambda: defaultdict(list))
     for s in facts["symbols"]:
-        if s["kind"] == "class" and not s["parent"] and MODEL_BASE_RE.search(s["signature"].split("(", 1)[-1]) \
-                and "(" in s["signature"]:
+        if (
+            s["kind"] == "class"
+            and not s["parent"]
+            and MODEL_BASE_RE.search(s["signature"].split("(", 1)[-1])
+            and "(" in s["signature"]
+        ):
             models[s["name"]][s["repo"]].append(s)
     for name, by_repo in models.items():
         _pairwise(out, counts, "db_model", name, by_repo, "signature")
@@ -140,8 +178,15 @@ def edges(org: str, facts: dict[str, list[dict]], files: list[dict]) -> list[dic
         for owner in owners.get(root, ()):
             if owner != imp["repo"] and imp["repo"] not in owners[root]:
                 init = next(p for p in paths_by_repo[owner] if p.endswith(f"{root}/__init__.py"))
-                _add(out, counts, "import", root, Site(imp["repo"], imp["path"], imp["line"]),
-                     Site(owner, init, 1), imp["module"])
+                _add(
+                    out,
+                    counts,
+                    "import",
+                    root,
+                    Site(imp["repo"], imp["path"], imp["line"]),
+                    Site(owner, init, 1),
+                    imp["module"],
+                )
     for e in out:
         e["org"] = org
     return out

@@ -78,7 +78,8 @@ class SentenceTransformerEmbedder:
         except Exception as exc:  # the library raises many types for "cannot load"
             raise EmbedError(
                 f"cannot load embedding model {name!r}: {exc}; set `model` in blobdex.toml to a local "
-                f"sentence-transformers directory or to {DEFAULT_MODEL_NAMES[0]!r} (bundled)") from exc
+                f"sentence-transformers directory or to {DEFAULT_MODEL_NAMES[0]!r} (bundled)"
+            ) from exc
         getdim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(getdim())
         log.info("embedding with %s (dim %d) on %s", self.model_id, self.dim, self.device)
@@ -86,8 +87,9 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
+        vectors = self.model.encode(
+            texts, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
         return np.asarray(vectors, dtype=np.float32)
 
 

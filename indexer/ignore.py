@@ -41,35 +41,158 @@ class SkipReason(str, Enum):
     TOO_DEEP = "too_deep"  # a directory nested deeper than scan.MAX_TREE_DEPTH: its path is recorded, not entered
 
 
-VENDORED_DIRS = frozenset({
-    "node_modules", "vendor", "vendors", "third_party", "thirdparty", "3rdparty", "bower_components",
-    "site-packages", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache",
-    "dist", ".next", ".nuxt", "target", ".gradle", "Pods", "Carthage",
-})
-LOCKFILES = frozenset({
-    "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "npm-shrinkwrap.json", "bun.lockb",
-    "poetry.lock", "Pipfile.lock", "uv.lock", "pdm.lock", "Cargo.lock", "Gemfile.lock",
-    "composer.lock", "go.sum", "mix.lock", "pubspec.lock", "Podfile.lock", "packages.lock.json",
-    "flake.lock", "gradle.lockfile",
-})
-CREDENTIAL_NAMES = frozenset({
-    ".env", ".envrc", ".netrc", ".npmrc", ".pypirc", ".htpasswd", "id_rsa", "id_dsa", "id_ecdsa",
-    "id_ed25519", "credentials", "credentials.json", "service-account.json", "serviceaccountkey.json",
-    "secrets.json", "secrets.yaml", "secrets.yml", "keystore.jks", ".git-credentials",
-})
-CREDENTIAL_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".asc", ".gpg", ".ppk",
-                       ".kdbx", ".tfstate")
-CREDENTIAL_NAME_RE = re.compile(r"^\.env\..+$|^id_(rsa|dsa|ecdsa|ed25519)(\.pub)?$|service[-_]?account.*\.json$"
-                                r"|^.*[-_]credentials?\.json$", re.IGNORECASE)
-BINARY_SUFFIXES = (
-    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".webp", ".tiff", ".psd", ".pdf", ".zip", ".gz",
-    ".tgz", ".bz2", ".xz", ".7z", ".rar", ".jar", ".war", ".class", ".so", ".dylib", ".dll", ".exe",
-    ".o", ".a", ".pyc", ".pyo", ".whl", ".egg", ".woff", ".woff2", ".ttf", ".otf", ".eot", ".mp3",
-    ".mp4", ".wav", ".ogg", ".mov", ".avi", ".webm", ".sqlite", ".db", ".bin", ".dat", ".npy", ".npz",
-    ".pt", ".onnx", ".parquet", ".lance", ".pkl", ".ai", ".eps", ".ps", ".indd", ".sketch", ".fig",
+VENDORED_DIRS = frozenset(
+    {
+        "node_modules",
+        "vendor",
+        "vendors",
+        "third_party",
+        "thirdparty",
+        "3rdparty",
+        "bower_components",
+        "site-packages",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+        "dist",
+        ".next",
+        ".nuxt",
+        "target",
+        ".gradle",
+        "Pods",
+        "Carthage",
+    }
 )
-DATA_SUFFIXES = (".csv", ".tsv", ".log", ".svg", ".ipynb", ".geojson", ".ndjson", ".jsonl", ".po", ".pot",
-                 ".snap", ".har")
+LOCKFILES = frozenset(
+    {
+        "package-lock.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "npm-shrinkwrap.json",
+        "bun.lockb",
+        "poetry.lock",
+        "Pipfile.lock",
+        "uv.lock",
+        "pdm.lock",
+        "Cargo.lock",
+        "Gemfile.lock",
+        "composer.lock",
+        "go.sum",
+        "mix.lock",
+        "pubspec.lock",
+        "Podfile.lock",
+        "packages.lock.json",
+        "flake.lock",
+        "gradle.lockfile",
+    }
+)
+CREDENTIAL_NAMES = frozenset(
+    {
+        ".env",
+        ".envrc",
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        ".htpasswd",
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+        "credentials",
+        "credentials.json",
+        "service-account.json",
+        "serviceaccountkey.json",
+        "secrets.json",
+        "secrets.yaml",
+        "secrets.yml",
+        "keystore.jks",
+        ".git-credentials",
+    }
+)
+CREDENTIAL_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".asc", ".gpg", ".ppk", ".kdbx", ".tfstate")
+CREDENTIAL_NAME_RE = re.compile(
+    r"^\.env\..+$|^id_(rsa|dsa|ecdsa|ed25519)(\.pub)?$|service[-_]?account.*\.json$"
+    r"|^.*[-_]credentials?\.json$",
+    re.IGNORECASE,
+)
+BINARY_SUFFIXES = (
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".bmp",
+    ".ico",
+    ".webp",
+    ".tiff",
+    ".psd",
+    ".pdf",
+    ".zip",
+    ".gz",
+    ".tgz",
+    ".bz2",
+    ".xz",
+    ".7z",
+    ".rar",
+    ".jar",
+    ".war",
+    ".class",
+    ".so",
+    ".dylib",
+    ".dll",
+    ".exe",
+    ".o",
+    ".a",
+    ".pyc",
+    ".pyo",
+    ".whl",
+    ".egg",
+    ".woff",
+    ".woff2",
+    ".ttf",
+    ".otf",
+    ".eot",
+    ".mp3",
+    ".mp4",
+    ".wav",
+    ".ogg",
+    ".mov",
+    ".avi",
+    ".webm",
+    ".sqlite",
+    ".db",
+    ".bin",
+    ".dat",
+    ".npy",
+    ".npz",
+    ".pt",
+    ".onnx",
+    ".parquet",
+    ".lance",
+    ".pkl",
+    ".ai",
+    ".eps",
+    ".ps",
+    ".indd",
+    ".sketch",
+    ".fig",
+)
+DATA_SUFFIXES = (
+    ".csv",
+    ".tsv",
+    ".log",
+    ".svg",
+    ".ipynb",
+    ".geojson",
+    ".ndjson",
+    ".jsonl",
+    ".po",
+    ".pot",
+    ".snap",
+    ".har",
+)
 MINIFIED_NAME_RE = re.compile(r"\.min\.(js|css|mjs)$|[.-]bundle\.js$|\.map$", re.IGNORECASE)
 GENERATED_NAME_RE = re.compile(r"(_pb2(_grpc)?\.py|\.pb\.go|\.g\.dart|\.generated\.\w+|_generated\.\w+)$")
 # A file that says a tool wrote it and people should not edit it. "autogenerated by sphinx-quickstart"
@@ -80,8 +203,11 @@ GENERATED_MARKER_RE = re.compile(
     re.IGNORECASE,
 )
 # Certificate bundles are public data, not credentials: their names say which they are.
-CERTIFICATE_NAME_RE = re.compile(r"^(?:ca[-_]?(?:cert|bundle|certificates?)s?|cacerts?|certs?|chain|fullchain|"
-                                 r".*[-_.](?:ca|cert|certificate|chain))\.(?:pem|crt)$|\.crt$", re.IGNORECASE)
+CERTIFICATE_NAME_RE = re.compile(
+    r"^(?:ca[-_]?(?:cert|bundle|certificates?)s?|cacerts?|certs?|chain|fullchain|"
+    r".*[-_.](?:ca|cert|certificate|chain))\.(?:pem|crt)$|\.crt$",
+    re.IGNORECASE,
+)
 # Documents that are text on the outside: PDF and PostScript bodies (Illustrator .ai files are PDFs).
 DOCUMENT_MAGIC = (b"%PDF-", b"%!PS")
 DATA_SNIFF_MIN_BYTES = 4096  # below this a file is too small for a table to matter
@@ -158,8 +284,11 @@ def _table_share(data: bytes) -> float:
 
 
 MAX_ATTRIBUTES_BYTES = 64 * 1024  # a .gitattributes larger than this is not a real one: ignored
-ATTRIBUTE_SKIPS = {"linguist-vendored": SkipReason.VENDORED, "linguist-generated": SkipReason.GENERATED,
-                   "binary": SkipReason.BINARY}
+ATTRIBUTE_SKIPS = {
+    "linguist-vendored": SkipReason.VENDORED,
+    "linguist-generated": SkipReason.GENERATED,
+    "binary": SkipReason.BINARY,
+}
 
 
 @dataclass(frozen=True)
@@ -185,7 +314,7 @@ class Attributes:
             data = blob.as_raw_string()
             if len(data) > MAX_ATTRIBUTES_BYTES:
                 continue
-            directory = path[:-len(".gitattributes")]
+            directory = path[: -len(".gitattributes")]
             for line in data.decode("utf-8", "replace").splitlines():
                 parts = line.split()
                 if not parts or parts[0].startswith("#"):
@@ -203,7 +332,7 @@ class Attributes:
             return by_path
         state: dict[str, bool] = {}
         for rule in self.rules:  # later and deeper rules win, as in git
-            if path.startswith(rule.directory) and rule.spec.match_file(path[len(rule.directory):]):
+            if path.startswith(rule.directory) and rule.spec.match_file(path[len(rule.directory) :]):
                 state.update(rule.settings)
         for attribute, reason in ATTRIBUTE_SKIPS.items():
             if state.get(attribute):

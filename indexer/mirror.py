@@ -70,8 +70,10 @@ def resolve_credential(reference: str) -> str:
     if kind == "env" and value:
         secret = os.environ.get(value)
         if not secret:
-            raise MirrorError(f"credential reference {reference!r} names environment variable {value!r}, "
-                              f"which is unset or empty; export it before 'blobdex index'")
+            raise MirrorError(
+                f"credential reference {reference!r} names environment variable {value!r}, "
+                f"which is unset or empty; export it before 'blobdex index'"
+            )
         return secret
     if kind == "file" and value:
         try:
@@ -89,8 +91,10 @@ def open_mirror(path: Path) -> Repo:
     try:
         return Repo(str(path))
     except (NotGitRepository, OSError, ValueError) as exc:
-        raise MirrorError(f"mirror {str(path)!r} is missing or corrupt ({exc}); delete it and run "
-                          f"'blobdex index' again to re-create it") from exc
+        raise MirrorError(
+            f"mirror {str(path)!r} is missing or corrupt ({exc}); delete it and run "
+            f"'blobdex index' again to re-create it"
+        ) from exc
 
 
 @contextmanager
@@ -119,10 +123,12 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
         kwargs["username"] = spec.username or "git"
     url = spec.url
     if _is_local(url):
-        local = url[len("file://"):] if url.startswith("file://") else url
+        local = url[len("file://") :] if url.startswith("file://") else url
         if not Path(local).exists():
-            raise MirrorError(f"cannot fetch repo {spec.name!r}: local path {local!r} does not exist; "
-                              f"fix the url with 'blobdex repo add {spec.name} URL'")
+            raise MirrorError(
+                f"cannot fetch repo {spec.name!r}: local path {local!r} does not exist; "
+                f"fix the url with 'blobdex repo add {spec.name} URL'"
+            )
     last: Exception | None = None
     for attempt in range(FETCH_ATTEMPTS):
         if attempt:
@@ -133,23 +139,37 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
             _repack_if_needed(path)
             return path
         except HTTPUnauthorized as exc:
-            raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)}: the server refused the "
-                              f"credentials; check the credential reference {spec.credential!r}") from exc
+            raise MirrorError(
+                f"cannot fetch repo {spec.name!r} from {redact(url)}: the server refused the "
+                f"credentials; check the credential reference {spec.credential!r}"
+            ) from exc
         except MirrorError:
             raise
         except (NotGitRepository, FileNotFoundError) as exc:
-            raise MirrorError(f"cannot fetch repo {spec.name!r}: {redact(url)} is not a git repository ({exc})") from exc
+            raise MirrorError(
+                f"cannot fetch repo {spec.name!r}: {redact(url)} is not a git repository ({exc})"
+            ) from exc
         except KeyError as exc:  # not transient: the source lacks an object its refs need
             missing = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-            raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)}: the source is missing object "
-                              f"{missing} (it is incomplete or corrupt); run 'git fsck' there, or fetch from a "
-                              f"complete copy") from exc
+            raise MirrorError(
+                f"cannot fetch repo {spec.name!r} from {redact(url)}: the source is missing object "
+                f"{missing} (it is incomplete or corrupt); run 'git fsck' there, or fetch from a "
+                f"complete copy"
+            ) from exc
         except (GitProtocolError, HangupException, OSError, ValueError) as exc:
             last = exc
-            log.warning("fetch of %s from %s failed (attempt %d of %d): %s",
-                        spec.name, redact(url), attempt + 1, FETCH_ATTEMPTS, exc)
-    raise MirrorError(f"cannot fetch repo {spec.name!r} from {redact(url)} after {FETCH_ATTEMPTS} attempts: "
-                      f"{last}; check the url and the network, then run 'blobdex index' again") from last
+            log.warning(
+                "fetch of %s from %s failed (attempt %d of %d): %s",
+                spec.name,
+                redact(url),
+                attempt + 1,
+                FETCH_ATTEMPTS,
+                exc,
+            )
+    raise MirrorError(
+        f"cannot fetch repo {spec.name!r} from {redact(url)} after {FETCH_ATTEMPTS} attempts: "
+        f"{last}; check the url and the network, then run 'blobdex index' again"
+    ) from last
 
 
 def _repack_if_needed(path: Path) -> None:
@@ -158,13 +178,20 @@ def _repack_if_needed(path: Path) -> None:
         if packs > MAX_PACKS:
             size = sum(p.stat().st_size for p in (path / "objects" / "pack").glob("*.pack"))
             if size > MAX_REPACK_BYTES:
-                log.info("mirror %s has %d packs (%d MB), too large to repack in memory; run "
-                         "'git -C %s repack -ad' between index runs", path, packs, size // 2**20, path)
+                log.info(
+                    "mirror %s has %d packs (%d MB), too large to repack in memory; run "
+                    "'git -C %s repack -ad' between index runs",
+                    path,
+                    packs,
+                    size // 2**20,
+                    path,
+                )
                 return
             started = time.monotonic()
             objects = repo.object_store.repack()
-            log.info("repacked mirror %s: %d packs, %d objects, %.1f s", path, packs, objects,
-                     time.monotonic() - started)
+            log.info(
+                "repacked mirror %s: %d packs, %d objects, %.1f s", path, packs, objects, time.monotonic() - started
+            )
 
 
 def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
@@ -176,8 +203,11 @@ def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
         repo = Repo.init_bare(str(path), mkdir=True)
     with repo:
         result = client.fetch(remote_path, repo)
-        remote = {name: sha for name, sha in result.refs.items()
-                  if not name.endswith(b"^{}") and name != b"HEAD" and sha is not None}
+        remote = {
+            name: sha
+            for name, sha in result.refs.items()
+            if not name.endswith(b"^{}") and name != b"HEAD" and sha is not None
+        }
         for name in list(repo.refs.keys()):
             if name != b"HEAD" and name not in remote:
                 del repo.refs[name]

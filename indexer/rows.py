@@ -18,8 +18,20 @@ from indexer.cache import BlobEntry, Cache
 from indexer.scan import RefScan
 from indexer.snapshot import FACT_COLUMNS, RefState, RepoState
 
-CHUNK_COLUMNS = ("org", "repo", "path", "blob_id", "chunk_index", "refs", "lang", "kind", "symbol",
-                 "line_start", "line_end", "text")
+CHUNK_COLUMNS = (
+    "org",
+    "repo",
+    "path",
+    "blob_id",
+    "chunk_index",
+    "refs",
+    "lang",
+    "kind",
+    "symbol",
+    "line_start",
+    "line_end",
+    "text",
+)
 
 
 def _columns(names) -> dict[str, list]:
@@ -33,7 +45,8 @@ class Tables:
     chunks: dict[str, list] = field(default_factory=lambda: _columns(CHUNK_COLUMNS))
     files: dict[str, list] = field(default_factory=lambda: _columns(snapshot.FILES_SCHEMA.names))
     facts: dict[str, dict[str, list]] = field(
-        default_factory=lambda: {t: _columns(snapshot.GRAPH_SCHEMAS[t].names) for t in FACT_COLUMNS})
+        default_factory=lambda: {t: _columns(snapshot.GRAPH_SCHEMAS[t].names) for t in FACT_COLUMNS}
+    )
 
     def extend(self, target: dict[str, list], table: pa.Table) -> None:
         for name in target:  # a column an older format lacks (files.held_back before 2) carries as empty
@@ -48,7 +61,9 @@ class Tables:
         return [dict(zip(self.files, values)) for values in zip(*self.files.values())]
 
 
-def add_repo(tables: Tables, org: str, name: str, url: str, scans: list[RefScan], entry_of, indexed_at: str) -> RepoState:
+def add_repo(
+    tables: Tables, org: str, name: str, url: str, scans: list[RefScan], entry_of, indexed_at: str
+) -> RepoState:
     """Append one scanned repo's rows; `entry_of(blob_id, lang)` gives a blob's cache entry."""
     state = RepoState(org, name, url, "ok", None, indexed_at, [RefState(s.ref, s.commit_id) for s in scans])
     refs_of: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -66,12 +81,25 @@ def add_repo(tables: Tables, org: str, name: str, url: str, scans: list[RefScan]
                 state.files_indexed += 1
                 refs_of[(f.path, f.blob_id)].append(scan.ref)
                 lang_of[(f.path, f.blob_id)] = f.lang
-            for column, value in (("org", org), ("repo", name), ("ref", scan.ref), ("commit_id", scan.commit_id),
-                                  ("path", f.path), ("blob_id", f.blob_id), ("lang", f.lang),
-                                  ("bytes", entry.size if entry else None), ("sha256", entry.sha256 if entry else None),
-                                  ("skip", skip), ("chunks", len(entry.chunks) if entry and not skip else 0),
-                                  ("held_back", [{"line_start": a, "line_end": b, "kind": k}
-                                                 for a, b, k in entry.held_back] if entry and not skip else [])):
+            for column, value in (
+                ("org", org),
+                ("repo", name),
+                ("ref", scan.ref),
+                ("commit_id", scan.commit_id),
+                ("path", f.path),
+                ("blob_id", f.blob_id),
+                ("lang", f.lang),
+                ("bytes", entry.size if entry else None),
+                ("sha256", entry.sha256 if entry else None),
+                ("skip", skip),
+                ("chunks", len(entry.chunks) if entry and not skip else 0),
+                (
+                    "held_back",
+                    [{"line_start": a, "line_end": b, "kind": k} for a, b, k in entry.held_back]
+                    if entry and not skip
+                    else [],
+                ),
+            ):
                 files[column].append(value)
     counts: Counter = Counter()
     chunks = tables.chunks
@@ -82,17 +110,33 @@ def add_repo(tables: Tables, org: str, name: str, url: str, scans: list[RefScan]
         state.parse_fallbacks += entry.fallback is not None
         state.syntax_errors += entry.syntax_error
         for c in entry.chunks:
-            for column, value in (("org", org), ("repo", name), ("path", path), ("blob_id", blob_id),
-                                  ("chunk_index", c.index), ("refs", refs), ("lang", lang), ("kind", c.kind),
-                                  ("symbol", c.symbol), ("line_start", c.line_start), ("line_end", c.line_end),
-                                  ("text", c.text)):
+            for column, value in (
+                ("org", org),
+                ("repo", name),
+                ("path", path),
+                ("blob_id", blob_id),
+                ("chunk_index", c.index),
+                ("refs", refs),
+                ("lang", lang),
+                ("kind", c.kind),
+                ("symbol", c.symbol),
+                ("line_start", c.line_start),
+                ("line_end", c.line_end),
+                ("text", c.text),
+            ):
                 chunks[column].append(value)
             state.chunks += 1
         for table, rows in (entry.facts or {}).items():
             target = tables.facts[table]
             for row in rows:
-                for column, value in (("org", org), ("repo", name), ("path", path), ("blob_id", blob_id),
-                                      ("refs", refs), *zip(FACT_COLUMNS[table], row)):
+                for column, value in (
+                    ("org", org),
+                    ("repo", name),
+                    ("path", path),
+                    ("blob_id", blob_id),
+                    ("refs", refs),
+                    *zip(FACT_COLUMNS[table], row),
+                ):
                     target[column].append(value)
             counts[table] += len(rows)
     state.files_skipped = dict(sorted(skipped.items()))
@@ -102,6 +146,7 @@ def add_repo(tables: Tables, org: str, name: str, url: str, scans: list[RefScan]
 
 def carried(prev_path: Path, repos: list[tuple[str, str]]) -> tuple[pa.Table, dict[str, pa.Table]]:
     """The previous snapshot's rows for `repos`: chunks (with vectors), files and facts."""
+
     def only(table: pa.Table) -> pa.Table:
         keep = None
         for org, name in repos:

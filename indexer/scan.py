@@ -45,8 +45,10 @@ def _peel_to_commit(repo: Repo, object_id: bytes, what: str) -> Commit:
         while isinstance(obj, Tag):
             obj = repo[obj.object[1]]
     except KeyError as exc:
-        raise ScanError(f"{what} points at object {object_id.decode()} which is missing from the mirror; "
-                        f"delete the mirror and run 'blobdex index' to fetch it again") from exc
+        raise ScanError(
+            f"{what} points at object {object_id.decode()} which is missing from the mirror; "
+            f"delete the mirror and run 'blobdex index' to fetch it again"
+        ) from exc
     if not isinstance(obj, Commit):
         raise ScanError(f"{what} names a {obj.type_name.decode()}, not a commit; use a branch, tag or commit id")
     return obj
@@ -58,11 +60,15 @@ def resolve_ref(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
         try:
             target = repo.refs.follow(b"HEAD")[0][-1]
         except (KeyError, IndexError) as exc:
-            raise ScanError(f"repo {repo_name!r} has no default branch (HEAD) in its mirror; "
-                            f"name one with 'blobdex repo add {repo_name} URL --ref BRANCH'") from exc
+            raise ScanError(
+                f"repo {repo_name!r} has no default branch (HEAD) in its mirror; "
+                f"name one with 'blobdex repo add {repo_name} URL --ref BRANCH'"
+            ) from exc
         if target not in repo.refs:
-            raise ScanError(f"repo {repo_name!r}: HEAD points at {target.decode()!r}, which does not exist; "
-                            f"name a branch with --ref")
+            raise ScanError(
+                f"repo {repo_name!r}: HEAD points at {target.decode()!r}, which does not exist; "
+                f"name a branch with --ref"
+            )
         commit = _peel_to_commit(repo, repo.refs[target], f"ref {target.decode()!r} of repo {repo_name!r}")
         return target.decode(), commit.id.decode()
     if HEX40_RE.match(ref):
@@ -73,10 +79,12 @@ def resolve_ref(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
         if candidate.startswith("refs/") and name in repo.refs:
             commit = _peel_to_commit(repo, repo.refs[name], f"ref {candidate!r} of repo {repo_name!r}")
             return candidate, commit.id.decode()
-    branches = sorted(n.decode()[len("refs/heads/"):] for n in repo.refs.keys() if n.startswith(b"refs/heads/"))
-    tags = sorted(n.decode()[len("refs/tags/"):] for n in repo.refs.keys() if n.startswith(b"refs/tags/"))
-    raise ScanError(f"ref {ref!r} not found in repo {repo_name!r} (branches: {', '.join(branches[:10]) or 'none'}; "
-                    f"tags: {', '.join(tags[:10]) or 'none'}); fix it with 'blobdex repo add {repo_name} URL --ref REF'")
+    branches = sorted(n.decode()[len("refs/heads/") :] for n in repo.refs.keys() if n.startswith(b"refs/heads/"))
+    tags = sorted(n.decode()[len("refs/tags/") :] for n in repo.refs.keys() if n.startswith(b"refs/tags/"))
+    raise ScanError(
+        f"ref {ref!r} not found in repo {repo_name!r} (branches: {', '.join(branches[:10]) or 'none'}; "
+        f"tags: {', '.join(tags[:10]) or 'none'}); fix it with 'blobdex repo add {repo_name} URL --ref REF'"
+    )
 
 
 def _walk(repo: Repo, tree_id: bytes):
@@ -103,12 +111,14 @@ def _selection(include: tuple[str, ...], exclude: tuple[str, ...]):
     """Whether a path is chosen by a repo's include/exclude globs (gitignore syntax)."""
     wanted = pathspec.PathSpec.from_lines("gitignore", include) if include else None
     unwanted = pathspec.PathSpec.from_lines("gitignore", exclude) if exclude else None
-    return lambda path: ((wanted is None or wanted.match_file(path))
-                         and (unwanted is None or not unwanted.match_file(path)))
+    return lambda path: (
+        (wanted is None or wanted.match_file(path)) and (unwanted is None or not unwanted.match_file(path))
+    )
 
 
-def scan_commit(repo: Repo, ref: str, commit_id: str, include: tuple[str, ...] = (),
-                exclude: tuple[str, ...] = ()) -> RefScan:
+def scan_commit(
+    repo: Repo, ref: str, commit_id: str, include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()
+) -> RefScan:
     """Every file of a commit with its language and, when known from the path, why it is skipped:
     the repo's own include/exclude globs first (the operator's word), then .gitattributes and our rules."""
     commit = repo[commit_id.encode()]
@@ -116,12 +126,16 @@ def scan_commit(repo: Repo, ref: str, commit_id: str, include: tuple[str, ...] =
     listed = []
     for raw_path, mode, sha in _walk(repo, commit.tree):
         if len(listed) >= MAX_FILES_PER_REF:
-            raise ScanError(f"commit {commit_id} ({ref}) has more than {MAX_FILES_PER_REF} files; "
-                            f"index a smaller ref or raise MAX_FILES_PER_REF")
+            raise ScanError(
+                f"commit {commit_id} ({ref}) has more than {MAX_FILES_PER_REF} files; "
+                f"index a smaller ref or raise MAX_FILES_PER_REF"
+            )
         listed.append((raw_path, mode, sha.decode(), validate_path(raw_path)))
     attributes = Attributes.from_files(
-        (path, repo.object_store[sha.encode()]) for _, mode, sha, path in listed
-        if path is not None and path.rsplit("/", 1)[-1] == ".gitattributes" and stat.S_ISREG(mode))
+        (path, repo.object_store[sha.encode()])
+        for _, mode, sha, path in listed
+        if path is not None and path.rsplit("/", 1)[-1] == ".gitattributes" and stat.S_ISREG(mode)
+    )
     files = []
     for raw_path, mode, blob_id, path in listed:
         if path is None:

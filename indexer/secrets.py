@@ -12,10 +12,16 @@ from dataclasses import dataclass
 # The needles are literals every match contains: a substring test (fast, in C) guards each regex.
 PATTERNS = [
     ("private_key", ("PRIVATE KEY",), re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
-    ("aws_access_key", ("AKIA", "ASIA", "AGPA", "AIDA", "AROA"),
-     re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")),
-    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})\b")),
+    (
+        "aws_access_key",
+        ("AKIA", "ASIA", "AGPA", "AIDA", "AROA"),
+        re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    ),
+    (
+        "github_token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})\b"),
+    ),
     ("gitlab_token", ("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b")),
     ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
     ("google_api_key", ("AIza",), re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
@@ -34,15 +40,18 @@ KEY_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 # A quoted literal assigned to a credential-looking name: `API_KEY = "…"`, `password: '…'`.
 # Found in two steps (the name, then what follows it): one regex doing both backtracks badly.
 NAME_NEEDLES = ("password", "passwd", "pwd", "secret", "token", "key")
-NAME_RE = re.compile(r"(?i)password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
-                     r"client[_-]?secret|auth[_-]?key")
+NAME_RE = re.compile(
+    r"(?i)password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
+    r"client[_-]?secret|auth[_-]?key"
+)
 ASSIGNED_RE = re.compile(r"""[\w.-]*["']?\s*[:=]{1,2}\s*[fbr]?(["'])([^"'\s]{8,})\1""")
 # The same without quotes, as config files, docs and shell write it: `aws_secret_access_key = wJal…`.
 UNQUOTED_RE = re.compile(r"""[\w.-]*\s*[:=]\s*()([A-Za-z0-9+/=_-]{16,})(?=[\s,;]|$)""")
 # Values that are clearly not secrets: placeholders, templates, references to the environment.
 PLACEHOLDER_RE = re.compile(
     r"(?i)^(?:x+|\*+|\.+|<.*>|\$\{.*\}|\{\{.*\}\}|%\(.*\)s|.*(?:example|changeme|placeholder|your[_-]|dummy|"
-    r"redacted|xxxx|test|fake|sample).*)$")
+    r"redacted|xxxx|test|fake|sample).*)$"
+)
 # A random-looking quoted literal assigned to any name (`k = "L3u6…"`): a key without a telling name.
 # Base62/64 only (hex strings are digests and ids far more often than secrets), mixed case with digits,
 # and close to the entropy of random text of its length: a random 40-character base64 string scores
@@ -115,9 +124,12 @@ def scrub_facts(facts: dict[str, list], held: list[HeldBack]) -> dict[str, list]
     keys = [h for h in held if h.kind == "private_key"]
     clean = {}
     for table, rows in facts.items():
-        clean[table] = [row for row in rows
-                        if not any(isinstance(v, str) and credential_kind(v) for v in row)
-                        and not any(k.line_start <= _row_line(row) <= k.line_end for k in keys)]
+        clean[table] = [
+            row
+            for row in rows
+            if not any(isinstance(v, str) and credential_kind(v) for v in row)
+            and not any(k.line_start <= _row_line(row) <= k.line_end for k in keys)
+        ]
     return clean
 
 

@@ -65,40 +65,79 @@ class SnapshotError(BlobdexError):
 
 
 def chunk_schema(dim: int) -> pa.Schema:
-    return pa.schema([
-        ("row", pa.int64()), ("org", pa.string()), ("repo", pa.string()), ("path", pa.string()),
-        ("blob_id", pa.string()), ("chunk_index", pa.int32()), ("refs", pa.list_(pa.string())),
-        ("lang", pa.string()), ("kind", pa.string()), ("symbol", pa.string()),
-        ("line_start", pa.int32()), ("line_end", pa.int32()), ("text", pa.string()),
-        ("vector", pa.list_(pa.float32(), dim)),
-    ])
+    return pa.schema(
+        [
+            ("row", pa.int64()),
+            ("org", pa.string()),
+            ("repo", pa.string()),
+            ("path", pa.string()),
+            ("blob_id", pa.string()),
+            ("chunk_index", pa.int32()),
+            ("refs", pa.list_(pa.string())),
+            ("lang", pa.string()),
+            ("kind", pa.string()),
+            ("symbol", pa.string()),
+            ("line_start", pa.int32()),
+            ("line_end", pa.int32()),
+            ("text", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
 
 
-FILES_SCHEMA = pa.schema([
-    ("org", pa.string()), ("repo", pa.string()), ("ref", pa.string()), ("commit_id", pa.string()),
-    ("path", pa.string()), ("blob_id", pa.string()), ("lang", pa.string()), ("bytes", pa.int64()),
-    ("sha256", pa.string()), ("skip", pa.string()), ("chunks", pa.int32()),
-    ("held_back", pa.list_(pa.struct([("line_start", pa.int32()), ("line_end", pa.int32()), ("kind", pa.string())]))),
-])
+FILES_SCHEMA = pa.schema(
+    [
+        ("org", pa.string()),
+        ("repo", pa.string()),
+        ("ref", pa.string()),
+        ("commit_id", pa.string()),
+        ("path", pa.string()),
+        ("blob_id", pa.string()),
+        ("lang", pa.string()),
+        ("bytes", pa.int64()),
+        ("sha256", pa.string()),
+        ("skip", pa.string()),
+        ("chunks", pa.int32()),
+        (
+            "held_back",
+            pa.list_(pa.struct([("line_start", pa.int32()), ("line_end", pa.int32()), ("kind", pa.string())])),
+        ),
+    ]
+)
 # Every fact row is keyed by where it was seen; `refs` lists the refs that reach that blob at that path.
-_FACT_KEY = [("org", pa.string()), ("repo", pa.string()), ("path", pa.string()), ("blob_id", pa.string()),
-             ("refs", pa.list_(pa.string()))]
+_FACT_KEY = [
+    ("org", pa.string()),
+    ("repo", pa.string()),
+    ("path", pa.string()),
+    ("blob_id", pa.string()),
+    ("refs", pa.list_(pa.string())),
+]
 GRAPH_SCHEMAS = {
     table: pa.schema(_FACT_KEY + [(c, pa.int32() if c in ("line", "line_end") else pa.string()) for c in columns])
     for table, columns in FACT_COLUMNS.items()
 }
-EDGES_SCHEMA = pa.schema([
-    ("org", pa.string()), ("kind", pa.string()), ("key", pa.string()),
-    ("from_repo", pa.string()), ("from_path", pa.string()), ("from_line", pa.int32()),
-    ("to_repo", pa.string()), ("to_path", pa.string()), ("to_line", pa.int32()), ("detail", pa.string()),
-])
+EDGES_SCHEMA = pa.schema(
+    [
+        ("org", pa.string()),
+        ("kind", pa.string()),
+        ("key", pa.string()),
+        ("from_repo", pa.string()),
+        ("from_path", pa.string()),
+        ("from_line", pa.int32()),
+        ("to_repo", pa.string()),
+        ("to_path", pa.string()),
+        ("to_line", pa.int32()),
+        ("detail", pa.string()),
+    ]
+)
 # Table name -> schema for every Parquet file under graph/; `blobdex sql` shows one view per entry.
 TABLE_SCHEMAS = {"files": FILES_SCHEMA, **GRAPH_SCHEMAS, "edges": EDGES_SCHEMA}
 
 
 def cards_schema(dim: int) -> pa.Schema:
-    return pa.schema([("org", pa.string()), ("repo", pa.string()), ("text", pa.string()),
-                      ("vector", pa.list_(pa.float32(), dim))])
+    return pa.schema(
+        [("org", pa.string()), ("repo", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim))]
+    )
 
 
 def graph_path(snapshot_dir: Path, table: str) -> Path:
@@ -293,24 +332,33 @@ def open_manifest(data_dir: Path, snapshot_id: str | None = None) -> tuple[Path,
     """The live (or named) snapshot's directory and manifest, or a SnapshotError saying what to do."""
     snapshot_id = snapshot_id or current_id(data_dir)
     if snapshot_id is None:
-        raise SnapshotError(f"no snapshot published in {str(data_dir)!r}: run 'blobdex index' first "
-                            f"(or point --data-dir / BLOBDEX_DATA_DIR at an existing index)")
+        raise SnapshotError(
+            f"no snapshot published in {str(data_dir)!r}: run 'blobdex index' first "
+            f"(or point --data-dir / BLOBDEX_DATA_DIR at an existing index)"
+        )
     if "/" in snapshot_id or snapshot_id.startswith("."):
-        raise SnapshotError(f"CURRENT in {str(data_dir)!r} names {snapshot_id!r}, which is not a snapshot id; "
-                            f"run 'blobdex index' to publish a new snapshot")
+        raise SnapshotError(
+            f"CURRENT in {str(data_dir)!r} names {snapshot_id!r}, which is not a snapshot id; "
+            f"run 'blobdex index' to publish a new snapshot"
+        )
     path = snapshots_dir(data_dir) / snapshot_id
     try:
         manifest = Manifest.from_json((path / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise SnapshotError(f"cannot open snapshot {str(path)!r}: it has no {MANIFEST}; "
-                            f"run 'blobdex index' to publish a new snapshot") from exc
+        raise SnapshotError(
+            f"cannot open snapshot {str(path)!r}: it has no {MANIFEST}; run 'blobdex index' to publish a new snapshot"
+        ) from exc
     except (ValueError, TypeError, KeyError) as exc:
-        raise SnapshotError(f"cannot open snapshot {str(path)!r}: its {MANIFEST} is not in a format this "
-                            f"version reads ({exc}); rebuild with 'blobdex index --full'") from exc
+        raise SnapshotError(
+            f"cannot open snapshot {str(path)!r}: its {MANIFEST} is not in a format this "
+            f"version reads ({exc}); rebuild with 'blobdex index --full'"
+        ) from exc
     if manifest.format_version not in READABLE_FORMATS:
-        raise SnapshotError(f"cannot open snapshot {str(path)!r}: format {manifest.format_version}, this "
-                            f"version reads format {FORMAT_VERSION}; rebuild with 'blobdex index --full' "
-                            f"or run a matching blobdex version")
+        raise SnapshotError(
+            f"cannot open snapshot {str(path)!r}: format {manifest.format_version}, this "
+            f"version reads format {FORMAT_VERSION}; rebuild with 'blobdex index --full' "
+            f"or run a matching blobdex version"
+        )
     return path, manifest
 
 

@@ -12,9 +12,22 @@ import numpy as np
 import pyarrow.parquet as pq
 import tantivy
 
-from indexer.snapshot import (CARDS, FACT_COLUMNS, TABLE_SCHEMAS, Manifest, SnapshotError, chunks_table, graph_path,
-                              lexical_schema, open_lexical, open_manifest, read_cards, read_chunks, read_graph,
-                              store_error)
+from indexer.snapshot import (
+    CARDS,
+    FACT_COLUMNS,
+    TABLE_SCHEMAS,
+    Manifest,
+    SnapshotError,
+    chunks_table,
+    graph_path,
+    lexical_schema,
+    open_lexical,
+    open_manifest,
+    read_cards,
+    read_chunks,
+    read_graph,
+    store_error,
+)
 from indexer.write import LANCE_ROWS_PER_FILE
 
 LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields of snapshot.lexical_schema
@@ -65,9 +78,12 @@ def _lexical_counts(path: Path, manifest: Manifest, walk_terms: bool) -> tuple[d
     schema = lexical_schema()
     docs = {}
     for repo in manifest.repos:
-        q = tantivy.Query.boolean_query([
-            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "org", repo.org)),
-            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "repo", repo.name))])
+        q = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.term_query(schema, "org", repo.org)),
+                (tantivy.Occur.Must, tantivy.Query.term_query(schema, "repo", repo.name)),
+            ]
+        )
         docs[(repo.org, repo.name)] = searcher.search(q, 1, count=True).count
     if walk_terms:
         for name in LEXICAL_FIELDS:
@@ -92,31 +108,46 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
     except BaseException as exc:  # pyo3's PanicException (corrupt Tantivy terms) is a BaseException
         if not store_error(exc):
             raise
-        raise SnapshotError(f"cannot read the stores of snapshot {str(path)!r}: {_first_line(exc)}; "
-                            f"rebuild with 'blobdex index --full'") from exc
+        raise SnapshotError(
+            f"cannot read the stores of snapshot {str(path)!r}: {_first_line(exc)}; rebuild with 'blobdex index --full'"
+        ) from exc
     files = graph["files"]
     facts = {t: _per_repo(graph[t]) for t in FACT_COLUMNS}
     rows = _per_repo(table)
     file_rows = _per_repo(files)
-    indexed = Counter((o, r) for o, r, s in zip(files.column("org").to_pylist(), files.column("repo").to_pylist(),
-                                                files.column("skip").to_pylist()) if s is None)
+    indexed = Counter(
+        (o, r)
+        for o, r, s in zip(
+            files.column("org").to_pylist(), files.column("repo").to_pylist(), files.column("skip").to_pylist()
+        )
+        if s is None
+    )
     for repo in manifest.repos:
         key = (repo.org, repo.name)
         if rows[key] != repo.chunks:
-            problems.append(f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, vectors table has {rows[key]}")
+            problems.append(
+                f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, vectors table has {rows[key]}"
+            )
         if file_rows[key] != repo.files:
-            problems.append(f"{repo.org}/{repo.name}: manifest says {repo.files} files, files table has {file_rows[key]}")
+            problems.append(
+                f"{repo.org}/{repo.name}: manifest says {repo.files} files, files table has {file_rows[key]}"
+            )
         if indexed[key] != repo.files_indexed:
-            problems.append(f"{repo.org}/{repo.name}: manifest says {repo.files_indexed} indexed files, "
-                            f"files table has {indexed[key]}")
+            problems.append(
+                f"{repo.org}/{repo.name}: manifest says {repo.files_indexed} indexed files, "
+                f"files table has {indexed[key]}"
+            )
         for name, fact_rows in facts.items():
             have = fact_rows[key]
             if have != repo.graph.get(name, 0):
-                problems.append(f"{repo.org}/{repo.name}: manifest says {repo.graph.get(name, 0)} {name} rows, "
-                                f"graph/{name}.parquet has {have}")
+                problems.append(
+                    f"{repo.org}/{repo.name}: manifest says {repo.graph.get(name, 0)} {name} rows, "
+                    f"graph/{name}.parquet has {have}"
+                )
         if lexical_docs[key] != repo.chunks:
-            problems.append(f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, "
-                            f"lexical index has {lexical_docs[key]}")
+            problems.append(
+                f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, lexical index has {lexical_docs[key]}"
+            )
     extra = set(rows) - {(r.org, r.name) for r in manifest.repos}
     for org, name in sorted(extra):
         problems.append(f"{org}/{name}: {rows[(org, name)]} chunk rows for a repo the manifest does not list")
@@ -124,8 +155,10 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
         problems.append(f"manifest says {manifest.edges} edges, graph/edges.parquet has {graph['edges'].num_rows}")
     carded = set(_per_repo(cards))
     if not carded <= {(r.org, r.name) for r in manifest.repos}:
-        problems.append(f"{CARDS} has cards for repos the manifest does not list: "
-                        f"{', '.join(f'{o}/{n}' for o, n in sorted(carded - {(r.org, r.name) for r in manifest.repos}))}")
+        problems.append(
+            f"{CARDS} has cards for repos the manifest does not list: "
+            f"{', '.join(f'{o}/{n}' for o, n in sorted(carded - {(r.org, r.name) for r in manifest.repos}))}"
+        )
     if lexical_total != table.num_rows:
         problems.append(f"lexical index has {lexical_total} documents, vectors table has {table.num_rows} rows")
     ids = np.sort(np.asarray(table.column("row").to_pylist(), dtype=np.int64))

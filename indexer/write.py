@@ -11,8 +11,20 @@ import pyarrow.parquet as pq
 import tantivy
 
 from indexer.edges import EDGE_INPUTS, edges
-from indexer.snapshot import (CARDS, CHUNKS_TABLE, EDGES_SCHEMA, FILES_SCHEMA, GRAPH_DIR, GRAPH_SCHEMAS, LEXICAL_DIR,
-                              VECTORS_DIR, cards_schema, chunk_schema, graph_path, lexical_schema)
+from indexer.snapshot import (
+    CARDS,
+    CHUNKS_TABLE,
+    EDGES_SCHEMA,
+    FILES_SCHEMA,
+    GRAPH_DIR,
+    GRAPH_SCHEMAS,
+    LEXICAL_DIR,
+    VECTORS_DIR,
+    cards_schema,
+    chunk_schema,
+    graph_path,
+    lexical_schema,
+)
 from indexer.tokenize import path_tokens, tokens
 
 TANTIVY_HEAP_BYTES = 256 * 1024 * 1024
@@ -91,7 +103,13 @@ def write_graph(built: Path, tables) -> int:
 def write_cards(built: Path, cards: dict[tuple[str, str], str], vectors: np.ndarray) -> None:
     keys = list(cards)
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-    table = pa.table({"org": [k[0] for k in keys], "repo": [k[1] for k in keys], "text": list(cards.values()),
-                      "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])},
-                     schema=cards_schema(vectors.shape[1]))
+    table = pa.table(
+        {
+            "org": [k[0] for k in keys],
+            "repo": [k[1] for k in keys],
+            "text": list(cards.values()),
+            "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
+        },
+        schema=cards_schema(vectors.shape[1]),
+    )
     _write_parquet(table, built / CARDS)

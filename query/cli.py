@@ -20,11 +20,18 @@ EXIT_INTERNAL = 70
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", envvar="BLOBDEX_CONFIG", type=click.Path(dir_okay=False),
-              help="Config file (default ./blobdex.toml; env BLOBDEX_CONFIG).")
-@click.option("--data-dir", envvar="BLOBDEX_DATA_DIR", type=click.Path(file_okay=False),
-              help="Where mirrors, caches and snapshots live (env BLOBDEX_DATA_DIR; default from the config, "
-                   "else ./.blobdex).")
+@click.option(
+    "--config",
+    envvar="BLOBDEX_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="Config file (default ./blobdex.toml; env BLOBDEX_CONFIG).",
+)
+@click.option(
+    "--data-dir",
+    envvar="BLOBDEX_DATA_DIR",
+    type=click.Path(file_okay=False),
+    help="Where mirrors, caches and snapshots live (env BLOBDEX_DATA_DIR; default from the config, else ./.blobdex).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log progress details to stderr.")
 @click.version_option(package_name="blobdex")
 @click.pass_context
@@ -54,9 +61,16 @@ for command in COMMANDS:
 @click.option("--ref", help="Only chunks reachable from this branch, tag or ref.")
 @click.option("-n", "--limit", default=10, show_default=True, type=int, help="How many hits.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True, help="Tenant to search in.")
-@click.option("--files", "by_file", is_flag=True, help="Rank files (chunk evidence per file, plus names the query spells).")
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True,
-              help="Signals to use; single ones exist to measure what fusion adds.")
+@click.option(
+    "--files", "by_file", is_flag=True, help="Rank files (chunk evidence per file, plus names the query spells)."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "vector", "bm25"]),
+    default="hybrid",
+    show_default=True,
+    help="Signals to use; single ones exist to measure what fusion adds.",
+)
 @click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]} as JSON.')
 @click.pass_context
 def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_file, mode, as_json) -> None:
@@ -68,8 +82,9 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
     cfg = cli_config(ctx)
     reader = SnapshotReader(cfg.data_dir)
     reader.check_model(model_id_for(cfg.model))
-    req = SearchRequest(query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit,
-                        mode=mode)
+    req = SearchRequest(
+        query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit, mode=mode
+    )
     check_org(reader, org)
     validate(req, reader)  # before loading the model: bad input answers at once
     from query.rerank import load_reranker
@@ -80,10 +95,27 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
 
         files = localize(reader, load_embedder(cfg.model), req, reranker)
         if as_json:
-            click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query, "files": [
-                {"repo": f.repo, "path": f.path, "ref": f.ref, "commit_id": f.commit_id, "score": f.score,
-                 "signals": f.signals,
-                 "evidence": [h.to_dict() for h in f.evidence]} for f in files]}, indent=2))
+            click.echo(
+                json.dumps(
+                    {
+                        "snapshot_id": reader.snapshot_id,
+                        "query": query,
+                        "files": [
+                            {
+                                "repo": f.repo,
+                                "path": f.path,
+                                "ref": f.ref,
+                                "commit_id": f.commit_id,
+                                "score": f.score,
+                                "signals": f.signals,
+                                "evidence": [h.to_dict() for h in f.evidence],
+                            }
+                            for f in files
+                        ],
+                    },
+                    indent=2,
+                )
+            )
             return
         for n, f in enumerate(files, 1):
             why = ", ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
@@ -91,8 +123,11 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
         return
     hits = run_search(reader, load_embedder(cfg.model), req, reranker=reranker)
     if as_json:
-        click.echo(json.dumps({"snapshot_id": reader.snapshot_id, "query": query,
-                               "hits": [h.to_dict() for h in hits]}, indent=2))
+        click.echo(
+            json.dumps(
+                {"snapshot_id": reader.snapshot_id, "query": query, "hits": [h.to_dict() for h in hits]}, indent=2
+            )
+        )
         return
     if not hits:
         click.echo("no hits")
@@ -100,8 +135,11 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
         s = h.signals
         vec = f"vec #{s['vector_rank']} {s['vector_score']:.3f}" if s["vector_rank"] else "vec -"
         lex = f"bm25 #{s['bm25_rank']} {s['bm25_score']:.2f}" if s["bm25_rank"] else "bm25 -"
-        click.echo(click.style(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}", bold=True)
-                   + f" @ {h.ref} ({h.commit_id[:12]})  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]  score {h.score:.4f}  ({vec} | {lex})")
+        click.echo(
+            click.style(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}", bold=True)
+            + f" @ {h.ref} ({h.commit_id[:12]})  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]"
+            + f"  score {h.score:.4f}  ({vec} | {lex})"
+        )
         first = s["snippet_lines"][0]
         for i, line in enumerate(h.snippet.split("\n")):
             click.echo(f"  {first + i:>5}  {line}")
@@ -111,9 +149,12 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
 @cli.command("get-file")
 @click.argument("repo")
 @click.argument("path")
-@click.option("--ref", help="Branch, tag, full ref, commit id (abbreviated too) or revision like main~1. "
-                            "Default: the first indexed ref at the commit the live snapshot holds (what search "
-                            "hits show), else the first configured ref, else the mirror's HEAD.")
+@click.option(
+    "--ref",
+    help="Branch, tag, full ref, commit id (abbreviated too) or revision like main~1. "
+    "Default: the first indexed ref at the commit the live snapshot holds (what search "
+    "hits show), else the first configured ref, else the mirror's HEAD.",
+)
 @click.option("--lines", help="Line range A-B (1-based, inclusive); also A-, -B or A.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.pass_context
@@ -143,12 +184,19 @@ def status(ctx, org, as_json) -> None:
         return
     click.echo(f"snapshot {snapshot_id or '(none published)'}")
     for r in rows:
-        refs = ", ".join(f"{x['ref']}@{(x['commit_id'] or '-')[:12]}" + (" (behind mirror)" if x["behind"] else "")
-                         for x in r["refs"]) or "-"
+        refs = (
+            ", ".join(
+                f"{x['ref']}@{(x['commit_id'] or '-')[:12]}" + (" (behind mirror)" if x["behind"] else "")
+                for x in r["refs"]
+            )
+            or "-"
+        )
         state = r["status"] + (f": {r['error']}" if r["error"] else "")
         held = f"  secrets held back {r['secrets_held_back']} (see 'blobdex secrets')" if r["secrets_held_back"] else ""
-        click.echo(f"{r['org']}/{r['name']}  {refs}  indexed {r['indexed_at'] or '-'}  files {r['files']}  "
-                   f"chunks {r['chunks']}{held}  {state}")
+        click.echo(
+            f"{r['org']}/{r['name']}  {refs}  indexed {r['indexed_at'] or '-'}  files {r['files']}  "
+            f"chunks {r['chunks']}{held}  {state}"
+        )
 
 
 @cli.command()
@@ -167,8 +215,10 @@ def secrets(ctx, org, repo, as_json) -> None:
         return
     click.echo(f"snapshot {snapshot_id}: {len(rows)} chunk(s) held back")
     for r in rows:
-        click.echo(f"{r['org']}/{r['repo']}:{r['path']}:{r['line_start']}-{r['line_end']}  {r['kind']}  "
-                   f"{r['ref']}@{r['commit_id'][:12]}")
+        click.echo(
+            f"{r['org']}/{r['repo']}:{r['path']}:{r['line_start']}-{r['line_end']}  {r['kind']}  "
+            f"{r['ref']}@{r['commit_id'][:12]}"
+        )
 
 
 @cli.command()
@@ -219,34 +269,60 @@ def context(ctx, symbol, repo, org, as_json) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     for d in data["definitions"]:
-        click.echo(click.style(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}", bold=True)
-                   + f"  {d['qualified_name']} ({d['kind']})")
+        click.echo(
+            click.style(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}", bold=True)
+            + f"  {d['qualified_name']} ({d['kind']})"
+        )
         click.echo(f"    {d['signature']}" + (f"\n    {d['doc']}" if d["doc"] else ""))
     by_repo = ", ".join(f"{r} {n}" for r, n in data["callers_by_repo"].items()) or "none"
     click.echo(f"\ncallers: {data['callers_total']} ({by_repo})")
     for c in data["callers"][:50]:
         click.echo(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}")
     for title, rows, fmt in (
-            ("routes", data["routes"], lambda r: f"{r['method']} {r['pattern']} -> {r['handler']}  ({r['repo']}:{r['path']}:{r['line']})"),
-            ("env keys", data["env_keys"], lambda e: f"{e['key']} via {e['how']}  ({e['repo']}:{e['path']}:{e['line']})"),
-            ("edges", data["edges"], lambda e: f"{e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']}"
-                                               f" -> {e['to_repo']}:{e['to_path']}:{e['to_line']}")):
+        (
+            "routes",
+            data["routes"],
+            lambda r: f"{r['method']} {r['pattern']} -> {r['handler']}  ({r['repo']}:{r['path']}:{r['line']})",
+        ),
+        ("env keys", data["env_keys"], lambda e: f"{e['key']} via {e['how']}  ({e['repo']}:{e['path']}:{e['line']})"),
+        (
+            "edges",
+            data["edges"],
+            lambda e: (
+                f"{e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']}"
+                f" -> {e['to_repo']}:{e['to_path']}:{e['to_line']}"
+            ),
+        ),
+    ):
         click.echo(f"\n{title}: {len(rows)}")
         for r in rows:
             click.echo(f"  {fmt(r)}")
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (localhost unless told otherwise).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind (localhost unless told otherwise)."
+)
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--allow-host", "allow_hosts", multiple=True,
-              help="Also accept this Host/Origin (repeatable); needed when serving beyond localhost.")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    help="Also accept this Host/Origin (repeatable); needed when serving beyond localhost.",
+)
 @click.option("--require-token", is_flag=True, help="Refuse requests without a bearer token from 'blobdex token mint'.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True, help="Org of requests that carry no token.")
-@click.option("--codesearch-prefix", default="/codesearch", show_default=True,
-              help="Where the codebase-semantic-search HTTP API is mounted.")
-@click.option("--lucos", is_flag=True,
-              help="Serve the Lucos API under /api/v1, trusting X-Org-Id/X-User-Id headers: only behind a gateway.")
+@click.option(
+    "--codesearch-prefix",
+    default="/codesearch",
+    show_default=True,
+    help="Where the codebase-semantic-search HTTP API is mounted.",
+)
+@click.option(
+    "--lucos",
+    is_flag=True,
+    help="Serve the Lucos API under /api/v1, trusting X-Org-Id/X-User-Id headers: only behind a gateway.",
+)
 @click.pass_context
 def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, lucos) -> None:
     """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT."""
@@ -264,8 +340,11 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     service.reader()  # fail now, with the reason, rather than on the first request
     service.embedder
     if not is_local(host) and not (require_token or allow_hosts):
-        click.echo(f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "
-                   f"every indexed repo", err=True)
+        click.echo(
+            f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "
+            f"every indexed repo",
+            err=True,
+        )
     click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
     asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
@@ -289,7 +368,9 @@ def _bind(host: str, port: int):
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise BlobdexError(f"port {port} on {host} is in use; pick another with --port") from exc
-        raise BlobdexError(f"cannot listen on {host} port {port}: {exc.strerror}; pick another --host or --port") from exc
+        raise BlobdexError(
+            f"cannot listen on {host} port {port}: {exc.strerror}; pick another --host or --port"
+        ) from exc
     return sock
 
 
@@ -324,8 +405,10 @@ def route_cmd(ctx, task, limit, org, as_json) -> None:
         return
     for n, r in enumerate(routes, 1):
         s = r.signals
-        click.echo(click.style(f"{n}. {r.repo}  {r.score:.3f}", bold=True) + f"  (peak {s['peak']:.2f}, depth "
-                   f"{s['depth']:.2f}, spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']})")
+        click.echo(
+            click.style(f"{n}. {r.repo}  {r.score:.3f}", bold=True) + f"  (peak {s['peak']:.2f}, depth "
+            f"{s['depth']:.2f}, spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']})"
+        )
         for e in r.evidence:
             click.echo(f"     {e['path']}:{e['line_start']}-{e['line_end']}  {e['symbol']}  {e['relevance']:.3f}")
         click.echo(f"     coupling: {len(r.edges)} here of {r.edges_total}; checkout: {r.checkout['command']}")
@@ -411,13 +494,17 @@ def eval_queries(ctx, path, org, as_json) -> None:
     from query.rerank import load_reranker
 
     reranker = load_reranker(cfg.reranker)
-    result = {"configuration": configuration(reader, reranker),
-              **run_cases(reader, load_embedder(cfg.model), cases, org, reranker)}
+    result = {
+        "configuration": configuration(reader, reranker),
+        **run_cases(reader, load_embedder(cfg.model), cases, org, reranker),
+    }
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
 
-MODEL_HELP = ("Measure with this sentence-transformers model (a name or local path); repeat it to compare models "
-              "in one run. Default: the configured model.")
+MODEL_HELP = (
+    "Measure with this sentence-transformers model (a name or local path); repeat it to compare models "
+    "in one run. Default: the configured model."
+)
 
 
 @eval_group.command("commits")
@@ -426,8 +513,12 @@ MODEL_HELP = ("Measure with this sentence-transformers model (a name or local pa
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--model", "models", multiple=True, help=MODEL_HELP)
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the summary and per-commit rows as JSON (a list, one object per model, with --model twice).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary and per-commit rows as JSON (a list, one object per model, with --model twice).",
+)
 @click.pass_context
 def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
     """Query each sampled commit's subject against its parent commit and score the files it changed."""
@@ -435,18 +526,32 @@ def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
 
     cfg = cli_config(ctx, must_exist=True)
     report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
-    _per_model(cfg, models, as_json, render,
-               lambda c, embedder, reranker: eval_commits(c, repo, count, seed, embedder, org, report, reranker))
+    _per_model(
+        cfg,
+        models,
+        as_json,
+        render,
+        lambda c, embedder, reranker: eval_commits(c, repo, count, seed, embedder, org, report, reranker),
+    )
 
 
 @eval_group.command("codesearchnet")
 @click.argument("annotations", type=click.Path(exists=True))
 @click.option("--repo", required=True, help="The configured repo that mirrors sourcegraph-testing/codesearchnet.")
-@click.option("--depth", default=200, show_default=True, type=click.IntRange(1, 5000),
-              help="Candidates per signal; an annotated span ranked deeper gains nothing.")
-@click.option("--model", "models", multiple=True,
-              help=MODEL_HELP + " With --model the corpus is indexed into a scratch snapshot; without it the "
-                   "live snapshot is measured.")
+@click.option(
+    "--depth",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1, 5000),
+    help="Candidates per signal; an annotated span ranked deeper gains nothing.",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    help=MODEL_HELP + " With --model the corpus is indexed into a scratch snapshot; without it the "
+    "live snapshot is measured.",
+)
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary and per-query rows as JSON.")
 @click.pass_context
@@ -536,7 +641,10 @@ def main() -> None:
     except Exception as exc:  # a bug: one sentence and its own exit code, the traceback only when asked for
         if logging.getLogger("query").isEnabledFor(logging.DEBUG):
             click.echo(traceback.format_exc(), err=True, nl=False)
-        click.echo(f"blobdex: internal error: {type(exc).__name__}: {exc}; this is a bug in blobdex: run the "
-                   f"command again with -v to see the traceback, and report it", err=True)
+        click.echo(
+            f"blobdex: internal error: {type(exc).__name__}: {exc}; this is a bug in blobdex: run the "
+            f"command again with -v to see the traceback, and report it",
+            err=True,
+        )
         code = EXIT_INTERNAL
     sys.exit(code or 0)

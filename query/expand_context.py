@@ -24,8 +24,9 @@ def _rows(path: Path, table: str, mask_of) -> list[dict]:
     return t.filter(mask_of(t)).to_pylist() if t.num_rows else []
 
 
-def context(data_dir: Path, symbol: str, org: str = "default", repo: str | None = None,
-            snapshot_id: str | None = None) -> dict:
+def context(
+    data_dir: Path, symbol: str, org: str = "default", repo: str | None = None, snapshot_id: str | None = None
+) -> dict:
     symbol = symbol.strip()
     if not symbol:
         raise ContextError("the symbol is empty: give a name like `renew` or `Billing.renew`")
@@ -41,8 +42,11 @@ def context(data_dir: Path, symbol: str, org: str = "default", repo: str | None 
         known = {r.name for r in manifest.repos if r.org == org}
         if repo and repo not in known:
             raise ContextError(f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(sorted(known))}")
-        raise ContextError(f"no definition of {symbol!r} in org {org!r}" + (f" repo {repo!r}" if repo else "")
-                           + "; search for it with 'blobdex search' and pass the symbol a hit shows")
+        raise ContextError(
+            f"no definition of {symbol!r} in org {org!r}"
+            + (f" repo {repo!r}" if repo else "")
+            + "; search for it with 'blobdex search' and pass the symbol a hit shows"
+        )
     calls = _rows(path, "calls", lambda t: pc.and_(pc.equal(t["org"], org), pc.equal(t["callee"], name)))
     spans = {(d["repo"], d["path"], d["blob_id"]): [] for d in definitions}
     for d in definitions:
@@ -56,21 +60,34 @@ def context(data_dir: Path, symbol: str, org: str = "default", repo: str | None 
     routes = [r for r in _rows(path, "routes", in_files) if inside(r) or r["handler"] in handlers]
     env_keys = [e for e in _rows(path, "env_keys", in_files) if inside(e)]
     route_keys = {f"{r['method']} {r['pattern']}" for r in routes}
-    edges = [e for e in _rows(path, "edges", lambda t: pc.equal(t["org"], org))
-             if e["key"] in route_keys or any(
-                 (e[f"{side}_repo"], e[f"{side}_path"]) == (k[0], k[1]) and any(a <= e[f"{side}_line"] <= b for a, b in v)
-                 for side in ("from", "to") for k, v in spans.items())]
+    edges = [
+        e
+        for e in _rows(path, "edges", lambda t: pc.equal(t["org"], org))
+        if e["key"] in route_keys
+        or any(
+            (e[f"{side}_repo"], e[f"{side}_path"]) == (k[0], k[1]) and any(a <= e[f"{side}_line"] <= b for a, b in v)
+            for side in ("from", "to")
+            for k, v in spans.items()
+        )
+    ]
     by_repo = Counter(c["repo"] for c in calls)
     return {
-        "snapshot_id": manifest.snapshot_id, "symbol": symbol, "org": org,
-        "definitions": [_pick(d, "repo", "path", "line", "line_end", "qualified_name", "kind", "signature", "doc")
-                        for d in definitions],
+        "snapshot_id": manifest.snapshot_id,
+        "symbol": symbol,
+        "org": org,
+        "definitions": [
+            _pick(d, "repo", "path", "line", "line_end", "qualified_name", "kind", "signature", "doc")
+            for d in definitions
+        ],
         "callers": [_pick(c, "repo", "path", "line", "caller", "callee_root") for c in calls[:MAX_CALLERS]],
-        "callers_total": len(calls), "callers_by_repo": dict(by_repo.most_common()),
+        "callers_total": len(calls),
+        "callers_by_repo": dict(by_repo.most_common()),
         "routes": [_pick(r, "repo", "path", "line", "method", "pattern", "handler") for r in routes],
         "env_keys": [_pick(e, "repo", "path", "line", "key", "how") for e in env_keys],
-        "edges": [_pick(e, "kind", "key", "from_repo", "from_path", "from_line", "to_repo", "to_path", "to_line",
-                        "detail") for e in edges],
+        "edges": [
+            _pick(e, "kind", "key", "from_repo", "from_path", "from_line", "to_repo", "to_path", "to_line", "detail")
+            for e in edges
+        ],
     }
 
 

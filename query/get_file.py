@@ -74,8 +74,10 @@ def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
 def check_range(start: int | None, end: int | None) -> None:
     """The one range rule of every surface: lines start at 1 and the end may not precede the start."""
     if (start is not None and start < 1) or (end is not None and end < max(start or 1, 1)):
-        raise BadRange(f"bad line range start={start}, end={end}: lines start at 1 (inclusive) "
-                       f"and the end may not precede the start")
+        raise BadRange(
+            f"bad line range start={start}, end={end}: lines start at 1 (inclusive) "
+            f"and the end may not precede the start"
+        )
 
 
 def refuse_credentials(path: str, repo_name: str) -> None:
@@ -84,8 +86,10 @@ def refuse_credentials(path: str, repo_name: str) -> None:
     Only the last component is asked: `vendor/.env` is vendored to the indexer but still a credential."""
     name = path.rsplit("/", 1)[-1]
     if skip_for_path(name) is SkipReason.CREDENTIALS:
-        raise CredentialFile(f"{path!r} in repo {repo_name!r} is a credential file (by its name); "
-                             f"blobdex never reads or serves credential files")
+        raise CredentialFile(
+            f"{path!r} in repo {repo_name!r} is a credential file (by its name); "
+            f"blobdex never reads or serves credential files"
+        )
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -168,13 +172,22 @@ def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
         return ref, obj.id.decode()
 
 
-def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, org: str = "default",
-             start: int | None = None, end: int | None = None) -> FileText:
+def get_file(
+    data_dir: Path,
+    repo_name: str,
+    path: str,
+    ref: str | None = None,
+    org: str = "default",
+    start: int | None = None,
+    end: int | None = None,
+) -> FileText:
     mirror = mirror_dir(data_dir, org, repo_name)
     if "/" in repo_name or repo_name.startswith(".") or not mirror.exists():
         known = ", ".join(known_repos(data_dir, org)) or "none"
-        raise GetFileError(f"unknown repo {repo_name!r} in org {org!r} (known: {known}); "
-                           f"add it with 'blobdex repo add' and run 'blobdex index'")
+        raise GetFileError(
+            f"unknown repo {repo_name!r} in org {org!r} (known: {known}); "
+            f"add it with 'blobdex repo add' and run 'blobdex index'"
+        )
     clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
     if clean is None:
         raise GetFileError(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
@@ -190,8 +203,10 @@ def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, 
         mode, sha, parts = stat.S_IFDIR, b"", clean.split("/")
         for n, part in enumerate(parts):
             if not isinstance(tree, Tree) or part.encode() not in tree:
-                raise GetFileError(f"no file {clean!r} in repo {repo_name!r} at {full_ref} ({commit_id[:12]}); "
-                                   f"search for it with 'blobdex search' or check the ref")
+                raise GetFileError(
+                    f"no file {clean!r} in repo {repo_name!r} at {full_ref} ({commit_id[:12]}); "
+                    f"search for it with 'blobdex search' or check the ref"
+                )
             mode, sha = tree[part.encode()]
             if stat.S_ISLNK(mode) or mode & 0o170000 == 0o160000:
                 break
@@ -200,13 +215,18 @@ def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, 
             elif n < len(parts) - 1:
                 tree = None  # a file where a directory was named: the next part is not found
         if stat.S_ISLNK(mode):
-            raise GetFileError(f"{clean!r} in repo {repo_name!r} is a symlink (to "
-                               f"{repo[sha].as_raw_string().decode('utf-8', 'replace')!r}); symlinks are not followed")
+            raise GetFileError(
+                f"{clean!r} in repo {repo_name!r} is a symlink (to "
+                f"{repo[sha].as_raw_string().decode('utf-8', 'replace')!r}); symlinks are not followed"
+            )
         if mode & 0o170000 == 0o160000:
             raise GetFileError(f"{clean!r} in repo {repo_name!r} is a submodule; it is not part of this repo's objects")
         if stat.S_ISDIR(mode):
-            names = ", ".join(sorted(e.path.decode("utf-8", "replace") for e in tree.iteritems())[:20]
-                              if isinstance(tree, Tree) else [])
+            names = ", ".join(
+                sorted(e.path.decode("utf-8", "replace") for e in tree.iteritems())[:20]
+                if isinstance(tree, Tree)
+                else []
+            )
             raise GetFileError(f"{clean!r} in repo {repo_name!r} is a directory (entries: {names}); give a file path")
         # Only a blob is left, and it is not read yet: its size comes from its header first.
         try:
@@ -214,18 +234,26 @@ def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, 
         except (IndexError, ValueError, zlib.error):  # a header we cannot parse: the full read below decides
             size = None
         if size is not None and size > MAX_FILE_BYTES:
-            raise FileTooLarge(f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte "
-                               f"cap of get_file; read it with git from a clone")
+            raise FileTooLarge(
+                f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte "
+                f"cap of get_file; read it with git from a clone"
+            )
         obj = repo[sha]
         if not isinstance(obj, Blob):
-            raise GetFileError(f"{clean!r} in repo {repo_name!r} is not a file (a hostile tree names a "
-                               f"{obj.type_name.decode()} with a file's mode)")
+            raise GetFileError(
+                f"{clean!r} in repo {repo_name!r} is not a file (a hostile tree names a "
+                f"{obj.type_name.decode()} with a file's mode)"
+            )
         data = obj.as_raw_string()
     if len(data) > MAX_FILE_BYTES:  # a blob whose size no header told (one from an alternate store)
-        raise FileTooLarge(f"{clean!r} in repo {repo_name!r} is {len(data)} bytes, over the {MAX_FILE_BYTES}-byte "
-                           f"cap of get_file; read it with git from a clone")
+        raise FileTooLarge(
+            f"{clean!r} in repo {repo_name!r} is {len(data)} bytes, over the {MAX_FILE_BYTES}-byte "
+            f"cap of get_file; read it with git from a clone"
+        )
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise GetFileError(f"{clean!r} in repo {repo_name!r} is a binary file ({len(data)} bytes); get_file returns text")
+        raise GetFileError(
+            f"{clean!r} in repo {repo_name!r} is a binary file ({len(data)} bytes); get_file returns text"
+        )
     # Lines end at "\n" only, as git counts them; a final line without one stays as it is.
     lines = [line + b"\n" for line in data.split(b"\n")]
     lines[-1] = lines[-1][:-1]
@@ -244,5 +272,16 @@ def get_file(data_dir: Path, repo_name: str, path: str, ref: str | None = None, 
     for n, kind in held.items():
         ending = b"\n" if lines[n - 1].endswith(b"\n") else b""
         lines[n - 1] = f"{WITHHELD_MARKER} ({kind})".encode() + ending
-    return FileText(org, repo_name, full_ref, commit_id, clean, obj.id.decode(), first, last, total,
-                    b"".join(lines[first - 1:last]), tuple(sorted(held.items())))
+    return FileText(
+        org,
+        repo_name,
+        full_ref,
+        commit_id,
+        clean,
+        obj.id.decode(),
+        first,
+        last,
+        total,
+        b"".join(lines[first - 1 : last]),
+        tuple(sorted(held.items())),
+    )

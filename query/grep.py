@@ -31,9 +31,17 @@ class GrepMatch:
     text: str
 
 
-def grep(reader: SnapshotReader, pattern: str, org: str = "default", repos: tuple[str, ...] = (),
-         paths: tuple[str, ...] = (), ref: str | None = None, limit: int = 100, literal: bool = False,
-         ignore_case: bool = False) -> tuple[list[GrepMatch], bool]:
+def grep(
+    reader: SnapshotReader,
+    pattern: str,
+    org: str = "default",
+    repos: tuple[str, ...] = (),
+    paths: tuple[str, ...] = (),
+    ref: str | None = None,
+    limit: int = 100,
+    literal: bool = False,
+    ignore_case: bool = False,
+) -> tuple[list[GrepMatch], bool]:
     """Matching lines (first `limit`) and whether more were left out."""
     if not pattern:
         raise GrepError("the pattern is empty: give a regular expression (RE2 syntax) or a literal with literal=true")
@@ -48,8 +56,10 @@ def grep(reader: SnapshotReader, pattern: str, org: str = "default", repos: tupl
         compiled = re2.compile(re2.escape(pattern) if literal else pattern, options)
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise GrepError(f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, "
-                        f"or pass literal=true to search for the text as written") from exc
+        raise GrepError(
+            f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, "
+            f"or pass literal=true to search for the text as written"
+        ) from exc
     req = SearchRequest("grep", org=org, repos=repos, paths=paths, ref=ref)
     validate(req, reader)
     mask = row_mask(req, reader)
@@ -64,6 +74,15 @@ def grep(reader: SnapshotReader, pattern: str, org: str = "default", repos: tupl
             if compiled.search(line):
                 if len(matches) == limit:
                     return matches, True
-                matches.append(GrepMatch(r["org"], r["repo"], r["refs"][0], r["path"], r["blob_id"],
-                                         r["line_start"] + offset, line[:MAX_LINE_CHARS]))
+                matches.append(
+                    GrepMatch(
+                        r["org"],
+                        r["repo"],
+                        r["refs"][0],
+                        r["path"],
+                        r["blob_id"],
+                        r["line_start"] + offset,
+                        line[:MAX_LINE_CHARS],
+                    )
+                )
     return matches, False

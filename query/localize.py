@@ -23,8 +23,17 @@ from dataclasses import dataclass, field
 from indexer.embed import Embedder
 from indexer.languages import GRAMMARS, language_for
 from query.reader import SnapshotReader
-from query.search import (RRF_K, Hit, SearchRequest, candidates, defining_files, named_definitions, row_mask, rrf,
-                          validate)
+from query.search import (
+    RRF_K,
+    Hit,
+    SearchRequest,
+    candidates,
+    defining_files,
+    named_definitions,
+    row_mask,
+    rrf,
+    validate,
+)
 
 DECAY = 0.5  # within a signal, the n-th best chunk of a file adds DECAY**n of its share
 SIGNALS = ("vector", "bm25", "symbol")  # a file's place in the symbol list is its first definition's
@@ -49,10 +58,14 @@ NON_SOURCE_WEIGHT = 0.25
 OFF_TOPIC_TEST_WEIGHT = 0.5
 OFF_TOPIC_CODE_WEIGHT = 0.25
 TEST_FRAMEWORKS = "pytest|unittest|jest|mocha|vitest|jasmine|junit|testify|rspec|minitest|phpunit"
-TESTS_NAMED_RE = re.compile(r"(?i:\btest(?:s|ing|case|cases|suite|suites)?\b|\b(?:" + TEST_FRAMEWORKS + r")\b"
-                            r"|_tests?\b|\btest_|\bassert_\w)|[a-z0-9]Tests?\b|\bassert[A-Z]")
-TEST_PATH_RE = re.compile(r"(^|/)(tests?|specs?|__tests__|testing|testdata)/|(^|/)tests?\.\w+$|[._](test|spec)\.\w+$"
-                          r"|(^|/)test_[^/]*$|(^|/)conftest\.py$|Tests?\.\w+$")
+TESTS_NAMED_RE = re.compile(
+    r"(?i:\btest(?:s|ing|case|cases|suite|suites)?\b|\b(?:" + TEST_FRAMEWORKS + r")\b"
+    r"|_tests?\b|\btest_|\bassert_\w)|[a-z0-9]Tests?\b|\bassert[A-Z]"
+)
+TEST_PATH_RE = re.compile(
+    r"(^|/)(tests?|specs?|__tests__|testing|testdata)/|(^|/)tests?\.\w+$|[._](test|spec)\.\w+$"
+    r"|(^|/)test_[^/]*$|(^|/)conftest\.py$|Tests?\.\w+$"
+)
 FRAME_RE = re.compile(r"""(?:File "([^"]+)", line \d+|at [\w.$<>]+\(([\w./-]+):\d+\)|([\w./-]+\.\w+):\d+)""")
 FILE_NAME_RE = re.compile(r"[\w./-]+\.(?:py|js|jsx|ts|tsx|go|rs|java|rb|php|c|h|cc|cpp|hpp|cs|kt|scala|swift|md)\b")
 
@@ -103,13 +116,17 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
             files[key] = FileHit(hit.repo, hit.path, 0.0, {"named_symbols": 0, "named_file": False, "test_weight": 1.0})
         if len(files[key].evidence) < 3:
             files[key].evidence.append(hit)
-    lists = {name: sorted((h for h in pool if h.signals.get(f"{name}_rank")), key=lambda h: h.signals[f"{name}_rank"])
-             for name in SIGNALS}
+    lists = {
+        name: sorted((h for h in pool if h.signals.get(f"{name}_rank")), key=lambda h: h.signals[f"{name}_rank"])
+        for name in SIGNALS
+    }
     reranked = [h for h in pool if h.signals.get("rerank_score") is not None]
     if reranked:  # the cross-encoder's order of the head is one more ranking to fuse
         lists["rerank"] = sorted(reranked, key=lambda h: -h.signals["rerank_score"])
-    orders = [(name, 1.0, [(key, 0.0) for key in _file_order(hits, 0.0 if name == "symbol" else DECAY)])
-              for name, hits in lists.items()]
+    orders = [
+        (name, 1.0, [(key, 0.0) for key in _file_order(hits, 0.0 if name == "symbol" else DECAY)])
+        for name, hits in lists.items()
+    ]
     fused: dict[tuple[str, str], float] = defaultdict(float)
     for key, entry in rrf(orders).items():
         files[key].signals.update({k: v for k, v in entry.items() if k.endswith("_rank")})
@@ -135,7 +152,7 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
         weight = 1.0 if language_for(entry.path) in GRAMMARS else NON_SOURCE_WEIGHT
         named = NAMED_SYMBOL_BONUS * min(s["named_symbols"], 3) + (NAMED_FILE_BONUS if s["named_file"] else 0.0)
         entry.score = round(s["test_weight"] * (weight * fused[key] + named), 6)
-    return sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[:req.limit]
+    return sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
 
 
 def _file_order(hits: list[Hit], decay: float) -> list[tuple[str, str]]:

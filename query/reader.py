@@ -29,8 +29,10 @@ class SnapshotReader:
         except BaseException as exc:  # lance and tantivy raise their own types (pyo3 panics too) when damaged
             if not store_error(exc):
                 raise
-            raise SnapshotError(f"cannot open snapshot {str(self.path)!r}: {exc}; run 'blobdex verify', "
-                                f"then rebuild with 'blobdex index --full'") from exc
+            raise SnapshotError(
+                f"cannot open snapshot {str(self.path)!r}: {exc}; run 'blobdex verify', "
+                f"then rebuild with 'blobdex index --full'"
+            ) from exc
         table = table.sort_by("row")
         self.rows = table.drop_columns(["vector"])
         n = table.num_rows
@@ -40,14 +42,18 @@ class SnapshotReader:
         else:
             self.vectors = np.zeros((0, self.manifest.dim), dtype=np.float32)
         if self.vectors.shape[1] != self.manifest.dim:
-            raise SnapshotError(f"cannot open snapshot {str(self.path)!r}: vectors have dim "
-                                f"{self.vectors.shape[1]}, the manifest says {self.manifest.dim}; "
-                                f"rebuild with 'blobdex index --full'")
+            raise SnapshotError(
+                f"cannot open snapshot {str(self.path)!r}: vectors have dim "
+                f"{self.vectors.shape[1]}, the manifest says {self.manifest.dim}; "
+                f"rebuild with 'blobdex index --full'"
+            )
         self.searcher = self.lexical.searcher()
         self.schema = self.lexical.schema
         # Columns used for filtering, as numpy arrays once (object arrays compare fast enough).
-        self.col = {name: np.asarray(self.rows.column(name).to_pylist(), dtype=object)
-                    for name in ("org", "repo", "lang", "kind", "path")}
+        self.col = {
+            name: np.asarray(self.rows.column(name).to_pylist(), dtype=object)
+            for name in ("org", "repo", "lang", "kind", "path")
+        }
         self.col["category"] = np.asarray([category(x) for x in self.col["lang"]], dtype=object)
         self.symbol_rows = _symbol_index(self.rows.column("symbol").to_pylist(), self.col["kind"])
         self._refs: list[list[str]] | None = None
@@ -87,7 +93,8 @@ class SnapshotReader:
             raise SnapshotError(
                 f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
                 f"(dim {self.manifest.dim}), this process embeds with {model_id!r}; rebuild with "
-                f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml")
+                f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml"
+            )
 
 
 def open_kept(data_dir: Path, model_id: str) -> SnapshotReader | None:

@@ -35,9 +35,11 @@ class Reranker:
             hf_logging.disable_progress_bar()
             self.model = CrossEncoder(name)
         except Exception as exc:  # the library raises many types for "cannot load"
-            raise RerankError(f"cannot load reranker {name!r}: {exc}; set `reranker` in blobdex.toml to a local "
-                              f"sentence-transformers CrossEncoder directory, or remove it to search without "
-                              f"one") from exc
+            raise RerankError(
+                f"cannot load reranker {name!r}: {exc}; set `reranker` in blobdex.toml to a local "
+                f"sentence-transformers CrossEncoder directory, or remove it to search without "
+                f"one"
+            ) from exc
         self.model_id = name
         log.info("reranking with %s", name)
 
@@ -47,8 +49,9 @@ class Reranker:
         head = ranked[:RERANK_POOL]
         if not head:
             return []
-        scores = np.asarray(self.model.predict([(query, text_of(x)) for x in head], show_progress_bar=False),
-                            dtype=np.float32).reshape(len(head), -1)[:, 0]
+        scores = np.asarray(
+            self.model.predict([(query, text_of(x)) for x in head], show_progress_bar=False), dtype=np.float32
+        ).reshape(len(head), -1)[:, 0]
         order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
         return [(head[i], float(scores[i])) for i in order] + [(x, None) for x in ranked[RERANK_POOL:]]
 

@@ -35,8 +35,11 @@ RELATIVE_FLOOR = 0.5  # repos scoring under half the best are dropped
 SUBSTANCE_MIN_SHARE = 0.2  # below this share of code evidence, a repo is demoted...
 SUBSTANCE_FACTOR = 0.6  # ...by this factor (a threshold, not a ratio: a README that explains is fine)
 EVIDENCE_PER_REPO = 3
-NOT_SUBSTANCE_RE = re.compile(r"(^|/)(tests?|spec|specs|__tests__|fixtures?|testdata|examples?|docs?)(/|$)|"
-                              r"(^|/)test_[^/]*$|_test\.\w+$|\.test\.\w+$|\.spec\.\w+$|\.(md|rst|txt)$", re.I)
+NOT_SUBSTANCE_RE = re.compile(
+    r"(^|/)(tests?|spec|specs|__tests__|fixtures?|testdata|examples?|docs?)(/|$)|"
+    r"(^|/)test_[^/]*$|_test\.\w+$|\.test\.\w+$|\.spec\.\w+$|\.(md|rst|txt)$",
+    re.I,
+)
 
 
 @dataclass
@@ -56,8 +59,10 @@ def _cards(reader: SnapshotReader) -> dict[tuple[str, str], np.ndarray]:
     if table is None:
         return {}
     vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
-    return {(o, r): vectors[i] for i, (o, r) in enumerate(zip(table.column("org").to_pylist(),
-                                                            table.column("repo").to_pylist()))}
+    return {
+        (o, r): vectors[i]
+        for i, (o, r) in enumerate(zip(table.column("org").to_pylist(), table.column("repo").to_pylist()))
+    }
 
 
 def _checkout(paths: list[str]) -> dict:
@@ -65,11 +70,17 @@ def _checkout(paths: list[str]) -> dict:
     dirs = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in paths})
     dirs = [d for d in dirs if not any(d != o and o != "." and d.startswith(o + "/") for o in dirs)]
     cone = [d for d in dirs if d != "."]
-    return {"directories": dirs, "command": "git sparse-checkout set " + " ".join(cone) if cone else
-            "git sparse-checkout disable  # the evidence is at the repo root"}
+    return {
+        "directories": dirs,
+        "command": "git sparse-checkout set " + " ".join(cone)
+        if cone
+        else "git sparse-checkout disable  # the evidence is at the repo root",
+    }
 
 
-def route(reader: SnapshotReader, embedder: Embedder, task: str, org: str = "default", limit: int = 5) -> list[RepoRoute]:
+def route(
+    reader: SnapshotReader, embedder: Embedder, task: str, org: str = "default", limit: int = 5
+) -> list[RepoRoute]:
     req = SearchRequest(task, org=org, limit=min(max(limit, 1), 50))
     validate(req, reader)
     mask = row_mask(req, reader)
@@ -94,7 +105,7 @@ def route(reader: SnapshotReader, embedder: Embedder, task: str, org: str = "def
     routes = []
     for repo, cands in per_repo.items():
         scores = [max(s, 0.0) for _, s in cands]
-        top_rows = [r for r, _ in cands[:PER_REPO_CANDIDATES // 2]]
+        top_rows = [r for r, _ in cands[: PER_REPO_CANDIDATES // 2]]
         files = {reader.col["path"][r] for r in top_rows}
         card = cards.get((org, repo))
         signals = {
@@ -111,14 +122,36 @@ def route(reader: SnapshotReader, embedder: Embedder, task: str, org: str = "def
         evidence = []
         for row, rel in cands[:EVIDENCE_PER_REPO]:
             r = reader.row(row)
-            evidence.append({"path": r["path"], "line_start": r["line_start"], "line_end": r["line_end"],
-                             "symbol": r["symbol"], "relevance": round(rel, 4), "row": row})
+            evidence.append(
+                {
+                    "path": r["path"],
+                    "line_start": r["line_start"],
+                    "line_end": r["line_end"],
+                    "symbol": r["symbol"],
+                    "relevance": round(rel, 4),
+                    "row": row,
+                }
+            )
         evidence_files = {reader.col["path"][r] for r in evidence_rows}
         touching = [e for e in edges if e["org"] == org and repo in (e["from_repo"], e["to_repo"])]
-        here = [e for e in touching if (e["from_repo"] == repo and e["from_path"] in evidence_files)
-                or (e["to_repo"] == repo and e["to_path"] in evidence_files)]
-        routes.append(RepoRoute(org, repo, round(score, 4), {k: round(v, 4) for k, v in signals.items()},
-                                evidence, here, len(touching), _checkout(sorted(evidence_files))))
+        here = [
+            e
+            for e in touching
+            if (e["from_repo"] == repo and e["from_path"] in evidence_files)
+            or (e["to_repo"] == repo and e["to_path"] in evidence_files)
+        ]
+        routes.append(
+            RepoRoute(
+                org,
+                repo,
+                round(score, 4),
+                {k: round(v, 4) for k, v in signals.items()},
+                evidence,
+                here,
+                len(touching),
+                _checkout(sorted(evidence_files)),
+            )
+        )
     routes.sort(key=lambda r: (-r.score, r.repo))
     best = routes[0].score if routes else 0.0
     return [r for r in routes if r.score >= RELATIVE_FLOOR * best][:limit]

@@ -35,8 +35,10 @@ SYMBOL_BOOST = 2.0  # a query word that names the symbol counts more than one in
 PATH_BOOST = 1.5
 COMPOUND_BOOST = 3.0
 # Question words carry no evidence in code; the vector side still sees the whole query.
-STOPWORDS = frozenset("a an and are as at be by do does for from how i in is it of on or the this to was "
-                      "what when where which who why with".split())
+STOPWORDS = frozenset(
+    "a an and are as at be by do does for from how i in is it of on or the this to was "
+    "what when where which who why with".split()
+)
 MODES = ("hybrid", "vector", "bm25")
 CODE_WORD_RE = re.compile(r"[_.$0-9]|[a-z][A-Z]")  # snake_case, dotted, $jquery, v2, camelCase
 FRAME_FUNCTION_RE = re.compile(r"line \d+, in $")  # a Python traceback frame names its function
@@ -106,8 +108,9 @@ def _globs(patterns: tuple[str, ...], what: str) -> pathspec.PathSpec | None:
     try:
         return pathspec.PathSpec.from_lines("gitignore", patterns)
     except Exception as exc:
-        raise SearchError(f"bad {what} glob in {list(patterns)!r}: {exc}; use gitignore syntax such as "
-                          f"'src/**/*.py' or 'tests/'") from exc
+        raise SearchError(
+            f"bad {what} glob in {list(patterns)!r}: {exc}; use gitignore syntax such as 'src/**/*.py' or 'tests/'"
+        ) from exc
 
 
 def _ref_names(ref: str) -> set[str]:
@@ -139,8 +142,10 @@ def validate(req: SearchRequest, reader: SnapshotReader, overlay: Overlay | None
         langs |= {c.lang for c in overlay.chunks} if overlay else set()
         unknown = [x for x in req.langs if x.lower() not in langs]
         if unknown:
-            raise SearchError(f"no chunk in language {unknown[0]!r} is indexed in org {req.org!r}; "
-                              f"indexed languages: {_listing(langs)}")
+            raise SearchError(
+                f"no chunk in language {unknown[0]!r} is indexed in org {req.org!r}; "
+                f"indexed languages: {_listing(langs)}"
+            )
     if req.ref:
         scope = [r for r in states if not req.repos or r.name in req.repos]
         refs = {x.ref for r in scope for x in r.refs}
@@ -178,8 +183,11 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
         for i in candidates:
             p = col["path"][i]
             if p not in verdict:
-                verdict[p] = ((include is None or include.match_file(p)) and not (ignore and ignore.match_file(p))
-                              and not (drop and drop.search(p)))
+                verdict[p] = (
+                    (include is None or include.match_file(p))
+                    and not (ignore and ignore.match_file(p))
+                    and not (drop and drop.search(p))
+                )
             mask[i] = verdict[p]
     if req.ref:
         names = _ref_names(req.ref)
@@ -188,8 +196,9 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
     return mask
 
 
-def _vector_ranks(reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray,
-                  depth: int = CANDIDATES) -> list[tuple[int, float]]:
+def _vector_ranks(
+    reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray, depth: int = CANDIDATES
+) -> list[tuple[int, float]]:
     allowed = np.flatnonzero(mask)
     if not len(allowed):
         return []
@@ -222,8 +231,9 @@ def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str,
     return Q.boolean_query(must)
 
 
-def lexical_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray,
-                  depth: int = CANDIDATES) -> list[tuple[int, float]]:
+def lexical_ranks(
+    reader: SnapshotReader, req: SearchRequest, mask: np.ndarray, depth: int = CANDIDATES
+) -> list[tuple[int, float]]:
     query = lexical_query(reader, req.query, req.org, req.repos)
     if query is None:
         return []
@@ -255,7 +265,7 @@ def named_definitions(text: str) -> frozenset[str]:
     """
     names = set()
     for m in WORD_RE.finditer(text):
-        word, start, after = m.group(), m.start(), text[m.end():m.end() + 1]
+        word, start, after = m.group(), m.start(), text[m.end() : m.end() + 1]
         if word.isdigit():
             continue
         i = start - 1
@@ -263,11 +273,16 @@ def named_definitions(text: str) -> frozenset[str]:
             i -= 1
         before = text[i] if i >= 0 else "\n"  # the character before the word's blank, if any
         sentence_start = before in "\r\n.!?:#>-*"  # a line's first word, or a sentence's
-        if (CODE_WORD_RE.search(word) or after == "(" or (after == "`" and text[start - 1:start] == "`")
-                or FRAME_FUNCTION_RE.search(text, max(0, start - 32), start)
-                or (word[0].isupper() and not sentence_start)):
-            names.update(n for n in (word.lower(), word.lower().rsplit(".", 1)[-1])
-                         if len(n) >= 3 and n not in STOPWORDS)
+        if (
+            CODE_WORD_RE.search(word)
+            or after == "("
+            or (after == "`" and text[start - 1 : start] == "`")
+            or FRAME_FUNCTION_RE.search(text, max(0, start - 32), start)
+            or (word[0].isupper() and not sentence_start)
+        ):
+            names.update(
+                n for n in (word.lower(), word.lower().rsplit(".", 1)[-1]) if len(n) >= 3 and n not in STOPWORDS
+            )
     return frozenset(names)
 
 
@@ -275,8 +290,14 @@ def defining_files(reader: SnapshotReader, rows: list[int]) -> set[tuple[str, st
     return {(reader.col["repo"][r], reader.col["path"][r]) for r in rows}
 
 
-def _symbol_ranks(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray,
-                  lex: list[tuple[int, float]], vec: list[tuple[int, float]], depth: int) -> list[tuple[int, float]]:
+def _symbol_ranks(
+    reader: SnapshotReader,
+    req: SearchRequest,
+    mask: np.ndarray,
+    lex: list[tuple[int, float]],
+    vec: list[tuple[int, float]],
+    depth: int,
+) -> list[tuple[int, float]]:
     """Definitions whose name the query spells out (`make_context`, `Command.make_context`).
 
     People and agents paste identifiers; the definition should outrank its callers, which
@@ -302,9 +323,9 @@ def snippet(text: str, line_start: int, query: str) -> tuple[str, int, int]:
         return text, line_start, line_start + len(lines) - 1
     words = set(tokens(query)) - STOPWORDS
     scores = [len(words.intersection(tokens(line))) for line in lines]
-    window = [sum(scores[i:i + SNIPPET_LINES]) for i in range(len(lines) - SNIPPET_LINES + 1)]
+    window = [sum(scores[i : i + SNIPPET_LINES]) for i in range(len(lines) - SNIPPET_LINES + 1)]
     best = int(np.argmax(window)) if max(window) > 0 else 0
-    return "\n".join(lines[best:best + SNIPPET_LINES]), line_start + best, line_start + best + SNIPPET_LINES - 1
+    return "\n".join(lines[best : best + SNIPPET_LINES]), line_start + best, line_start + best + SNIPPET_LINES - 1
 
 
 def _kind_ok(wanted: str | None, lang: str, kind: str) -> bool:
@@ -341,32 +362,50 @@ def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray, vec
     return merged, lexical
 
 
-def search(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
-           reranker=None) -> list[Hit]:
+def search(
+    reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None, reranker=None
+) -> list[Hit]:
     """The best `req.limit` chunks; a configured cross-encoder (query.rerank) reorders a hybrid head."""
     validate(req, reader, overlay)
     return candidates(reader, embedder, req, overlay, reranker, req.limit)
 
 
-def candidates(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
-               reranker=None, limit: int | None = None, mask: np.ndarray | None = None) -> list[Hit]:
+def candidates(
+    reader: SnapshotReader,
+    embedder: Embedder,
+    req: SearchRequest,
+    overlay: Overlay | None = None,
+    reranker=None,
+    limit: int | None = None,
+    mask: np.ndarray | None = None,
+) -> list[Hit]:
     """The fused candidates as hits (every one, or the first `limit`), a hybrid head reranked when a
     reranker is given. `req` must have been validated; `mask` is its row_mask when the caller has it."""
     rerank = reranker is not None and req.mode == "hybrid"
     best = rank(reader, embedder, req, overlay, mask=mask)
     if limit is not None:
-        best = best[:max(limit, RERANK_POOL) if rerank else limit]
-    hits = [_overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
-            for key, signals in best]
+        best = best[: max(limit, RERANK_POOL) if rerank else limit]
+    hits = [
+        _overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
+        for key, signals in best
+    ]
     if rerank:
         text_of = lambda h: embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"])  # noqa: E731
-        hits = [h if score is None else replace(h, signals={**h.signals, "rerank_score": round(score, 4)})
-                for h, score in reranker.rerank(req.query, hits, text_of)]
+        hits = [
+            h if score is None else replace(h, signals={**h.signals, "rerank_score": round(score, 4)})
+            for h, score in reranker.rerank(req.query, hits, text_of)
+        ]
     return hits if limit is None else hits[:limit]
 
 
-def rank(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, overlay: Overlay | None = None,
-         depth: int = CANDIDATES, mask: np.ndarray | None = None) -> list[tuple[int | tuple, dict]]:
+def rank(
+    reader: SnapshotReader,
+    embedder: Embedder,
+    req: SearchRequest,
+    overlay: Overlay | None = None,
+    depth: int = CANDIDATES,
+    mask: np.ndarray | None = None,
+) -> list[tuple[int | tuple, dict]]:
     """Every candidate in fused order as (snapshot row or ("o", overlay index), signals); `depth`
     candidates per signal. Evaluation asks for more depth than a page of results needs."""
     mask = row_mask(req, reader) if mask is None else mask.copy()  # shadowing must not touch the caller's
@@ -416,7 +455,7 @@ def search_overlay(embedder: Embedder, req: SearchRequest, overlay: Overlay) -> 
     vec, lex = _overlay_ranks(overlay, req, vector, [])
     fused = rrf([("vector", 1.0, vec), ("bm25", 1.0, lex)], ("vector", "bm25"))
     cosine = dict(vec)
-    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))[:req.limit]
+    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))[: req.limit]
     return [(_overlay_hit(overlay, key[1], signals, req), cosine.get(key, 0.0)) for key, signals in best]
 
 
@@ -424,10 +463,25 @@ def _overlay_hit(overlay: Overlay, index: int, signals: dict, req: SearchRequest
     c = overlay.chunks[index]
     text, start, end = snippet(c.text, c.line_start, req.query)
     score = signals.pop("score")
-    return Hit(org=req.org, repo=c.repo, ref=f"session:{overlay.session_id}", commit_id="", path=c.path,
-               blob_id=c.blob_id, chunk_index=c.chunk_index, symbol=c.symbol, kind=c.kind, lang=c.lang,
-               line_start=c.line_start, line_end=c.line_end, snippet=text, score=round(score, 6),
-               signals={**signals, "snippet_lines": [start, end]}, uncommitted=True, text=c.text)
+    return Hit(
+        org=req.org,
+        repo=c.repo,
+        ref=f"session:{overlay.session_id}",
+        commit_id="",
+        path=c.path,
+        blob_id=c.blob_id,
+        chunk_index=c.chunk_index,
+        symbol=c.symbol,
+        kind=c.kind,
+        lang=c.lang,
+        line_start=c.line_start,
+        line_end=c.line_end,
+        snippet=text,
+        score=round(score, 6),
+        signals={**signals, "snippet_lines": [start, end]},
+        uncommitted=True,
+        text=c.text,
+    )
 
 
 def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) -> Hit:
@@ -436,10 +490,24 @@ def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) ->
     ref = next((x for x in refs if req.ref and x in _ref_names(req.ref)), refs[0])
     text, start, end = snippet(r["text"], r["line_start"], req.query)
     score = signals.pop("score")
-    return Hit(org=r["org"], repo=r["repo"], ref=ref, commit_id=reader.commit_of.get((r["org"], r["repo"], ref), ""),
-               path=r["path"], blob_id=r["blob_id"], chunk_index=r["chunk_index"], symbol=r["symbol"],
-               kind=r["kind"], lang=r["lang"], line_start=r["line_start"], line_end=r["line_end"],
-               snippet=text, score=round(score, 6), signals={**signals, "snippet_lines": [start, end]}, row=row)
+    return Hit(
+        org=r["org"],
+        repo=r["repo"],
+        ref=ref,
+        commit_id=reader.commit_of.get((r["org"], r["repo"], ref), ""),
+        path=r["path"],
+        blob_id=r["blob_id"],
+        chunk_index=r["chunk_index"],
+        symbol=r["symbol"],
+        kind=r["kind"],
+        lang=r["lang"],
+        line_start=r["line_start"],
+        line_end=r["line_end"],
+        snippet=text,
+        score=round(score, 6),
+        signals={**signals, "snippet_lines": [start, end]},
+        row=row,
+    )
 
 
 def keep_similar(hits: list, min_score: float | None, min_score_diff: float | None) -> tuple[list, list[str]]:

@@ -81,7 +81,11 @@ class Service:
         if current is not None:
             if live == current.snapshot_id:
                 return current
-            if self._refused and self._refused[0] == live and time.monotonic() - self._refused[1] < RETRY_REFUSED_SECONDS:
+            if (
+                self._refused
+                and self._refused[0] == live
+                and time.monotonic() - self._refused[1] < RETRY_REFUSED_SECONDS
+            ):
                 return current
             if not self._opening.acquire(blocking=False):
                 return current
@@ -100,8 +104,11 @@ class Service:
                     fresh = open_kept(self.cfg.data_dir, self.model_id())
                     if fresh is None:
                         raise
-                    log.error("serving the older snapshot %s: the snapshot CURRENT names cannot be served: %s",
-                              fresh.snapshot_id, exc)
+                    log.error(
+                        "serving the older snapshot %s: the snapshot CURRENT names cannot be served: %s",
+                        fresh.snapshot_id,
+                        exc,
+                    )
                     self._reader, self._refused = fresh, (live, time.monotonic())
                     return fresh
                 log.error("keeping snapshot %s: the new one is refused: %s", self._reader.snapshot_id, exc)
@@ -139,8 +146,10 @@ class Service:
         with self._lock:
             found = self._clips.get(clip)
         if found is None or found["org"] != org:
-            raise ChunkNotFound(f"no chunk with id {clip}: ids come from search results of this server "
-                                f"(the oldest are forgotten); run search_code again")
+            raise ChunkNotFound(
+                f"no chunk with id {clip}: ids come from search results of this server "
+                f"(the oldest are forgotten); run search_code again"
+            )
         return {"id": clip, **found}
 
     # -- session overlays --------------------------------------------------------------
@@ -173,7 +182,9 @@ class Service:
     def sync_workspace(self, org: str, session_id: str, repo: str, files: dict[str, str], deleted: list[str]) -> dict:
         known = {r.name for r in self.reader().manifest.repos if r.org == org}
         if repo not in known:
-            raise OverlayError(f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(sorted(known)) or 'none'}")
+            raise OverlayError(
+                f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(sorted(known)) or 'none'}"
+            )
         return self.overlays.sync(org, session_id, repo, files, deleted, self.embedder, self.cfg.max_blob_bytes)
 
     def session_status(self, org: str, session_id: str) -> dict:
@@ -220,8 +231,12 @@ class Service:
     def status(self, org: str) -> dict:
         snapshot_id, rows = repo_status(self.cfg, org, self._serving_manifest())
         reader = self._reader
-        return {"snapshot_id": snapshot_id, "serving": reader.snapshot_id if reader else None,
-                "model": self.model_id(), "repos": rows}
+        return {
+            "snapshot_id": snapshot_id,
+            "serving": reader.snapshot_id if reader else None,
+            "model": self.model_id(),
+            "repos": rows,
+        }
 
     def _serving_manifest(self) -> Manifest | None:
         return self._reader.manifest if self._reader is not None else None

@@ -29,16 +29,25 @@ def repo_status(cfg: Config, org: str | None = None, serving: Manifest | None = 
         if org and key[0] != org:
             continue
         state, spec = indexed.get(key), configured.get(key)
-        row = {"org": key[0], "name": key[1], "url": state.url if state else redact(spec.url),
-               "configured": spec is not None, "status": state.status if state else "not indexed",
-               "error": state.error if state else None, "indexed_at": state.indexed_at if state else None,
-               "files": state.files if state else 0, "files_indexed": state.files_indexed if state else 0,
-               "chunks": state.chunks if state else 0,
-               "files_skipped": state.files_skipped if state else {},
-               "secrets_held_back": state.secrets_held_back if state else 0, "refs": []}
-        for ref in (state.refs if state else []):
-            row["refs"].append({"ref": ref.ref, "commit_id": ref.commit_id,
-                                "behind": _behind(cfg, spec, ref.ref, ref.commit_id)})
+        row = {
+            "org": key[0],
+            "name": key[1],
+            "url": state.url if state else redact(spec.url),
+            "configured": spec is not None,
+            "status": state.status if state else "not indexed",
+            "error": state.error if state else None,
+            "indexed_at": state.indexed_at if state else None,
+            "files": state.files if state else 0,
+            "files_indexed": state.files_indexed if state else 0,
+            "chunks": state.chunks if state else 0,
+            "files_skipped": state.files_skipped if state else {},
+            "secrets_held_back": state.secrets_held_back if state else 0,
+            "refs": [],
+        }
+        for ref in state.refs if state else []:
+            row["refs"].append(
+                {"ref": ref.ref, "commit_id": ref.commit_id, "behind": _behind(cfg, spec, ref.ref, ref.commit_id)}
+            )
         rows.append(row)
     return (manifest.snapshot_id if manifest else None), rows
 
@@ -60,14 +69,24 @@ def held_back(cfg: Config, org: str | None = None, repo: str | None = None) -> t
     path, manifest = open_manifest(cfg.data_dir)
     files = read_graph(path, "files")
     if "held_back" not in files.column_names:  # format 1 did not record spans
-        raise SnapshotError(f"snapshot {manifest.snapshot_id} predates held-back spans; run 'blobdex index' "
-                            f"to rebuild it, then ask again")
+        raise SnapshotError(
+            f"snapshot {manifest.snapshot_id} predates held-back spans; run 'blobdex index' "
+            f"to rebuild it, then ask again"
+        )
     rows = []
     for f in files.filter(pc.greater(pc.list_value_length(files["held_back"]), 0)).to_pylist():
         if (org and f["org"] != org) or (repo and f["repo"] != repo):
             continue
         for span in f["held_back"]:
-            rows.append({"org": f["org"], "repo": f["repo"], "ref": f["ref"], "commit_id": f["commit_id"],
-                         "path": f["path"], **span})
+            rows.append(
+                {
+                    "org": f["org"],
+                    "repo": f["repo"],
+                    "ref": f["ref"],
+                    "commit_id": f["commit_id"],
+                    "path": f["path"],
+                    **span,
+                }
+            )
     rows.sort(key=lambda r: (r["org"], r["repo"], r["ref"], r["path"], r["line_start"]))
     return manifest.snapshot_id, rows

@@ -37,26 +37,29 @@ class Billing:
         subscription.active = False
 '''
 
-INVOICE_PY = b'''class Invoice:
+INVOICE_PY = b"""class Invoice:
     def __init__(self, customer, amount):
         self.customer = customer
         self.amount = amount
 
     def total_with_tax(self, rate):
         return self.amount * (1 + rate)
-'''
+"""
 
-INVOICE_PY_DEV = INVOICE_PY + b'''
+INVOICE_PY_DEV = (
+    INVOICE_PY
+    + b"""
     def pdf(self):
         return render_pdf(self)
-'''
+"""
+)
 
 REFUND_PY = b'''def issue_refund(invoice, reason):
     """Give the customer their money back for an invoice."""
     return {"invoice": invoice, "reason": reason, "refunded": True}
 '''
 
-SETTINGS_PY = b'''import os
+SETTINGS_PY = b"""import os
 
 
 def database_url():
@@ -66,9 +69,9 @@ def database_url():
 def cloud_credentials():
     aws_access_key_id = "AKIAABCDEFGHIJKLMNOP"
     return aws_access_key_id
-'''
+"""
 
-APP_JS = b'''import { fetchJson } from "./http";
+APP_JS = b"""import { fetchJson } from "./http";
 
 export async function loadCart(userId) {
   const cart = await fetchJson(`/api/carts/${userId}`);
@@ -76,9 +79,9 @@ export async function loadCart(userId) {
 }
 
 export const formatPrice = (cents) => `$${(cents / 100).toFixed(2)}`;
-'''
+"""
 
-README_MD = b'''# Acme API
+README_MD = b"""# Acme API
 
 Billing and carts for the Acme shop.
 
@@ -89,9 +92,9 @@ Run the installer and configure the database.
 ## Renewals
 
 Subscriptions renew every thirty days.
-'''
+"""
 
-SERVER_GO = b'''package server
+SERVER_GO = b"""package server
 
 import "net/http"
 
@@ -106,9 +109,9 @@ func (s *Server) HandleHealth(w http.ResponseWriter, r *http.Request) {
 func NewServer() *Server {
 	return &Server{mux: http.NewServeMux()}
 }
-'''
+"""
 
-LIB_RS = b'''pub struct Queue {
+LIB_RS = b"""pub struct Queue {
     items: Vec<u32>,
 }
 
@@ -121,7 +124,7 @@ impl Queue {
 pub fn drain_queue(q: &mut Queue) -> Vec<u32> {
     std::mem::take(&mut q.items)
 }
-'''
+"""
 
 
 def api_files() -> dict:
@@ -146,8 +149,11 @@ def api_files() -> dict:
 
 
 def tools_files() -> dict:
-    return {"server/server.go": SERVER_GO, "queue/src/lib.rs": LIB_RS,
-            "docs/guide.md": b"# Guide\n\nHow to drain the queue safely.\n"}
+    return {
+        "server/server.go": SERVER_GO,
+        "queue/src/lib.rs": LIB_RS,
+        "docs/guide.md": b"# Guide\n\nHow to drain the queue safely.\n",
+    }
 
 
 @dataclass
@@ -160,8 +166,13 @@ class Corpus:
 
 def write_config(root: Path, repos: list[RepoSpec], model: str = HASH_MODEL, **kw) -> Config:
     path = root / "blobdex.toml"
-    cfg = Config(path=path, data_dir=root / "data", model=model, max_blob_bytes=kw.get("max_blob_bytes", MAX_BLOB_BYTES),
-                 repos=tuple(repos))
+    cfg = Config(
+        path=path,
+        data_dir=root / "data",
+        model=model,
+        max_blob_bytes=kw.get("max_blob_bytes", MAX_BLOB_BYTES),
+        repos=tuple(repos),
+    )
     path.write_text(configmod.dumps(cfg, "data"), encoding="utf-8")
     return configmod.load(path)
 
@@ -173,8 +184,9 @@ def two_repos(tmp_path):
     gitrepo.commit(api, api_files())
     tools = gitrepo.init(tmp_path / "src" / "tools")
     gitrepo.commit(tools, tools_files())
-    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")),
-                                  RepoSpec("tools", str(tmp_path / "src" / "tools"))])
+    cfg = write_config(
+        tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")), RepoSpec("tools", str(tmp_path / "src" / "tools"))]
+    )
     return cfg, api, tools
 
 
@@ -188,6 +200,7 @@ class Run:
 @pytest.fixture
 def blobdex(monkeypatch):
     """Run the `blobdex` entry point in process, as a shell would: exit code, stdout, stderr."""
+
     def invoke(*args) -> Run:
         monkeypatch.setattr(sys, "argv", ["blobdex", *map(str, args)])
         with CliRunner().isolation() as (out, err, _):
@@ -197,6 +210,7 @@ def blobdex(monkeypatch):
             except SystemExit as exc:
                 code = exc.code
         return Run(code, out.getvalue().decode(), err.getvalue().decode())
+
     return invoke
 
 
@@ -211,11 +225,14 @@ def corpus(tmp_path_factory) -> Corpus:
     commits["tools_main"] = gitrepo.commit(tools, tools_files(), "main", "tools")
     other = gitrepo.init(root / "src" / "acme-api")
     commits["acme_main"] = gitrepo.commit(other, {"billing.py": b"def acme_only_renewal():\n    return 42\n"})
-    cfg = write_config(root, [
-        RepoSpec("api", str(root / "src" / "api"), refs=("main", "dev")),
-        RepoSpec("tools", "file://" + str(root / "src" / "tools.git")),
-        RepoSpec("api", str(root / "src" / "acme-api"), org="acme"),
-    ])
+    cfg = write_config(
+        root,
+        [
+            RepoSpec("api", str(root / "src" / "api"), refs=("main", "dev")),
+            RepoSpec("tools", "file://" + str(root / "src" / "tools.git")),
+            RepoSpec("api", str(root / "src" / "acme-api"), org="acme"),
+        ],
+    )
     report = run(cfg, show_progress=False)
     return Corpus(root, cfg, report, commits)
 
@@ -232,4 +249,3 @@ def hasher():
     from indexer.embed import HashEmbedder
 
     return HashEmbedder()
-

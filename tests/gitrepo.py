@@ -44,8 +44,9 @@ def _tree(repo: Repo, files: dict) -> bytes:
     return tree.id
 
 
-def commit(repo: Repo, files: dict, branch: str = "main", message: str = "change",
-           parents: list[bytes] | None = None) -> str:
+def commit(
+    repo: Repo, files: dict, branch: str = "main", message: str = "change", parents: list[bytes] | None = None
+) -> str:
     """Commit exactly `files` as the whole tree on `branch` (its current tip is the parent)."""
     ref = f"refs/heads/{branch}".encode()
     if parents is None:

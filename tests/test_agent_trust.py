@@ -53,6 +53,7 @@ def blobdex(cfg, *args):
 
 # -- 1. get_file defaults to what was indexed -----------------------------------------------
 
+
 @pytest.mark.parametrize("repo", ["mini", "dangling"])
 def test_cli_get_file_without_ref_reads_the_indexed_ref(world, repo):
     out = blobdex(world, "get-file", repo, "m.py", "--lines", "1-2")
@@ -88,6 +89,7 @@ def test_unindexed_repos_default_to_their_configured_ref_then_head(world):
 
 # -- 2. every hit carries what re-reads it exactly ------------------------------------------
 
+
 def test_following_the_search_hint_reads_exactly_the_hits_lines(service):
     server = build(service)
     out = text(call(server, "search_code", {"query": "return v1", "repos": ["mini"], "limit": 1}))
@@ -109,8 +111,11 @@ def test_file_mode_names_the_commit_and_its_hint_reads_it(service):
     commit_id = service.reader().manifest.repo("default", "mini").refs[0].commit_id
     assert f"1. mini:m.py @ refs/heads/v1 ({commit_id[:12]}) • " in out
     assert f'get_file(repo="mini", path="m.py", ref_or_commit="{commit_id[:12]}")' in out
-    data = json.loads(text(call(server, "search_code", {"query": "return v1", "repos": ["mini"], "group_by": "file",
-                                                         "format": "json"})))
+    data = json.loads(
+        text(
+            call(server, "search_code", {"query": "return v1", "repos": ["mini"], "group_by": "file", "format": "json"})
+        )
+    )
     assert data["files"][0]["commit_id"] == commit_id and data["files"][0]["ref"] == "refs/heads/v1"
 
 
@@ -124,13 +129,20 @@ def test_cli_search_lines_name_the_ref_and_commit(world, service):
 
 # -- 3. every unknown filter value is refused the same way ----------------------------------
 
-@pytest.mark.parametrize("args,message", [
-    (["--lang", "klingon"], "no chunk in language 'klingon' is indexed in org 'default'; indexed languages: python"),
-    (["--ref", "nosuchref"], "ref 'nosuchref' is not indexed in org 'default'; indexed refs: refs/heads/v1"),
-    (["--org", "nope"], "no repo is indexed in org 'nope'; orgs with indexed repos: default"),
-    (["--kind", "bogus"], "unknown kind 'bogus'"),
-    (["--repo", "nope"], "unknown repo 'nope' in org 'default'; indexed repos: dangling, mini"),
-])
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--lang", "klingon"],
+            "no chunk in language 'klingon' is indexed in org 'default'; indexed languages: python",
+        ),
+        (["--ref", "nosuchref"], "ref 'nosuchref' is not indexed in org 'default'; indexed refs: refs/heads/v1"),
+        (["--org", "nope"], "no repo is indexed in org 'nope'; orgs with indexed repos: default"),
+        (["--kind", "bogus"], "unknown kind 'bogus'"),
+        (["--repo", "nope"], "unknown repo 'nope' in org 'default'; indexed repos: dangling, mini"),
+    ],
+)
 def test_cli_search_refuses_unknown_filter_values(world, args, message):
     out = blobdex(world, "search", "return", *args)
     assert out.exit_code != 0 and message in str(out.exception), (out.output, out.exception)
@@ -141,12 +153,15 @@ def test_cli_search_accepts_known_filter_values_in_any_case(world):
     assert out.exit_code == 0 and "mini:m.py" in out.output
 
 
-@pytest.mark.parametrize("tool,args,message", [
-    ("search_code", {"query": "x", "lang": ["klingon"]}, "no chunk in language 'klingon' is indexed"),
-    ("search_code", {"query": "x", "ref": "nosuchref"}, "ref 'nosuchref' is not indexed in org 'default'"),
-    ("search_code", {"query": "x", "ref": "nosuchref", "group_by": "file"}, "ref 'nosuchref' is not indexed"),
-    ("grep", {"pattern": "x", "ref": "nosuchref"}, "ref 'nosuchref' is not indexed in org 'default'"),
-])
+@pytest.mark.parametrize(
+    "tool,args,message",
+    [
+        ("search_code", {"query": "x", "lang": ["klingon"]}, "no chunk in language 'klingon' is indexed"),
+        ("search_code", {"query": "x", "ref": "nosuchref"}, "ref 'nosuchref' is not indexed in org 'default'"),
+        ("search_code", {"query": "x", "ref": "nosuchref", "group_by": "file"}, "ref 'nosuchref' is not indexed"),
+        ("grep", {"pattern": "x", "ref": "nosuchref"}, "ref 'nosuchref' is not indexed in org 'default'"),
+    ],
+)
 def test_mcp_refuses_unknown_filter_values_as_the_cli_does(service, tool, args, message):
     out = call(build(service), tool, args)
     assert out.is_error and message in text(out)
@@ -154,42 +169,59 @@ def test_mcp_refuses_unknown_filter_values_as_the_cli_does(service, tool, args, 
 
 # -- 4. MCP speaks to the model: one sentence, tools not shell commands, clean descriptions --
 
+
 def test_tool_descriptions_carry_no_docstring_indentation(service):
     async def go():
         async with Client(build(service)) as client:
             return await client.list_tools()
+
     tools = asyncio.run(go()).tools
     assert all(t.description and "\n " not in t.description for t in tools)
     assert any("\n" in t.description for t in tools)  # multi-line descriptions exist, only unindented
 
 
-@pytest.mark.parametrize("tool,args,message", [
-    ("search_code", {"query": "x", "limit": 0}, "limit must be between 1 and 200; you passed 0"),
-    ("search_code", {"query": "x", "limit": 201}, "limit must be between 1 and 200; you passed 201"),
-    ("search_code", {"limit": 3}, "search_code needs the argument query"),
-    ("search_code", {"query": "x", "group_by": "files"}, "group_by should be 'chunk' or 'file'; you passed \"files\""),
-    ("search_code", {"query": "x", "repos": "mini"}, "repos should be a valid list; you passed \"mini\""),
-    ("get_chunk", {"ids": []}, "ids: list should have at least 1 item"),
-    ("get_file", {"repo": "mini", "path": "m.py", "start_line": 0}, "start_line should be greater than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "tool,args,message",
+    [
+        ("search_code", {"query": "x", "limit": 0}, "limit must be between 1 and 200; you passed 0"),
+        ("search_code", {"query": "x", "limit": 201}, "limit must be between 1 and 200; you passed 201"),
+        ("search_code", {"limit": 3}, "search_code needs the argument query"),
+        (
+            "search_code",
+            {"query": "x", "group_by": "files"},
+            "group_by should be 'chunk' or 'file'; you passed \"files\"",
+        ),
+        ("search_code", {"query": "x", "repos": "mini"}, 'repos should be a valid list; you passed "mini"'),
+        ("get_chunk", {"ids": []}, "ids: list should have at least 1 item"),
+        (
+            "get_file",
+            {"repo": "mini", "path": "m.py", "start_line": 0},
+            "start_line should be greater than or equal to 1",
+        ),
+    ],
+)
 def test_a_rejected_argument_is_one_sentence_naming_it(service, tool, args, message):
     out = call(build(service), tool, args)
     assert out.is_error and text(out).startswith(message), text(out)
     assert "pydantic" not in text(out) and "\n" not in text(out) and "validation error" not in text(out)
 
 
-@pytest.mark.parametrize("tool,args,advice", [
-    ("get_file", {"repo": "mini", "path": "nope.py"}, "find it with search_code or grep or check ref_or_commit"),
-    ("get_file", {"repo": "nope", "path": "m.py"}, "list_repos shows the indexed repos"),
-    ("get_file", {"repo": "mini", "path": "m.py", "ref_or_commit": "nosuchref"}, "pass one as ref_or_commit"),
-    ("expand_context", {"symbol": "no_such_symbol"}, "find it with search_code or grep"),
-])
+@pytest.mark.parametrize(
+    "tool,args,advice",
+    [
+        ("get_file", {"repo": "mini", "path": "nope.py"}, "find it with search_code or grep or check ref_or_commit"),
+        ("get_file", {"repo": "nope", "path": "m.py"}, "list_repos shows the indexed repos"),
+        ("get_file", {"repo": "mini", "path": "m.py", "ref_or_commit": "nosuchref"}, "pass one as ref_or_commit"),
+        ("expand_context", {"symbol": "no_such_symbol"}, "find it with search_code or grep"),
+    ],
+)
 def test_mcp_errors_name_tools_not_shell_commands(service, tool, args, advice):
     out = call(build(service), tool, args)
     assert out.is_error and advice in text(out) and "blobdex " not in text(out), text(out)
 
 
 # -- 5. serve: a bad or busy port is one sentence, before anything is announced -------------
+
 
 def test_serve_refuses_a_port_out_of_range(world):
     out = blobdex(world, "serve", "--port", "99999")
@@ -206,6 +238,7 @@ def test_serve_on_a_busy_port_says_so_before_announcing_anything(world):
 
 
 # -- 6. an explicit config that does not exist -----------------------------------------------
+
 
 @pytest.mark.parametrize("command", [["search", "foo"], ["get-file", "mini", "m.py"], ["status"], ["serve"]])
 def test_an_explicit_config_that_does_not_exist_is_named(tmp_path, command):

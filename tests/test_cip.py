@@ -37,6 +37,7 @@ def sha(data: bytes) -> str:
 @pytest.fixture(scope="module")
 def provider():
     """A stand-in for GitHub's OAuth endpoints (the one boundary this sandbox cannot reach)."""
+
     async def authorize(request):
         q = request.query_params
         return RedirectResponse(f"{q['redirect_uri']}?code=good-code&state={q['state']}")
@@ -50,8 +51,9 @@ def provider():
         login = "alice" if request.headers.get("authorization") == "Bearer gho_standin" else None
         return JSONResponse({"login": login})
 
-    stand_in = Starlette(routes=[Route("/authorize", authorize), Route("/token", token, methods=["POST"]),
-                                 Route("/user", user)])
+    stand_in = Starlette(
+        routes=[Route("/authorize", authorize), Route("/token", token, methods=["POST"]), Route("/user", user)]
+    )
     with Server(stand_in) as url:
         yield url
 
@@ -61,9 +63,15 @@ def server(corpus, tmp_path_factory, provider):
     data = tmp_path_factory.mktemp("cip") / "data"
     shutil.copytree(corpus.cfg.data_dir, data)
     svc = Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder())
-    auth = AuthSettings(secret=SECRET, allowed_users=frozenset({"alice", "bob"}), github_client_id="gh-id",
-                        github_client_secret="gh-secret", github_authorize_url=f"{provider}/authorize",
-                        github_token_url=f"{provider}/token", github_user_url=f"{provider}/user")
+    auth = AuthSettings(
+        secret=SECRET,
+        allowed_users=frozenset({"alice", "bob"}),
+        github_client_id="gh-id",
+        github_client_secret="gh-secret",
+        github_authorize_url=f"{provider}/authorize",
+        github_token_url=f"{provider}/token",
+        github_user_url=f"{provider}/user",
+    )
     with Server(app(svc, require_token=True, cip_settings=auth)) as url:
         yield f"{url}/codebase-index"
 
@@ -75,17 +83,35 @@ def client(base, user="alice"):
 def test_sync_index_search_remove_flow(server):
     c = client(server)
     local_renew = RENEW_PY.replace(b"days=30", b"days=31") + b"\n\ndef grace_period_days():\n    return 7\n"
-    files = [{"path": "src/billing/renew.py", "hash": sha(local_renew)},       # edited locally
-             {"path": "src/billing/invoice.py", "hash": sha(INVOICE_PY)},      # as committed
-             {"path": "src/config/settings.py", "hash": sha(SETTINGS_PY)},
-             {"path": "src/billing/discount.py", "hash": sha(b"new")}]         # new locally
+    files = [
+        {"path": "src/billing/renew.py", "hash": sha(local_renew)},  # edited locally
+        {"path": "src/billing/invoice.py", "hash": sha(INVOICE_PY)},  # as committed
+        {"path": "src/config/settings.py", "hash": sha(SETTINGS_PY)},
+        {"path": "src/billing/discount.py", "hash": sha(b"new")},
+    ]  # new locally
     r = c.post("/sync", json={"repos": [{"name": "api", "rootHash": "r1", "files": files}]}).json()
     assert sorted(x["path"] for x in r["changed"]) == ["src/billing/discount.py", "src/billing/renew.py"]
     assert {"repo": "api", "path": "web/app.js"} in r["removed"]  # committed, but gone from this client
-    chunks = [{"repo": "api", "path": "src/billing/renew.py", "symbol": "grace_period_days", "lang": "python",
-               "lineStart": 20, "lineEnd": 21, "content": "def grace_period_days():\n    return 7"},
-              {"repo": "api", "path": "src/billing/discount.py", "symbol": "apply_discount", "lang": "python",
-               "lineStart": 1, "lineEnd": 2, "content": "def apply_discount(total, pct):\n    return total * (1 - pct)"}]
+    chunks = [
+        {
+            "repo": "api",
+            "path": "src/billing/renew.py",
+            "symbol": "grace_period_days",
+            "lang": "python",
+            "lineStart": 20,
+            "lineEnd": 21,
+            "content": "def grace_period_days():\n    return 7",
+        },
+        {
+            "repo": "api",
+            "path": "src/billing/discount.py",
+            "symbol": "apply_discount",
+            "lang": "python",
+            "lineStart": 1,
+            "lineEnd": 2,
+            "content": "def apply_discount(total, pct):\n    return total * (1 - pct)",
+        },
+    ]
     assert c.post("/index", json={"chunks": chunks}).json() == {"indexed": 2}
     found = c.post("/search", json={"query": "grace_period_days apply_discount", "repo": "api"}).json()["results"]
     assert {x["symbol"] for x in found} >= {"grace_period_days", "apply_discount"}
@@ -107,21 +133,40 @@ def test_new_repo_returns_all_files_and_searches_cross_repo(server):
     files = [{"path": f"lib/m{i}.py", "hash": sha(bytes([i]))} for i in range(3)]
     r = c.post("/sync", json={"repos": [{"name": "scratch", "rootHash": "x", "files": files}]}).json()
     assert [x["path"] for x in r["changed"]] == ["lib/m0.py", "lib/m1.py", "lib/m2.py"]
-    c.post("/index", json={"chunks": [{"repo": "scratch", "path": "lib/m0.py", "symbol": "zebra_stripes",
-                                       "lang": "python", "content": "def zebra_stripes():\n    pass"}]})
+    c.post(
+        "/index",
+        json={
+            "chunks": [
+                {
+                    "repo": "scratch",
+                    "path": "lib/m0.py",
+                    "symbol": "zebra_stripes",
+                    "lang": "python",
+                    "content": "def zebra_stripes():\n    pass",
+                }
+            ]
+        },
+    )
     only = c.post("/search", json={"query": "zebra_stripes", "repo": "scratch"}).json()["results"]
     assert only[0]["symbol"] == "zebra_stripes"
     across = c.post("/search", json={"query": "drain_queue zebra_stripes", "limit": 20}).json()["results"]
     assert {"tools", "scratch"} <= {x["repo"] for x in across}
 
 
-@pytest.mark.parametrize("token", [
-    None, "garbage",
-    jwt.encode({"username": "alice", "iat": 1, "exp": int(time.time()) + 60}, "a-wrong-secret-long-enough-for-hs256"),
-    jwt.encode({"username": "alice", "iat": 1, "exp": int(time.time()) + 60}, None, algorithm="none"),
-    jwt.encode({"username": "alice", "iat": 1}, SECRET),  # no exp
-    jwt.encode({"username": "alice", "iat": 1, "exp": 2}, SECRET),  # expired
-], ids=["missing", "garbage", "wrong-secret", "alg-none", "no-exp", "expired"])
+@pytest.mark.parametrize(
+    "token",
+    [
+        None,
+        "garbage",
+        jwt.encode(
+            {"username": "alice", "iat": 1, "exp": int(time.time()) + 60}, "a-wrong-secret-long-enough-for-hs256"
+        ),
+        jwt.encode({"username": "alice", "iat": 1, "exp": int(time.time()) + 60}, None, algorithm="none"),
+        jwt.encode({"username": "alice", "iat": 1}, SECRET),  # no exp
+        jwt.encode({"username": "alice", "iat": 1, "exp": 2}, SECRET),  # expired
+    ],
+    ids=["missing", "garbage", "wrong-secret", "alg-none", "no-exp", "expired"],
+)
 def test_bad_tokens_are_401_on_every_operation(server, token):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     for path, body in (("/sync", {"repos": []}), ("/index", {"chunks": []}), ("/search", {"query": "x"})):
@@ -154,8 +199,9 @@ def test_refresh_and_github_flow_with_a_stand_in_provider(server):
     assert jwt.decode(tokens["token"], SECRET, algorithms=["HS256"])["username"] == "alice"
     refreshed = httpx.post(server + "/auth/github/refresh", json={"refresh_token": tokens["refresh_token"]}).json()
     assert set(refreshed) == {"access_token", "refresh_token", "expires_in"}
-    ok = httpx.post(server + "/search", json={"query": "renew"},
-                    headers={"Authorization": f"Bearer {refreshed['access_token']}"})
+    ok = httpx.post(
+        server + "/search", json={"query": "renew"}, headers={"Authorization": f"Bearer {refreshed['access_token']}"}
+    )
     assert ok.status_code == 200
     wrong = httpx.post(server + "/auth/github/refresh", json={"refresh_token": tokens["token"]})
     assert wrong.status_code == 401  # an access token is not a refresh token
@@ -183,8 +229,11 @@ def test_schemathesis_against_the_seed_openapi_document(server):
         @given(case=operation.as_strategy())
         @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
         def check(case):
-            case.call_and_validate(base_url=server, headers={"Authorization": f"Bearer {token}"},
-                                   checks=[not_a_server_error, response_schema_conformance])
+            case.call_and_validate(
+                base_url=server,
+                headers={"Authorization": f"Bearer {token}"},
+                checks=[not_a_server_error, response_schema_conformance],
+            )
 
         check()
         ran += 1

@@ -29,38 +29,57 @@ def test_search_markdown_by_default(client):
 
 
 def test_search_json_echoes_thresholds_and_includes(client):
-    data = client.post("/search", json={"query": "invoice customer", "format": "json", "min_score_diff": 0.5,
-                                        "include": ["module", "language"]}).json()["data"]
+    data = client.post(
+        "/search",
+        json={"query": "invoice customer", "format": "json", "min_score_diff": 0.5, "include": ["module", "language"]},
+    ).json()["data"]
     assert data["minScoreDiff"] == 0.5 and data["appliedThreshold"] == round(data["maxScore"] - 0.5, 4)
     assert data["includedFields"] == ["module", "language"]
     hit = data["results"][0]
-    assert set(hit) == {"id", "filePath", "symbolName", "score", "startLine", "endLine", "content", "module", "language"}
+    assert set(hit) == {
+        "id",
+        "filePath",
+        "symbolName",
+        "score",
+        "startLine",
+        "endLine",
+        "content",
+        "module",
+        "language",
+    }
     assert 0 <= hit["score"] <= 1 and all(h["score"] >= data["appliedThreshold"] for h in data["results"])
     strict = client.post("/search", json={"query": "invoice customer", "format": "json", "min_score": 0.99}).json()
     assert strict["data"]["minScore"] == 0.99 and strict["data"]["count"] <= strict["data"]["candidatesBeforeFilter"]
 
 
 def test_ignore_is_applied_before_top_k(client):
-    data = client.post("/search", json={"query": "invoice customer renew", "format": "json", "top_k": 5,
-                                        "ignore": ["src/"], "min_score_diff": 1}).json()["data"]
+    data = client.post(
+        "/search",
+        json={"query": "invoice customer renew", "format": "json", "top_k": 5, "ignore": ["src/"], "min_score_diff": 1},
+    ).json()["data"]
     assert data["results"] and not any(h["filePath"].startswith("api/src/") for h in data["results"])
     assert data["ignored"] == ["src/"] and data["ignoreSource"] == "request"
-    assert ignore_regex(["docs/", "*.md", "server/**/README.md", "a_b%"]) == \
-        "^docs/|^.*\\.md$|^server/.*/README\\.md$|^a_b%(/|$)"
+    assert (
+        ignore_regex(["docs/", "*.md", "server/**/README.md", "a_b%"])
+        == "^docs/|^.*\\.md$|^server/.*/README\\.md$|^a_b%(/|$)"
+    )
 
 
-@pytest.mark.parametrize("body,message", [
-    ({"query": "x", "limit": 5}, 'unknown field: "limit" (did you mean "top_k"?)'),
-    ({"query": "x", "languge": "go"}, 'did you mean "language"?'),
-    ({}, "query is required"),
-    ({"query": "x", "top_k": 101}, "top_k must be an integer from 1 to 100"),
-    ({"query": "x", "min_score": 0.5, "min_score_diff": 0.1}, "mutually exclusive"),
-    ({"query": "x", "min_score": 2}, "min_score must be a finite number in [0, 1]"),
-    ({"query": "x", "include": ["path"]}, "include must be an array of: chunkType, module, language"),
-    ({"query": "x", "ignore": ["a"] * 21}, "at most 20 patterns"),
-    ({"query": "x", "ignore": "docs/"}, "ignore must be an array"),
-    ({"query": "x", "format": "xml"}, 'format must be "markdown" or "json"'),
-])
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ({"query": "x", "limit": 5}, 'unknown field: "limit" (did you mean "top_k"?)'),
+        ({"query": "x", "languge": "go"}, 'did you mean "language"?'),
+        ({}, "query is required"),
+        ({"query": "x", "top_k": 101}, "top_k must be an integer from 1 to 100"),
+        ({"query": "x", "min_score": 0.5, "min_score_diff": 0.1}, "mutually exclusive"),
+        ({"query": "x", "min_score": 2}, "min_score must be a finite number in [0, 1]"),
+        ({"query": "x", "include": ["path"]}, "include must be an array of: chunkType, module, language"),
+        ({"query": "x", "ignore": ["a"] * 21}, "at most 20 patterns"),
+        ({"query": "x", "ignore": "docs/"}, "ignore must be an array"),
+        ({"query": "x", "format": "xml"}, 'format must be "markdown" or "json"'),
+    ],
+)
 def test_search_validation_is_a_400_naming_the_problem(client, body, message):
     r = client.post("/search", json=body)
     assert r.status_code == 400 and r.json()["success"] is False and message in r.json()["error"]
@@ -81,16 +100,19 @@ def test_client_flow_search_clip_read(client):
     assert posted["results"][0]["content"] == expected
     assert client.post("/clips", json={"ids": list(range(501))}).status_code == 400
     wider = client.post("/read", json={"filePath": "api/src/billing/renew.py", "startLine": 8, "endLine": 14}).json()
-    assert wider["data"]["content"].startswith("    \"\"\"Charges customers") and wider["data"]["endLine"] == 14
+    assert wider["data"]["content"].startswith('    """Charges customers') and wider["data"]["endLine"] == 14
 
 
-@pytest.mark.parametrize("body,status", [
-    ({"filePath": "/etc/passwd", "startLine": 1, "endLine": 2}, 403),
-    ({"filePath": "api/../../etc/passwd", "startLine": 1, "endLine": 2}, 403),
-    ({"filePath": "api/missing.py", "startLine": 1, "endLine": 2}, 404),
-    ({"filePath": "nope/x.py", "startLine": 1, "endLine": 2}, 404),
-    ({"filePath": "api/src/billing/renew.py", "startLine": 5, "endLine": 2}, 400),
-])
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        ({"filePath": "/etc/passwd", "startLine": 1, "endLine": 2}, 403),
+        ({"filePath": "api/../../etc/passwd", "startLine": 1, "endLine": 2}, 403),
+        ({"filePath": "api/missing.py", "startLine": 1, "endLine": 2}, 404),
+        ({"filePath": "nope/x.py", "startLine": 1, "endLine": 2}, 404),
+        ({"filePath": "api/src/billing/renew.py", "startLine": 5, "endLine": 2}, 400),
+    ],
+)
 def test_read_errors(client, body, status):
     r = client.post("/read", json=body)
     assert r.status_code == status and r.json()["success"] is False
@@ -119,14 +141,16 @@ def test_clip_ids_of_another_org_are_plainly_not_found(corpus, tmp_path):
     with Server(app(Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder()), require_token=True)) as url:
         ours = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {default}"})
         theirs = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {acme}"})
-        hits = ours.post("/search", json={"query": "renew_subscription drain_queue", "format": "json",
-                                          "min_score": 0}).json()["data"]["results"]
+        hits = ours.post(
+            "/search", json={"query": "renew_subscription drain_queue", "format": "json", "min_score": 0}
+        ).json()["data"]["results"]
         ids = [h["id"] for h in hits]
         assert {h["filePath"].split("/")[0] for h in hits} == {"api", "tools"}  # api exists in acme too
         batch = theirs.get("/clips", params={"ids": ",".join(map(str, ids))})
         assert batch.json()["data"]["succeeded"] == 0
         assert {r["error"] for r in batch.json()["data"]["results"]} == {
-            "id not found or expired. Re-run /search to get a fresh id."}
+            "id not found or expired. Re-run /search to get a fresh id."
+        }
         one = theirs.get(f"/clip/{ids[0]}")
         assert one.status_code == 404 and "tools" not in batch.text + one.text and "known" not in batch.text
         assert ours.get(f"/clip/{ids[0]}").json()["success"] is True

@@ -39,22 +39,29 @@ def source(tmp_path) -> Path:
     return tmp_path / "source"
 
 
-@pytest.mark.parametrize("body, fragments", [
-    ('modle = "x"\n', ["unknown key `modle`", "did you mean `model`?"]),
-    ("max_blob_byte = 5\n", ["unknown key `max_blob_byte`", "did you mean `max_blob_bytes`?"]),
-    ('[[repo]]\nname = "a"\nurl = "/x"\nref = "main"\n', ["[[repo]] number 1 ('a')", "unknown key `ref`",
-                                                         "did you mean `refs`?"]),
-    ('[repo]\nname = "a"\nurl = "/x"\n', ["`[repo]` is a single table", "`[[repo]]` (two brackets)"]),
-    ('repo = "x"\n', ["`repo` is a string", "`[[repo]]` section"]),
-    ('[[repo]]\nname = "a"\nurl = "/x"\nrefs = 5\n', ["`refs` is a whole number", 'refs = ["main"]']),
-    ('max_blob_bytes = "big"\n', ["`max_blob_bytes` is a string", "must be a whole number",
-                                  "max_blob_bytes = 1048576"]),
-    ('keep_snapshots = "three"\n', ["`keep_snapshots` is a string", "keep_snapshots = 3"]),
-    ("keep_snapshots = 0\n", ["`keep_snapshots` is 0; it must be at least 1"]),
-    ('[[repo]]\nname = "a"\n', ["lacks `url`"]),
-    (f'github_client_secret = "{SECRET}"\n', ["read only from the environment", "BLOBDEX_GITHUB_CLIENT_SECRET"]),
-    (f"jwt_secret = [\"{SECRET}\"]\n", ["`jwt_secret` is a list, but it must be a string"]),
-])
+@pytest.mark.parametrize(
+    "body, fragments",
+    [
+        ('modle = "x"\n', ["unknown key `modle`", "did you mean `model`?"]),
+        ("max_blob_byte = 5\n", ["unknown key `max_blob_byte`", "did you mean `max_blob_bytes`?"]),
+        (
+            '[[repo]]\nname = "a"\nurl = "/x"\nref = "main"\n',
+            ["[[repo]] number 1 ('a')", "unknown key `ref`", "did you mean `refs`?"],
+        ),
+        ('[repo]\nname = "a"\nurl = "/x"\n', ["`[repo]` is a single table", "`[[repo]]` (two brackets)"]),
+        ('repo = "x"\n', ["`repo` is a string", "`[[repo]]` section"]),
+        ('[[repo]]\nname = "a"\nurl = "/x"\nrefs = 5\n', ["`refs` is a whole number", 'refs = ["main"]']),
+        (
+            'max_blob_bytes = "big"\n',
+            ["`max_blob_bytes` is a string", "must be a whole number", "max_blob_bytes = 1048576"],
+        ),
+        ('keep_snapshots = "three"\n', ["`keep_snapshots` is a string", "keep_snapshots = 3"]),
+        ("keep_snapshots = 0\n", ["`keep_snapshots` is 0; it must be at least 1"]),
+        ('[[repo]]\nname = "a"\n', ["lacks `url`"]),
+        (f'github_client_secret = "{SECRET}"\n', ["read only from the environment", "BLOBDEX_GITHUB_CLIENT_SECRET"]),
+        (f'jwt_secret = ["{SECRET}"]\n', ["`jwt_secret` is a list, but it must be a string"]),
+    ],
+)
 def test_config_mistakes_are_one_sentence_naming_the_key_and_the_fix(tmp_path, blobdex, body, fragments):
     path = tmp_path / "blobdex.toml"
     path.write_text(body)
@@ -72,14 +79,22 @@ def test_every_key_the_auth_settings_read_from_the_file_is_known():
 
 def test_a_file_with_every_known_setting_loads(tmp_path):
     path = tmp_path / "blobdex.toml"
-    path.write_text('data_dir = "d"\nmodel = "m"\nmax_blob_bytes = 10\nkeep_snapshots = 2\nsession_idle_hours = 1\n'
-                    'reranker = "r"\njwt_secret = "s"\njwt_users = ["alice"]\njwt_org = "acme"\n'
-                    'github_client_id = "c"\ngithub_authorize_url = "https://a"\ngithub_token_url = "https://t"\n'
-                    'github_user_url = "https://u"\n\n[[repo]]\nname = "a"\nurl = "/x"\nrefs = "main"\n'
-                    'org = "acme"\ncredential = "env:T"\nusername = "bob"\n')
+    path.write_text(
+        'data_dir = "d"\nmodel = "m"\nmax_blob_bytes = 10\nkeep_snapshots = 2\nsession_idle_hours = 1\n'
+        'reranker = "r"\njwt_secret = "s"\njwt_users = ["alice"]\njwt_org = "acme"\n'
+        'github_client_id = "c"\ngithub_authorize_url = "https://a"\ngithub_token_url = "https://t"\n'
+        'github_user_url = "https://u"\n\n[[repo]]\nname = "a"\nurl = "/x"\nrefs = "main"\n'
+        'org = "acme"\ncredential = "env:T"\nusername = "bob"\n'
+    )
     cfg = configmod.load(path)
-    assert (cfg.data_dir, cfg.model, cfg.max_blob_bytes, cfg.keep_snapshots, cfg.session_idle_hours, cfg.reranker) \
-        == ((tmp_path / "d").resolve(), "m", 10, 2, 1.0, "r")
+    assert (cfg.data_dir, cfg.model, cfg.max_blob_bytes, cfg.keep_snapshots, cfg.session_idle_hours, cfg.reranker) == (
+        (tmp_path / "d").resolve(),
+        "m",
+        10,
+        2,
+        1.0,
+        "r",
+    )
     assert cfg.repos == (configmod.RepoSpec("a", "/x", "acme", ("main",), "env:T", "bob"),)
 
 
@@ -111,7 +126,7 @@ def test_repo_add_and_remove_keep_the_rest_of_the_file_byte_for_byte(tmp_path, b
     assert blobdex("--config", path, "repo", "add", "api", source, "--ref", "dev").code == 0
     assert path.read_text() == KEPT.replace('url = "/src/api"\nrefs = ["main"]', f'url = "{source}"\nrefs = ["dev"]')
     assert blobdex("--config", path, "repo", "remove", "api").code == 0
-    assert path.read_text() == KEPT[:KEPT.index("[[repo]]")]  # the comment above the table stays
+    assert path.read_text() == KEPT[: KEPT.index("[[repo]]")]  # the comment above the table stays
     assert configmod.load(path).repos == ()
 
 
@@ -120,8 +135,11 @@ def test_repo_add_refuses_a_url_that_carries_a_token_and_never_shows_it(tmp_path
     path.write_text(KEPT)
     for extra in ([], ["--no-check"]):
         run = blobdex("--config", path, "repo", "add", "priv", f"https://bob:{SECRET}@127.0.0.1:9/x.git", *extra)
-        assert_one_sentence_error(run, "carries a password or token", "'blobdex repo add priv "
-                                  "https://127.0.0.1:9/x.git --credential env:VAR --username bob'")
+        assert_one_sentence_error(
+            run,
+            "carries a password or token",
+            "'blobdex repo add priv https://127.0.0.1:9/x.git --credential env:VAR --username bob'",
+        )
         assert SECRET not in run.err
     run = blobdex("--config", path, "repo", "add", "priv", source, "--credential", SECRET)
     assert_one_sentence_error(run, "is not a reference", "env:NAME or file:PATH")
@@ -141,8 +159,11 @@ def test_a_config_that_already_has_a_token_in_a_url_keeps_working_and_never_prin
 
 def test_repo_add_stores_the_default_branch_by_name_for_head_or_no_ref(tmp_path, blobdex, source):
     path = tmp_path / "blobdex.toml"
-    for name, extra in [("plain", []), ("head", ["--ref", "HEAD"]), ("both", ["--ref", "HEAD", "--ref", "trunk",
-                                                                             "--ref", "v1"])]:
+    for name, extra in [
+        ("plain", []),
+        ("head", ["--ref", "HEAD"]),
+        ("both", ["--ref", "HEAD", "--ref", "trunk", "--ref", "v1"]),
+    ]:
         run = blobdex("--config", path, "repo", "add", name, source, *extra)
         assert run.code == 0, run
     assert path.read_text().startswith('[[repo]]\norg = "default"\nname = "plain"\n')  # a new file, no blank line
@@ -159,8 +180,9 @@ def test_repo_add_stores_the_default_branch_by_name_for_head_or_no_ref(tmp_path,
     assert configmod.load(path).repo("off").refs == ()
 
 
-def test_repo_add_refuses_a_missing_ref_a_dangling_head_a_non_git_dir_and_an_unreachable_url(tmp_path, blobdex,
-                                                                                            source, caplog):
+def test_repo_add_refuses_a_missing_ref_a_dangling_head_a_non_git_dir_and_an_unreachable_url(
+    tmp_path, blobdex, source, caplog
+):
     path = tmp_path / "blobdex.toml"
     run = blobdex("--config", path, "repo", "add", "a", source, "--ref", "nope")
     assert_one_sentence_error(run, "has no ref 'nope'", "branches: dev, trunk; tags: v1", "--no-check")
@@ -188,8 +210,7 @@ def test_repo_add_refuses_a_missing_ref_a_dangling_head_a_non_git_dir_and_an_unr
     assert [(r.name, r.refs) for r in configmod.load(path).repos] == [("p", ()), ("u", ()), ("a", ("nope",))]
 
 
-def test_repo_add_checks_an_https_source_with_a_credential_reference(tmp_path, blobdex, monkeypatch,
-                                                                     http_remote):  # noqa: F811
+def test_repo_add_checks_an_https_source_with_a_credential_reference(tmp_path, blobdex, monkeypatch, http_remote):  # noqa: F811
     _, url = http_remote
     path = tmp_path / "blobdex.toml"
     monkeypatch.delenv("GIT_TOKEN", raising=False)
@@ -240,8 +261,10 @@ def test_the_protocol_auth_keys_are_read_through_the_one_config_parser(tmp_path,
 
     monkeypatch.delenv("BLOBDEX_JWT_SECRET", raising=False)
     path = tmp_path / "blobdex.toml"
-    path.write_text('jwt_secret = "from-the-file-0123456789abcdef0123"\njwt_users = ["alice"]\n'
-                    'github_client_id = "cid"\n', encoding="utf-8")
+    path.write_text(
+        'jwt_secret = "from-the-file-0123456789abcdef0123"\njwt_users = ["alice"]\ngithub_client_id = "cid"\n',
+        encoding="utf-8",
+    )
     settings = load_settings(configmod.load(path))
     assert settings.secret == "from-the-file-0123456789abcdef0123" and settings.allowed_users == {"alice"}
     assert settings.github_client_id == "cid"

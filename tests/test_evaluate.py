@@ -12,8 +12,17 @@ from indexer.embed import HashEmbedder
 from indexer.build import run
 from indexer.mirror import mirror_path, open_mirror
 from query.eval.commits import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
-from query.localize import (NAMED_FILE_BONUS, NAMED_SYMBOL_BONUS, NON_SOURCE_WEIGHT, OFF_TOPIC_CODE_WEIGHT,
-                            OFF_TOPIC_TEST_WEIGHT, is_test_file, localize, named_files, speaks_of_tests)
+from query.localize import (
+    NAMED_FILE_BONUS,
+    NAMED_SYMBOL_BONUS,
+    NON_SOURCE_WEIGHT,
+    OFF_TOPIC_CODE_WEIGHT,
+    OFF_TOPIC_TEST_WEIGHT,
+    is_test_file,
+    localize,
+    named_files,
+    speaks_of_tests,
+)
 from query.reader import SnapshotReader
 from query.search import RRF_K, SearchError, SearchRequest, search
 from tests import gitrepo
@@ -25,8 +34,7 @@ def test_scores_compute_hit_recall_and_mrr():
     s.add(["a", "b", "c"], ("b",))
     s.add(["x"] * 10 + ["a"], ("a", "z"))
     s.add(["a"], ("a",))
-    assert s.summary() == {"n": 3, "hit@1": 0.333, "hit@5": 0.667, "hit@10": 0.667, "recall@10": 0.667,
-                           "mrr": 0.53}
+    assert s.summary() == {"n": 3, "hit@1": 0.333, "hit@5": 0.667, "hit@10": 0.667, "recall@10": 0.667, "mrr": 0.53}
 
 
 def test_modes_isolate_the_signals(reader, hasher):
@@ -50,13 +58,17 @@ def test_files_fuse_each_signals_own_file_ranking(reader, hasher):
     query = "renew the subscription and bill the invoice total with tax"
     hybrid = localize(reader, hasher, SearchRequest(query, limit=50))
     for signal in ("vector", "bm25"):  # hybrid sees each signal's own file ranking unchanged
-        alone = {f.path: f.signals[f"{signal}_rank"] for f in localize(reader, hasher, SearchRequest(query, limit=50, mode=signal))}
+        alone = {
+            f.path: f.signals[f"{signal}_rank"]
+            for f in localize(reader, hasher, SearchRequest(query, limit=50, mode=signal))
+        }
         assert alone and {f.path: f.signals[f"{signal}_rank"] for f in hybrid if f.path in alone} == alone
     for f in hybrid:
         ranks = [f.signals[k] for k in ("vector_rank", "bm25_rank", "symbol_rank") if f.signals.get(k)]
         weight = NON_SOURCE_WEIGHT if f.path.endswith(".md") else 1.0  # README.md, docs/guide.md
-        bonus = (NAMED_SYMBOL_BONUS * min(f.signals["named_symbols"], 3)
-                 + (NAMED_FILE_BONUS if f.signals["named_file"] else 0.0))
+        bonus = NAMED_SYMBOL_BONUS * min(f.signals["named_symbols"], 3) + (
+            NAMED_FILE_BONUS if f.signals["named_file"] else 0.0
+        )
         assert f.signals["test_weight"] == 1.0  # no test file here, and the query does not speak of tests
         assert f.score == pytest.approx(weight * sum(1 / (RRF_K + r) for r in ranks) + bonus, abs=1e-6)
     assert any(f.path.endswith(".md") for f in hybrid)  # the weight was exercised
@@ -64,11 +76,16 @@ def test_files_fuse_each_signals_own_file_ranking(reader, hasher):
 
 def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
     repo = gitrepo.init(tmp_path / "src" / "shop")
-    gitrepo.commit(repo, {"shop/cart.py": b"def remove_item(cart, item):\n    cart.remove(item)\n",
-                          "tests/test_cart.py": b"def test_remove_item():\n    cart = [1]\n    remove_item(cart, 1)\n"
-                                                b"    assert cart == []\n",
-                          ".github/workflows/tests.yaml": b"on: push\njobs:\n  remove item cart: {}\n"},
-                   message="initial import")
+    gitrepo.commit(
+        repo,
+        {
+            "shop/cart.py": b"def remove_item(cart, item):\n    cart.remove(item)\n",
+            "tests/test_cart.py": b"def test_remove_item():\n    cart = [1]\n    remove_item(cart, 1)\n"
+            b"    assert cart == []\n",
+            ".github/workflows/tests.yaml": b"on: push\njobs:\n  remove item cart: {}\n",
+        },
+        message="initial import",
+    )
     cfg = write_config(tmp_path, [RepoSpec("shop", str(tmp_path / "src" / "shop"))])
     run(cfg, show_progress=False)
     reader, hasher = SnapshotReader(cfg.data_dir), HashEmbedder()
@@ -79,30 +96,81 @@ def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
 
     order, weight = weights("remove an item from the cart")
     assert order[:2] == ["shop/cart.py", "tests/test_cart.py"]
-    assert weight == {"shop/cart.py": 1.0, "tests/test_cart.py": OFF_TOPIC_TEST_WEIGHT,
-                      ".github/workflows/tests.yaml": 1.0}
+    assert weight == {
+        "shop/cart.py": 1.0,
+        "tests/test_cart.py": OFF_TOPIC_TEST_WEIGHT,
+        ".github/workflows/tests.yaml": 1.0,
+    }
     order, weight = weights("tests: remove an item from the cart")
     assert order[0] == "tests/test_cart.py"
-    assert weight == {"shop/cart.py": OFF_TOPIC_CODE_WEIGHT, "tests/test_cart.py": 1.0,
-                      ".github/workflows/tests.yaml": OFF_TOPIC_CODE_WEIGHT}  # a workflow is not test code
+    assert weight == {
+        "shop/cart.py": OFF_TOPIC_CODE_WEIGHT,
+        "tests/test_cart.py": 1.0,
+        ".github/workflows/tests.yaml": OFF_TOPIC_CODE_WEIGHT,
+    }  # a workflow is not test code
     # A stack trace's frames carry its evidence; single signals are measured unweighted.
     assert set(weights('File "tests/test_cart.py", line 3, in test_remove_item\nremove item')[1].values()) == {1.0}
     assert set(weights("tests: remove an item from the cart", mode="bm25")[1].values()) == {1.0}
-    assert [t for t in ("tests: use strict equality", "flag_test: gofmt", "use pytest, not nose", "Fix assertRaises",
-                        "the testsuite", "add FooTest", "the latest release", "contest", "attestation")
-            if speaks_of_tests(t)] == ["tests: use strict equality", "flag_test: gofmt", "use pytest, not nose",
-                                       "Fix assertRaises", "the testsuite", "add FooTest"]
-    assert [p for p in ("test/raw.js", "flag_test.go", "src/a.spec.ts", "tests.py", "conftest.py", "FooTest.java",
-                        "spec/cart_spec.rb", "latest.py", "lib/contest.py", ".github/workflows/tests.yaml")
-            if is_test_file(p)] == ["test/raw.js", "flag_test.go", "src/a.spec.ts", "tests.py", "conftest.py",
-                                    "FooTest.java", "spec/cart_spec.rb"]
+    assert [
+        t
+        for t in (
+            "tests: use strict equality",
+            "flag_test: gofmt",
+            "use pytest, not nose",
+            "Fix assertRaises",
+            "the testsuite",
+            "add FooTest",
+            "the latest release",
+            "contest",
+            "attestation",
+        )
+        if speaks_of_tests(t)
+    ] == [
+        "tests: use strict equality",
+        "flag_test: gofmt",
+        "use pytest, not nose",
+        "Fix assertRaises",
+        "the testsuite",
+        "add FooTest",
+    ]
+    assert [
+        p
+        for p in (
+            "test/raw.js",
+            "flag_test.go",
+            "src/a.spec.ts",
+            "tests.py",
+            "conftest.py",
+            "FooTest.java",
+            "spec/cart_spec.rb",
+            "latest.py",
+            "lib/contest.py",
+            ".github/workflows/tests.yaml",
+        )
+        if is_test_file(p)
+    ] == [
+        "test/raw.js",
+        "flag_test.go",
+        "src/a.spec.ts",
+        "tests.py",
+        "conftest.py",
+        "FooTest.java",
+        "spec/cart_spec.rb",
+    ]
 
 
 def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):
     path = tmp_path / "q.jsonl"
-    path.write_text("\n".join(json.dumps(x) for x in [
-        {"query": "renew_subscription", "expected": ["src/billing/renew.py:10-13"]},
-        {"query": "drain_queue", "repo": "tools", "expected": ["queue/src/lib.rs"]}]) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {"query": "renew_subscription", "expected": ["src/billing/renew.py:10-13"]},
+                {"query": "drain_queue", "repo": "tools", "expected": ["queue/src/lib.rs"]},
+            ]
+        )
+        + "\n"
+    )
     result = run_cases(reader, hasher, load_queries(path))
     assert set(result["summary"]) == {"hybrid", "vector", "bm25"}
     assert result["summary"]["hybrid"]["hit@1"] == 1.0 and result["summary"]["bm25"]["hit@1"] == 1.0
@@ -116,13 +184,21 @@ def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):
 @pytest.fixture
 def history(tmp_path):
     repo = gitrepo.init(tmp_path / "src" / "shop")
-    files = {"shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n",
-             "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n",
-             "README.md": b"# Shop\n"}
+    files = {
+        "shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n",
+        "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n",
+        "README.md": b"# Shop\n",
+    }
     gitrepo.commit(repo, files, message="initial import of the shop")
-    files = {**files, "shop/price.py": files["shop/price.py"] + b"\n\ndef apply_coupon(total, coupon):\n    return total - coupon\n"}
+    files = {
+        **files,
+        "shop/price.py": files["shop/price.py"] + b"\n\ndef apply_coupon(total, coupon):\n    return total - coupon\n",
+    }
     gitrepo.commit(repo, files, message="apply coupons to the total price")
-    files = {**files, "shop/cart.py": files["shop/cart.py"] + b"\n\ndef remove_item(cart, item):\n    cart.remove(item)\n"}
+    files = {
+        **files,
+        "shop/cart.py": files["shop/cart.py"] + b"\n\ndef remove_item(cart, item):\n    cart.remove(item)\n",
+    }
     gitrepo.commit(repo, files, message="let customers remove items from the cart")
     files = {**files, "shop/cart.py": files["shop/cart.py"].replace(b"cart.append", b"cart.insert(0,")}
     gitrepo.commit(repo, files, message="bump version")  # a chore: never a query
@@ -135,15 +211,18 @@ def test_commit_cases_pick_real_commits_and_skip_chores(history):
     cases = commit_cases(history, "shop", 10, 0)
     assert sorted((c.query, c.expected) for c in cases) == [
         ("apply coupons to the total price", ("shop/price.py",)),
-        ("let customers remove items from the cart", ("shop/cart.py",))]
+        ("let customers remove items from the cart", ("shop/cart.py",)),
+    ]
 
 
 def test_commit_cases_walk_the_configured_ref_and_say_when_it_is_missing(history, tmp_path):
     repo = Repo(str(tmp_path / "src" / "shop"))
     main = repo.refs[b"refs/heads/main"]
-    files = {"shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n\n\ndef empty(cart):\n    cart.clear()\n",
-             "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n",
-             "README.md": b"# Shop\n"}
+    files = {
+        "shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n\n\ndef empty(cart):\n    cart.clear()\n",
+        "shop/price.py": b"def total_price(items):\n    return sum(i.price for i in items)\n",
+        "README.md": b"# Shop\n",
+    }
     gitrepo.commit(repo, files, branch="topic", message="let customers empty the whole cart", parents=[main])
     topic = replace(history, repos=(replace(history.repos[0], refs=("topic",)),))
     run(topic, show_progress=False)
@@ -183,8 +262,6 @@ def test_eval_routing_scores_the_owner(tmp_path):
     result = eval_routing(cfg, SnapshotReader(cfg.data_dir), HashEmbedder(), ["billing", "auth"], 5, 0)
     assert result["summary"]["n"] == 2 and result["summary"]["top1"] == 1.0
     assert {c["owner"] for c in result["cases"]} == {"billing", "auth"}
-
-
 
 
 def test_eval_commits_cli_runs_each_model(history):

@@ -33,7 +33,9 @@ def test_a_bug_is_one_sentence_with_exit_70_and_its_traceback_only_with_v(tmp_pa
     monkeypatch.setattr("indexer.build._run", broken)
     run = blobdex("--config", cfg.path, "index")
     assert run.code == 70 and "Traceback" not in run.err
-    assert run.err == ("blobdex: internal error: ZeroDivisionError: division by zero; this is a bug in blobdex: "
-                       "run the command again with -v to see the traceback, and report it\n")
+    assert run.err == (
+        "blobdex: internal error: ZeroDivisionError: division by zero; this is a bug in blobdex: "
+        "run the command again with -v to see the traceback, and report it\n"
+    )
     verbose = blobdex("--config", cfg.path, "-v", "index")
     assert verbose.code == 70 and "Traceback" in verbose.err

@@ -46,7 +46,7 @@ def truncate(path):
 
 def flip(path, start, count=64):
     data = bytearray(path.read_bytes())
-    data[start:start + count] = bytes(b ^ 0xFF for b in data[start:start + count])
+    data[start : start + count] = bytes(b ^ 0xFF for b in data[start : start + count])
     path.write_bytes(bytes(data))
 
 
@@ -97,8 +97,11 @@ def test_verify_catches_flipped_tantivy_term_bytes(cfg):
     run(cfg, show_progress=False)
     term = one(live_dir(cfg) / "lexical", "*.term")
     flip(term, term.stat().st_size // 2)
-    with pytest.raises(SnapshotError, match=r"cannot read the stores of snapshot .*PanicException.*"
-                                            r"rebuild with 'blobdex index --full'"):
+    with pytest.raises(
+        SnapshotError,
+        match=r"cannot read the stores of snapshot .*PanicException.*"
+        r"rebuild with 'blobdex index --full'",
+    ):
         verify(cfg.data_dir)
 
 
@@ -116,8 +119,9 @@ def test_verify_catches_flipped_bytes_in_a_graph_table(cfg, table):
     run(cfg, show_progress=False)
     path = snapshot.graph_path(live_dir(cfg), table)
     row_group = pq.read_metadata(path).row_group(0)
-    column = next(row_group.column(i) for i in range(row_group.num_columns)
-                  if row_group.column(i).path_in_schema == "path")
+    column = next(
+        row_group.column(i) for i in range(row_group.num_columns) if row_group.column(i).path_in_schema == "path"
+    )
     flip(path, column.dictionary_page_offset + 32, 16)  # inside the page of path names, past its header
     with pytest.raises(SnapshotError, match="cannot read the stores of snapshot"):
         verify(cfg.data_dir)
@@ -167,7 +171,7 @@ def damage_cache(kind, path):
     else:  # every page past the header has bytes flipped
         data = bytearray(path.read_bytes())
         for page in range(4096, len(data), 4096):
-            data[page + 100:page + 300] = bytes(b ^ 0xFF for b in data[page + 100:page + 300])
+            data[page + 100 : page + 300] = bytes(b ^ 0xFF for b in data[page + 100 : page + 300])
         path.write_bytes(bytes(data))
 
 
@@ -191,17 +195,23 @@ def no_space(*args, **kwargs):
 
 
 def lance_no_space(*args, **kwargs):
-    raise RuntimeError("lance error: LanceError(IO): No space left on device (os error 28), "
-                       "/root/.cargo/registry/src/lance-file-13.0.0/src/writer/structural.rs:191:9")
+    raise RuntimeError(
+        "lance error: LanceError(IO): No space left on device (os error 28), "
+        "/root/.cargo/registry/src/lance-file-13.0.0/src/writer/structural.rs:191:9"
+    )
 
 
-@pytest.mark.parametrize("target, fault", [("write_lexical", no_space), ("write_chunks", lance_no_space),
-                                           ("write_graph", no_space)])
+@pytest.mark.parametrize(
+    "target, fault", [("write_lexical", no_space), ("write_chunks", lance_no_space), ("write_graph", no_space)]
+)
 def test_a_full_disk_is_one_sentence_and_the_previous_snapshot_keeps_serving(cfg, monkeypatch, target, fault):
     first = run(cfg, show_progress=False)
     monkeypatch.setattr(indexmod, target, fault)
-    with pytest.raises(DiskFull, match=r"^no space left on device while writing to '.*' \(\d+ MB free\); free "
-                                       r"space and run 'blobdex index' again") as caught:
+    with pytest.raises(
+        DiskFull,
+        match=r"^no space left on device while writing to '.*' \(\d+ MB free\); free "
+        r"space and run 'blobdex index' again",
+    ) as caught:
         run(cfg, full=True, show_progress=False)
     assert "\n" not in str(caught.value)
     assert current_id(cfg.data_dir) == first.snapshot_id
@@ -219,6 +229,7 @@ def test_a_full_cache_database_is_a_full_disk(cfg, monkeypatch):
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         db.execute(f"PRAGMA max_page_count = {pages}")
         return db
+
     monkeypatch.setattr(Cache, "_connect", small)
     with pytest.raises(DiskFull, match="no space left on device"):
         run(cfg, show_progress=False)

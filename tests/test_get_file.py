@@ -11,8 +11,9 @@ from tests.conftest import INVOICE_PY, INVOICE_PY_DEV, RENEW_PY
 
 def git_show(corpus, rev, path):
     mirror = corpus.cfg.data_dir / "mirrors" / "default" / "api.git"
-    return subprocess.run(["git", "--git-dir", str(mirror), "show", f"{rev}:{path}"],
-                          capture_output=True, check=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(mirror), "show", f"{rev}:{path}"], capture_output=True, check=True
+    ).stdout
 
 
 def test_whole_file_at_default_branch_matches_git_show(corpus):
@@ -40,17 +41,20 @@ def test_end_past_eof_is_clamped_start_past_eof_is_an_error(corpus):
         get_file(corpus.cfg.data_dir, "api", "src/billing/invoice.py", start=50)
 
 
-@pytest.mark.parametrize("repo,path,ref,message", [
-    ("nope", "x.py", None, "unknown repo 'nope' in org 'default' \\(known: api, tools\\)"),
-    ("api", "missing.py", None, "no file 'missing.py' in repo 'api' at refs/heads/main"),
-    ("api", "src/billing/renew.py", "no-such-ref", "ref 'no-such-ref' not found in repo 'api'"),
-    ("api", "assets/logo.png", None, "is a binary file"),
-    ("api", "link.py", None, "is a symlink \\(to 'src/billing/renew.py'\\)"),
-    ("api", "vendor-sub", None, "is a submodule"),
-    ("api", "src/billing", None, "is a directory \\(entries: invoice.py, renew.py\\)"),
-    ("api", "../etc/passwd", None, "invalid path"),
-    ("../api", "x", None, "unknown repo"),
-])
+@pytest.mark.parametrize(
+    "repo,path,ref,message",
+    [
+        ("nope", "x.py", None, "unknown repo 'nope' in org 'default' \\(known: api, tools\\)"),
+        ("api", "missing.py", None, "no file 'missing.py' in repo 'api' at refs/heads/main"),
+        ("api", "src/billing/renew.py", "no-such-ref", "ref 'no-such-ref' not found in repo 'api'"),
+        ("api", "assets/logo.png", None, "is a binary file"),
+        ("api", "link.py", None, "is a symlink \\(to 'src/billing/renew.py'\\)"),
+        ("api", "vendor-sub", None, "is a submodule"),
+        ("api", "src/billing", None, "is a directory \\(entries: invoice.py, renew.py\\)"),
+        ("api", "../etc/passwd", None, "invalid path"),
+        ("../api", "x", None, "unknown repo"),
+    ],
+)
 def test_bad_requests_get_one_clear_sentence(corpus, repo, path, ref, message):
     with pytest.raises(GetFileError, match=message):
         get_file(corpus.cfg.data_dir, repo, path, ref)
@@ -61,8 +65,9 @@ def test_files_skipped_from_the_index_are_still_readable(corpus):
     assert get_file(corpus.cfg.data_dir, "api", "package-lock.json").content == b'{"lockfileVersion": 3}\n'
 
 
-@pytest.mark.parametrize("spec,expected", [("40-90", (40, 90)), ("40-", (40, None)), ("-9", (1, 9)),
-                                           ("7", (7, 7)), (None, (None, None))])
+@pytest.mark.parametrize(
+    "spec,expected", [("40-90", (40, 90)), ("40-", (40, None)), ("-9", (1, 9)), ("7", (7, 7)), (None, (None, None))]
+)
 def test_parse_lines(spec, expected):
     assert parse_lines(spec) == expected
 
@@ -73,8 +78,20 @@ def test_parse_lines_rejects(spec):
         parse_lines(spec)
 
 
-@pytest.mark.parametrize("path", [".env", "/.env", ".env/", ".ENV", "deploy/server.pem", "deploy/SERVER.PEM",
-                                  "vendor/.env", "config/id_rsa", "a/service-account-prod.json"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".env",
+        "/.env",
+        ".env/",
+        ".ENV",
+        "deploy/server.pem",
+        "deploy/SERVER.PEM",
+        "vendor/.env",
+        "config/id_rsa",
+        "a/service-account-prod.json",
+    ],
+)
 @pytest.mark.parametrize("ref", [None, "dev", "dev~1", "api_main"])
 def test_credential_files_are_refused_by_name_at_every_ref(corpus, path, ref):
     ref = corpus.commits["api_main"] if ref == "api_main" else ref
@@ -106,24 +123,35 @@ def big_mirror(tmp_path_factory):
     gitrepo.commit(repo, {"old.txt": b"a" * BIG, "new.txt": b"a" * BIG + b"b\n"}, "packed")
     subprocess.run(["git", "--git-dir", str(mirror), "repack", "-a", "-d", "-f", "-q"], check=True)
     gitrepo.commit(repo, {"big.txt": b"a" * (BIG + 7), "small.txt": b"hello\n"}, "main")
-    packed = subprocess.run(["git", "--git-dir", str(mirror), "verify-pack", "-v",
-                             str(next((mirror / "objects" / "pack").glob("*.idx")))],
-                            capture_output=True, text=True, check=True).stdout
+    packed = subprocess.run(
+        ["git", "--git-dir", str(mirror), "verify-pack", "-v", str(next((mirror / "objects" / "pack").glob("*.idx")))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return root, repo, packed
 
 
 def test_blob_size_comes_from_the_header_of_loose_packed_and_delta_objects(big_mirror):
     _, repo, packed = big_mirror
-    blobs = {name: sha for name, (_, sha) in (
-        ("big.txt", repo[repo[b"refs/heads/main"].tree][b"big.txt"]),
-        ("small.txt", repo[repo[b"refs/heads/main"].tree][b"small.txt"]),
-        ("old.txt", repo[repo[b"refs/heads/packed"].tree][b"old.txt"]),
-        ("new.txt", repo[repo[b"refs/heads/packed"].tree][b"new.txt"]))}
+    blobs = {
+        name: sha
+        for name, (_, sha) in (
+            ("big.txt", repo[repo[b"refs/heads/main"].tree][b"big.txt"]),
+            ("small.txt", repo[repo[b"refs/heads/main"].tree][b"small.txt"]),
+            ("old.txt", repo[repo[b"refs/heads/packed"].tree][b"old.txt"]),
+            ("new.txt", repo[repo[b"refs/heads/packed"].tree][b"new.txt"]),
+        )
+    }
     assert repo.object_store.contains_loose(blobs["big.txt"])
     delta_lines = [line for line in packed.splitlines() if line.startswith(blobs["old.txt"].decode())]
     assert len(delta_lines[0].split()) == 7  # `verify-pack -v`: a delta names its depth and base
     assert {name: blob_size(repo, sha) for name, sha in blobs.items()} == {
-        "big.txt": BIG + 7, "small.txt": 6, "old.txt": BIG, "new.txt": BIG + 2}
+        "big.txt": BIG + 7,
+        "small.txt": 6,
+        "old.txt": BIG,
+        "new.txt": BIG + 2,
+    }
 
 
 @pytest.mark.parametrize("ref,path", [("main", "big.txt"), ("packed", "old.txt"), ("packed", "new.txt")])

@@ -47,20 +47,20 @@ def get_order(order_id):
 def lookup(order_id):
     return {"id": order_id}
 ''',
-        "orders/tasks.py": b'''from celery import shared_task
+        "orders/tasks.py": b"""from celery import shared_task
 
 
 @shared_task(name="orders.send_receipt")
 def send_receipt(order_id):
     return order_id
-''',
-        "orders/models.py": b'''class Customer(db.Model):
+""",
+        "orders/models.py": b"""class Customer(db.Model):
     id = db.Column(db.Integer, primary_key=True)
-''',
+""",
     },
     "payments": {
         "payments/__init__.py": b"",
-        "payments/client.py": b'''import os
+        "payments/client.py": b"""import os
 
 import requests
 
@@ -76,13 +76,13 @@ def fetch_order(order_id):
 def charge(order_id):
     celery_app.send_task("orders.send_receipt", args=[order_id])
     return lookup(order_id)
-''',
-        "payments/models.py": b'''class Customer(Base):
+""",
+        "payments/models.py": b"""class Customer(Base):
     __tablename__ = "customers"
-''',
+""",
     },
     "web": {
-        "server.js": b'''const express = require("express");
+        "server.js": b"""const express = require("express");
 const app = express();
 
 app.get("/api/carts/:id", showCart);
@@ -92,10 +92,10 @@ function showCart(req, res) {
   const level = process.env.LOG_LEVEL;
   return fetch(`/api/orders/${req.params.id}`).then((r) => res.json(r));
 }
-''',
+""",
     },
     "gateway": {
-        "main.go": b'''package main
+        "main.go": b"""package main
 
 import (
 	"net/http"
@@ -107,7 +107,7 @@ func main() {
 	http.HandleFunc("GET /healthz", health)
 	_ = level
 }
-''',
+""",
     },
 }
 
@@ -133,8 +133,11 @@ def _rows(parquet: Path) -> list[dict]:
 
 
 def edges_of(edges, kind):
-    return sorted((e["from_repo"], e["to_repo"], e["key"], e["from_path"], e["from_line"], e["to_path"], e["to_line"])
-                  for e in edges if e["kind"] == kind)
+    return sorted(
+        (e["from_repo"], e["to_repo"], e["key"], e["from_path"], e["from_line"], e["to_path"], e["to_line"])
+        for e in edges
+        if e["kind"] == kind
+    )
 
 
 def test_http_call_edges_join_urls_to_routes_in_other_repos(services):
@@ -148,14 +151,18 @@ def test_http_call_edges_join_urls_to_routes_in_other_repos(services):
 def test_task_edge_links_producer_to_consumer(services):
     _, _, _, edges = services
     assert edges_of(edges, "task") == [
-        ("payments", "orders", "orders.send_receipt", "payments/client.py", 15, "orders/tasks.py", 4)]
+        ("payments", "orders", "orders.send_receipt", "payments/client.py", 15, "orders/tasks.py", 4)
+    ]
 
 
 def test_env_key_edges_skip_keys_read_by_too_many_repos(services):
     _, _, _, edges = services
     env = edges_of(edges, "env_key")
     assert {(a, b) for a, b, key, *_ in env if key == "PAYMENTS_URL"} == {
-        ("orders", "payments"), ("orders", "web"), ("payments", "web")}
+        ("orders", "payments"),
+        ("orders", "web"),
+        ("payments", "web"),
+    }
     assert not [e for e in env if e[2] == "LOG_LEVEL"]  # four repos read it: a convention, not a coupling
     assert ("orders", "payments", "PAYMENTS_URL", "orders/app.py", 7, "payments/client.py", 9) in env
 
@@ -163,9 +170,11 @@ def test_env_key_edges_skip_keys_read_by_too_many_repos(services):
 def test_db_model_and_import_edges(services):
     _, _, _, edges = services
     assert edges_of(edges, "db_model") == [
-        ("orders", "payments", "Customer", "orders/models.py", 1, "payments/models.py", 1)]
+        ("orders", "payments", "Customer", "orders/models.py", 1, "payments/models.py", 1)
+    ]
     assert edges_of(edges, "import") == [
-        ("payments", "orders", "orders", "payments/client.py", 5, "orders/__init__.py", 1)]
+        ("payments", "orders", "orders", "payments/client.py", 5, "orders/__init__.py", 1)
+    ]
 
 
 def test_manifest_counts_reconcile_and_report_has_table_counts(services):
@@ -220,8 +229,7 @@ def test_readme_duckdb_queries_run_on_a_real_snapshot(services):
     queries = readme_queries()
     assert len(queries) == 3
     con = duckdb.connect()
-    results = [con.execute(q.replace("SNAPSHOT/graph", str(path / GRAPH_DIR))).fetchall()
-               for q in queries]
+    results = [con.execute(q.replace("SNAPSHOT/graph", str(path / GRAPH_DIR))).fetchall() for q in queries]
     assert results[0] and results[1] and {r[0] for r in results[1]} == {"orders", "payments", "web"}
     assert {r[0] for r in results[2]} >= {"http_call", "task", "env_key", "db_model", "import"}
 
@@ -243,11 +251,21 @@ def test_sql_is_read_only_and_reports_duckdb_errors(services):
 def test_sql_and_context_commands(services):
     cfg, _, _, _ = services
     env = {**os.environ, "BLOBDEX_CONFIG": str(cfg.path), "BLOBDEX_DATA_DIR": str(cfg.data_dir)}
-    out = subprocess.run([BLOBDEX, "sql", "SELECT name FROM symbols WHERE repo = 'web' ORDER BY name", "--json"],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [BLOBDEX, "sql", "SELECT name FROM symbols WHERE repo = 'web' ORDER BY name", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert json.loads(out) == [{"name": "showCart"}]
-    csv = subprocess.run([BLOBDEX, "sql", "SELECT kind, key FROM edges WHERE kind = 'task'", "--csv"],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    csv = subprocess.run(
+        [BLOBDEX, "sql", "SELECT kind, key FROM edges WHERE kind = 'task'", "--csv"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert csv.splitlines() == ["kind,key", "task,orders.send_receipt"]
     bad = subprocess.run([BLOBDEX, "sql", "DROP TABLE edges; SELEC"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("blobdex: error: query failed:")
@@ -256,16 +274,41 @@ def test_sql_and_context_commands(services):
 
 
 FACT_SAMPLES = [
-    ("python", b"import os\nfrom a.b import c as d\n\nclass K(Base):\n    def m(self):\n        return os.path.join(x)\n",
-     {"K", "K.m"}, {("os", ""), ("a.b", "c")}, {("K.m", "join", "os")}),
-    ("javascript", b'import x from "lib";\nconst y = require("dep");\nexport function f() { return x.run(); }\n',
-     {"f"}, {("lib", ""), ("dep", "")}, {("f", "run", "x"), ("", "require", "require")}),
-    ("typescript", b'import { z } from "zod";\nexport class S {\n  go(): void { this.api.call(); }\n}\n',
-     {"S", "S.go"}, {("zod", "")}, {("S.go", "call", "this")}),
-    ("go", b'package p\n\nimport "fmt"\n\ntype T struct{}\n\nfunc (t *T) Run() { fmt.Println(1) }\n',
-     {"T", "T.Run"}, {("fmt", "")}, {("T.Run", "Println", "fmt")}),
-    ("java", b"package p;\nimport java.util.List;\nclass A {\n  void b() { list.add(1); }\n}\n",
-     {"A", "A.b"}, {("java.util.List", "")}, {("A.b", "add", "list")}),
+    (
+        "python",
+        b"import os\nfrom a.b import c as d\n\nclass K(Base):\n    def m(self):\n        return os.path.join(x)\n",
+        {"K", "K.m"},
+        {("os", ""), ("a.b", "c")},
+        {("K.m", "join", "os")},
+    ),
+    (
+        "javascript",
+        b'import x from "lib";\nconst y = require("dep");\nexport function f() { return x.run(); }\n',
+        {"f"},
+        {("lib", ""), ("dep", "")},
+        {("f", "run", "x"), ("", "require", "require")},
+    ),
+    (
+        "typescript",
+        b'import { z } from "zod";\nexport class S {\n  go(): void { this.api.call(); }\n}\n',
+        {"S", "S.go"},
+        {("zod", "")},
+        {("S.go", "call", "this")},
+    ),
+    (
+        "go",
+        b'package p\n\nimport "fmt"\n\ntype T struct{}\n\nfunc (t *T) Run() { fmt.Println(1) }\n',
+        {"T", "T.Run"},
+        {("fmt", "")},
+        {("T.Run", "Println", "fmt")},
+    ),
+    (
+        "java",
+        b"package p;\nimport java.util.List;\nclass A {\n  void b() { list.add(1); }\n}\n",
+        {"A", "A.b"},
+        {("java.util.List", "")},
+        {("A.b", "add", "list")},
+    ),
 ]
 
 
@@ -284,18 +327,30 @@ def test_syntax_errors_keep_what_can_be_recovered():
     assert "ok" in {s[0] for s in facts.symbols} and [e[0] for e in facts.env_keys] == ["KEY_A"]
 
 
-@pytest.mark.parametrize("pattern,segments", [
-    ("/api/orders/<int:order_id>", ("api", "orders", "{}")), ("/api/carts/:id", ("api", "carts", "{}")),
-    ("/users/{id}/", ("users", "{}")), ("^api/(?P<pk>[0-9]+)/$", ("api", "{}")), ("/", None), ("/{id}", None),
-])
+@pytest.mark.parametrize(
+    "pattern,segments",
+    [
+        ("/api/orders/<int:order_id>", ("api", "orders", "{}")),
+        ("/api/carts/:id", ("api", "carts", "{}")),
+        ("/users/{id}/", ("users", "{}")),
+        ("^api/(?P<pk>[0-9]+)/$", ("api", "{}")),
+        ("/", None),
+        ("/{id}", None),
+    ],
+)
 def test_route_segments(pattern, segments):
     assert route_segments(pattern) == segments
 
 
 def test_a_file_with_syntax_errors_is_counted_and_never_aborts_its_repo(tmp_path):
     repo = gitrepo.init(tmp_path / "src" / "r")
-    gitrepo.commit(repo, {"bad.py": b"def ok():\n    return os.getenv('KEY_A')\n\ndef broken(:\n    pass\n",
-                          "good.py": b"def fine():\n    return 1\n"})
+    gitrepo.commit(
+        repo,
+        {
+            "bad.py": b"def ok():\n    return os.getenv('KEY_A')\n\ndef broken(:\n    pass\n",
+            "good.py": b"def fine():\n    return 1\n",
+        },
+    )
     cfg = write_config(tmp_path, [RepoSpec("r", str(tmp_path / "src" / "r"))])
     report = run(cfg, show_progress=False)
     assert report.repos[0].status == "ok" and report.syntax_errors == 1

@@ -39,6 +39,7 @@ def mcp_call(service, tool, args):
     async def go():
         async with Client(build(service)) as client:
             return await client.call_tool(tool, args)
+
     return asyncio.run(go())
 
 
@@ -91,17 +92,42 @@ def asgi_request(asgi, method: str, path: str, chunks: list[bytes], headers=()) 
 
     async def send(message):
         sent.append(message)
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-             "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 40000),
-             "headers": [(b"host", b"127.0.0.1:8000"), (b"transfer-encoding", b"chunked"),
-                         (b"content-type", b"application/json"), *headers]}
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 40000),
+        "headers": [
+            (b"host", b"127.0.0.1:8000"),
+            (b"transfer-encoding", b"chunked"),
+            (b"content-type", b"application/json"),
+            *headers,
+        ],
+    }
     asyncio.run(asgi(scope, receive, send))
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]), pulled
 
 
-@pytest.mark.parametrize("path", ["/v1/search", "/v1/grep", "/codesearch/clips", "/codesearch/search",
-                                  "/codebase-index/search", "/api/v1/retrieval/search", "/mcp"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/search",
+        "/v1/grep",
+        "/codesearch/clips",
+        "/codesearch/search",
+        "/codebase-index/search",
+        "/api/v1/retrieval/search",
+        "/mcp",
+    ],
+)
 def test_a_chunked_body_is_cut_off_at_the_cap_on_every_mount(service, path):
     body = [b" " * CHUNK] * (8 * MAX_BODY_BYTES // CHUNK)  # 8 MiB, no Content-Length
     status, answer, pulled = asgi_request(app(service, lucos=True), "POST", path, body)
@@ -119,21 +145,25 @@ def test_a_chunked_body_over_the_cap_on_a_real_socket_is_413(url):
     def body():
         for _ in range(2 * MAX_BODY_BYTES // CHUNK):
             yield b" " * CHUNK
+
     r = httpx.post(f"{url}/v1/grep", content=body(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
 
 
 # -- caller's faults are 400, never 500 -----------------------------------------------------------------
-@pytest.mark.parametrize("raw", [
-    b"[" * 100_000,
-    b'{"a":' * 100_000,
-    b'{"query":' + b"[" * 500_000 + b"]" * 500_000 + b"}",
-    b'{"query":"x","limit":1e309}',
-    b'{"query":"x","limit":2.5}',
-    b'{"query":"x","kind":["a"]}',
-    b'{"query":"x","ref":{"a":1}}',
-    b'{"query":"x","session_id":7}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000,
+        b'{"a":' * 100_000,
+        b'{"query":' + b"[" * 500_000 + b"]" * 500_000 + b"}",
+        b'{"query":"x","limit":1e309}',
+        b'{"query":"x","limit":2.5}',
+        b'{"query":"x","kind":["a"]}',
+        b'{"query":"x","ref":{"a":1}}',
+        b'{"query":"x","session_id":7}',
+    ],
+)
 def test_bad_search_bodies_are_400_with_one_sentence(url, raw):
     r = httpx.post(f"{url}/v1/search", content=raw, headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
@@ -141,11 +171,14 @@ def test_bad_search_bodies_are_400_with_one_sentence(url, raw):
     assert message and "\n" not in message and "Traceback" not in message
 
 
-@pytest.mark.parametrize("path,raw,message", [
-    ("/v1/grep", b'{"pattern":"x","literal":"yes"}', "'literal' must be true or false"),
-    ("/v1/grep", b'{"pattern":"x","ref":["main"]}', "'ref' must be a string"),
-    ("/v1/route", b'{"task":{"a":1}}', "'task' must be a string"),
-])
+@pytest.mark.parametrize(
+    "path,raw,message",
+    [
+        ("/v1/grep", b'{"pattern":"x","literal":"yes"}', "'literal' must be true or false"),
+        ("/v1/grep", b'{"pattern":"x","ref":["main"]}', "'ref' must be a string"),
+        ("/v1/route", b'{"task":{"a":1}}', "'task' must be a string"),
+    ],
+)
 def test_bad_types_in_other_bodies_are_400(url, path, raw, message):
     r = httpx.post(f"{url}{path}", content=raw, headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and message in r.json()["error"]["message"]
@@ -166,47 +199,56 @@ def test_a_native_panic_is_a_json_500(tmp_path):
     for term in (open_manifest(cfg.data_dir)[0] / "lexical").glob("*.term"):
         data = bytearray(term.read_bytes())
         middle = len(data) // 2
-        data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
+        data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
         term.write_bytes(bytes(data))
     with Server(app(Service(cfg, embedder=HashEmbedder()))) as base:
-        for path, body in (("/v1/search", {"query": "renew_subscription"}),
-                           ("/codesearch/search", {"query": "renew_subscription"})):
+        for path, body in (
+            ("/v1/search", {"query": "renew_subscription"}),
+            ("/codesearch/search", {"query": "renew_subscription"}),
+        ):
             r = httpx.post(f"{base}{path}", json=body)
             assert r.status_code == 500 and r.json()["error"]["code"] == "internal", r.text
         assert httpx.get(f"{base}/healthz").json() == {"ok": True}
 
 
 # -- /v1/file ranges are the CLI's ----------------------------------------------------------------------
-@pytest.mark.parametrize("params", [{"start": "-3"}, {"start": "1", "end": "-1"}, {"start": "3", "end": "1"},
-                                    {"start": "0"}])
+@pytest.mark.parametrize(
+    "params", [{"start": "-3"}, {"start": "1", "end": "-1"}, {"start": "3", "end": "1"}, {"start": "0"}]
+)
 def test_v1_file_refuses_ranges_the_cli_refuses(url, params):
     r = httpx.get(f"{url}/v1/file", params={"repo": "api", "path": "src/billing/invoice.py", **params})
     assert r.status_code == 400 and "bad line range" in r.json()["error"]["message"]
 
 
 # -- /v1 bodies: unknown fields, and search_code's options ----------------------------------------------
-@pytest.mark.parametrize("path,body,message", [
-    ("/v1/search", {"qeury": "x"}, "unknown field 'qeury'; did you mean 'query'?"),
-    ("/v1/search", {"query": "x", "group": "file"}, "unknown field 'group'; did you mean 'group_by'?"),
-    ("/v1/grep", {"patern": "x"}, "unknown field 'patern'; did you mean 'pattern'?"),
-    ("/v1/route", {"tsak": "x"}, "unknown field 'tsak'; did you mean 'task'?"),
-    ("/v1/sessions/s1/sync", {"repo": "api", "file": {}}, "unknown field 'file'; did you mean 'files'?"),
-    ("/v1/search", {"query": "x", "group_by": "repo"}, "'group_by' must be one of chunk, file"),
-    ("/v1/search", {"query": "x", "format": "xml"}, "'format' must be one of json, markdown"),
-    ("/v1/search", {"query": "x", "mode": "magic"}, "unknown mode 'magic'"),
-    ("/v1/search", {"query": "x", "min_score": 2}, "'min_score' must be a number from 0 to 1"),
-    ("/v1/search", {"query": "x", "min_score": 0.1, "min_score_diff": 0.1}, "not both"),
-])
+@pytest.mark.parametrize(
+    "path,body,message",
+    [
+        ("/v1/search", {"qeury": "x"}, "unknown field 'qeury'; did you mean 'query'?"),
+        ("/v1/search", {"query": "x", "group": "file"}, "unknown field 'group'; did you mean 'group_by'?"),
+        ("/v1/grep", {"patern": "x"}, "unknown field 'patern'; did you mean 'pattern'?"),
+        ("/v1/route", {"tsak": "x"}, "unknown field 'tsak'; did you mean 'task'?"),
+        ("/v1/sessions/s1/sync", {"repo": "api", "file": {}}, "unknown field 'file'; did you mean 'files'?"),
+        ("/v1/search", {"query": "x", "group_by": "repo"}, "'group_by' must be one of chunk, file"),
+        ("/v1/search", {"query": "x", "format": "xml"}, "'format' must be one of json, markdown"),
+        ("/v1/search", {"query": "x", "mode": "magic"}, "unknown mode 'magic'"),
+        ("/v1/search", {"query": "x", "min_score": 2}, "'min_score' must be a number from 0 to 1"),
+        ("/v1/search", {"query": "x", "min_score": 0.1, "min_score_diff": 0.1}, "not both"),
+    ],
+)
 def test_v1_bodies_refuse_what_they_do_not_take(url, path, body, message):
     r = httpx.post(f"{url}{path}", json=body)
     assert r.status_code == 400 and message in r.json()["error"]["message"], r.text
 
 
-@pytest.mark.parametrize("path,params,message", [
-    ("/v1/file", {"repo": "api", "path": "x", "org": "acme"}, "unknown parameter 'org'; accepted parameters"),
-    ("/v1/file", {"repo": "api", "paht": "x"}, "unknown parameter 'paht'; did you mean 'path'?"),
-    ("/v1/context", {"symbl": "Invoice"}, "did you mean 'symbol'?"),
-])
+@pytest.mark.parametrize(
+    "path,params,message",
+    [
+        ("/v1/file", {"repo": "api", "path": "x", "org": "acme"}, "unknown parameter 'org'; accepted parameters"),
+        ("/v1/file", {"repo": "api", "paht": "x"}, "unknown parameter 'paht'; did you mean 'path'?"),
+        ("/v1/context", {"symbl": "Invoice"}, "did you mean 'symbol'?"),
+    ],
+)
 def test_v1_query_parameters_refuse_what_they_do_not_take(url, path, params, message):
     r = httpx.get(f"{url}{path}", params=params)
     assert r.status_code == 400 and message in r.json()["error"]["message"], r.text
@@ -215,8 +257,10 @@ def test_v1_query_parameters_refuse_what_they_do_not_take(url, path, params, mes
 def test_v1_search_has_search_codes_options_and_agrees_with_it(service, url):
     files = httpx.post(f"{url}/v1/search", json={"query": "invoice total_with_tax", "group_by": "file"}).json()
     assert files["files"][0]["repo"] == "api" and files["files"][0]["path"] == "src/billing/invoice.py"
-    for args in ({"query": "invoice total_with_tax", "group_by": "file"},
-                 {"query": "renew_subscription", "repos": ["api"], "limit": 3, "min_score_diff": 0.05}):
+    for args in (
+        {"query": "invoice total_with_tax", "group_by": "file"},
+        {"query": "renew_subscription", "repos": ["api"], "limit": 3, "min_score_diff": 0.05},
+    ):
         r = httpx.post(f"{url}/v1/search", json={**args, "format": "markdown"})
         assert r.headers["content-type"].startswith("text/markdown")
         tool = mcp_call(service, "search_code", args).content[0].text
@@ -228,10 +272,15 @@ def test_v1_search_has_search_codes_options_and_agrees_with_it(service, url):
     assert lexical["hits"][0]["signals"].get("vector_rank") is None
 
 
-@pytest.mark.parametrize("method,path,status,code", [
-    ("get", "/v1/nope", 404, "not_found"), ("get", "/nope", 404, "not_found"),
-    ("get", "/v1/search", 405, "method_not_allowed"), ("delete", "/v1/repos", 405, "method_not_allowed"),
-])
+@pytest.mark.parametrize(
+    "method,path,status,code",
+    [
+        ("get", "/v1/nope", 404, "not_found"),
+        ("get", "/nope", 404, "not_found"),
+        ("get", "/v1/search", 405, "method_not_allowed"),
+        ("delete", "/v1/repos", 405, "method_not_allowed"),
+    ],
+)
 def test_unknown_routes_and_methods_answer_json(url, method, path, status, code):
     r = getattr(httpx, method)(f"{url}{path}")
     assert r.status_code == status and r.json()["error"]["code"] == code and r.json()["error"]["message"]
@@ -245,10 +294,19 @@ def test_compat_surfaces_answer_unknown_routes_in_their_own_shape(url):
 
 
 # -- Host ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("host,status", [
-    ("localhost:80@evil.com", 400), ("localhost@evil.com", 400), ("127.0.0.1:80/x", 400), ("localhost:", 400),
-    ("evil.com", 421), ("localhost:8080", 200), ("127.0.0.1", 200), ("[::1]:9", 200),
-])
+@pytest.mark.parametrize(
+    "host,status",
+    [
+        ("localhost:80@evil.com", 400),
+        ("localhost@evil.com", 400),
+        ("127.0.0.1:80/x", 400),
+        ("localhost:", 400),
+        ("evil.com", 421),
+        ("localhost:8080", 200),
+        ("127.0.0.1", 200),
+        ("[::1]:9", 200),
+    ],
+)
 def test_host_must_be_host_and_port(url, host, status):
     for path in ("/v1/repos", "/codesearch/stats"):
         r = httpx.get(f"{url}{path}", headers={"Host": host})
@@ -261,4 +319,6 @@ def test_the_openapi_document_states_the_new_search_options_and_statuses(url):
     schema = search["requestBody"]["content"]["application/json"]["schema"]
     assert schema["additionalProperties"] is False
     assert {"group_by", "min_score", "min_score_diff", "mode", "format"} <= set(schema["properties"])
-    assert {"403", "413"} <= set(doc["/v1/file"]["get"]["responses"]) and "text/markdown" in search["responses"]["200"]["content"]
+    assert {"403", "413"} <= set(doc["/v1/file"]["get"]["responses"]) and "text/markdown" in search["responses"]["200"][
+        "content"
+    ]

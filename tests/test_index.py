@@ -83,8 +83,10 @@ def test_failed_fetch_marks_repo_stale_keeps_its_content_and_others_advance(two_
     assert by_name["tools"].status == "stale" and "does not exist" in by_name["tools"].error
     _, manifest = open_manifest(cfg.data_dir)
     tools_state = manifest.repo("default", "tools")
-    assert tools_state.status == "stale" and tools_state.chunks == open_manifest(
-        cfg.data_dir, first.snapshot_id)[1].repo("default", "tools").chunks
+    assert (
+        tools_state.status == "stale"
+        and tools_state.chunks == open_manifest(cfg.data_dir, first.snapshot_id)[1].repo("default", "tools").chunks
+    )
     reader = SnapshotReader(cfg.data_dir)
     paths = {reader.row(i)["path"] for i in range(reader.rows.num_rows)}
     assert "server/server.go" in paths and "NEW.md" in paths
@@ -166,7 +168,9 @@ def test_foreign_format_snapshot_is_refused_with_advice(two_repos):
     data = json.loads((path / snapshot.MANIFEST).read_text())
     data["format_version"] = 999
     (path / snapshot.MANIFEST).write_text(json.dumps(data))
-    with pytest.raises(SnapshotError, match=r"format 999, this version reads format 2; rebuild with 'blobdex index --full'"):
+    with pytest.raises(
+        SnapshotError, match=r"format 999, this version reads format 2; rebuild with 'blobdex index --full'"
+    ):
         SnapshotReader(cfg.data_dir)
 
 
@@ -194,8 +198,15 @@ def test_report_json_contract(two_repos):
     cfg, _, _ = two_repos
     d = run(cfg, show_progress=False).to_dict()
     t = d["totals"]
-    for key in ("blobs", "blobs_new", "chunks", "chunks_embedded", "chunks_reused", "files_skipped",
-                "secrets_held_back"):
+    for key in (
+        "blobs",
+        "blobs_new",
+        "chunks",
+        "chunks_embedded",
+        "chunks_reused",
+        "files_skipped",
+        "secrets_held_back",
+    ):
         assert key in t
     assert set(d["seconds"]) == {"mirror", "scan", "chunk", "extract", "embed", "write", "publish"}
     assert set(t["graph"]) == {"symbols", "imports", "calls", "routes", "env_keys", "tasks", "url_literals", "edges"}

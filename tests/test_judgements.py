@@ -17,8 +17,10 @@ from tests import gitrepo
 from tests.conftest import write_config
 
 C1, C2 = "1" * 40, "2" * 40
-GEO = (b"def haversine_distance(a, b):\n    return great_circle(a, b)\n\n\n"
-       b"def parse_csv_rows(text):\n    return [line.split(',') for line in text.splitlines()]\n")
+GEO = (
+    b"def haversine_distance(a, b):\n    return great_circle(a, b)\n\n\n"
+    b"def parse_csv_rows(text):\n    return [line.split(',') for line in text.splitlines()]\n"
+)
 WRITER = b"def write_csv_file(rows, path):\n    open(path, 'w').write(format_csv(rows))\n"
 URL = "https://github.com/{}/blob/{}/{}#L{}-L{}"
 
@@ -34,17 +36,22 @@ def annotations(tmp_path, rows) -> object:
 @pytest.fixture
 def csn(tmp_path):
     repo = gitrepo.init(tmp_path / "src" / "csn")
-    gitrepo.commit(repo, {f"files/{C1}_geo_util.py": GEO, f"files/{C2}_io_writer.py": WRITER, "README.md": b"# corpus\n"})
+    gitrepo.commit(
+        repo, {f"files/{C1}_geo_util.py": GEO, f"files/{C2}_io_writer.py": WRITER, "README.md": b"# corpus\n"}
+    )
     cfg = write_config(tmp_path, [RepoSpec("csn", str(tmp_path / "src" / "csn"))])
     run(cfg, show_progress=False)
-    folder = annotations(tmp_path, [
-        ("Python", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 5, 6), 3),
-        ("Python", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 5, 6), 2),  # averaged: 2.5
-        ("Python", "parse csv rows", URL.format("o/io", C2, "io/writer.py", 1, 2), 1),
-        ("Python", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 1, 2), 0),
-        ("Python", "distance on a sphere", URL.format("o/gone", "3" * 40, "x.py", 1, 9), 3),  # file not in corpus
-        ("Go", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 5, 6), 0),  # all zero: left out
-    ])
+    folder = annotations(
+        tmp_path,
+        [
+            ("Python", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 5, 6), 3),
+            ("Python", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 5, 6), 2),  # averaged: 2.5
+            ("Python", "parse csv rows", URL.format("o/io", C2, "io/writer.py", 1, 2), 1),
+            ("Python", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 1, 2), 0),
+            ("Python", "distance on a sphere", URL.format("o/gone", "3" * 40, "x.py", 1, 9), 3),  # file not in corpus
+            ("Go", "parse csv rows", URL.format("o/geo", C1, "geo/util.py", 5, 6), 0),  # all zero: left out
+        ],
+    )
     return cfg, folder
 
 

@@ -38,14 +38,18 @@ def test_query_imports_only_the_kernel_of_the_indexer():
 
 def test_every_kernel_module_and_sanctioned_import_exists():
     assert all((ROOT / "indexer" / f"{name}.py").exists() for name in KERNEL)
-    assert all((ROOT / f).exists() and all((ROOT / "indexer" / f"{m}.py").exists() for m in mods)
-               for f, mods in SANCTIONED.items())
+    assert all(
+        (ROOT / f).exists() and all((ROOT / "indexer" / f"{m}.py").exists() for m in mods)
+        for f, mods in SANCTIONED.items()
+    )
 
 
 def test_the_snapshot_reader_loads_no_parser_and_no_model():
-    code = ("import json, sys, query.reader, query.get_file, query.status; "
-            "print(json.dumps(sorted(m for m in ('tree_sitter', 'tree_sitter_language_pack', 'torch', "
-            "'sentence_transformers') if m in sys.modules)))")
+    code = (
+        "import json, sys, query.reader, query.get_file, query.status; "
+        "print(json.dumps(sorted(m for m in ('tree_sitter', 'tree_sitter_language_pack', 'torch', "
+        "'sentence_transformers') if m in sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
 
@@ -53,6 +57,10 @@ def test_the_snapshot_reader_loads_no_parser_and_no_model():
 def test_only_the_format_module_reads_a_snapshots_stores():
     opens = ("lancedb.connect(", "tantivy.Index.open(", "pq.read_table(", "read_parquet(")
     allowed = {"indexer/snapshot.py", "indexer/write.py"}  # the reader and the writer of the format
-    readers = sorted(p.relative_to(ROOT).as_posix() for d in ("indexer", "query") for p in (ROOT / d).rglob("*.py")
-                     if any(o in p.read_text(encoding="utf-8") for o in opens))
+    readers = sorted(
+        p.relative_to(ROOT).as_posix()
+        for d in ("indexer", "query")
+        for p in (ROOT / d).rglob("*.py")
+        if any(o in p.read_text(encoding="utf-8") for o in opens)
+    )
     assert [r for r in readers if r not in allowed] == []

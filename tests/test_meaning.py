@@ -27,7 +27,7 @@ def send_welcome_email(user):
         total += x1 * y2 - x2 * y1
     return abs(total) / 2
 ''',
-    "net/resilience.py": b'''import time
+    "net/resilience.py": b"""import time
 
 
 def call_with_backoff(fn, tries=5):
@@ -39,16 +39,16 @@ def call_with_backoff(fn, tries=5):
             time.sleep(delay)
             delay *= 2
     raise TimeoutError("gave up")
-''',
-    "auth/passwords.py": b'''import hashlib
+""",
+    "auth/passwords.py": b"""import hashlib
 import os
 
 
 def hash_password(plain):
     salt = os.urandom(16)
     return salt + hashlib.scrypt(plain.encode(), salt=salt, n=2**14, r=8, p=1)
-''',
-    "export/sheets.py": b'''import csv
+""",
+    "export/sheets.py": b"""import csv
 
 
 def write_report(rows, path):
@@ -56,7 +56,7 @@ def write_report(rows, path):
         writer = csv.writer(fh)
         writer.writerow(["name", "total"])
         writer.writerows(rows)
-''',
+""",
 }
 
 QUERIES = [
@@ -98,5 +98,5 @@ def test_meaning_queries_share_no_words_with_their_targets():
 def test_real_model_vectors_are_unit_length_384(meaning_index):
     reader, _ = meaning_index
     assert reader.manifest.dim == 384 and reader.vectors.shape[1] == 384
-    norms = (reader.vectors ** 2).sum(axis=1) ** 0.5
+    norms = (reader.vectors**2).sum(axis=1) ** 0.5
     assert abs(norms - 1).max() < 1e-3

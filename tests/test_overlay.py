@@ -27,8 +27,10 @@ def service(tmp_path):
     gitrepo.commit(repo, api_files())
     other = gitrepo.init(tmp_path / "src" / "acme")
     gitrepo.commit(other, {"x.py": b"def acme_thing():\n    return 1\n"})
-    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")),
-                                  RepoSpec("api", str(tmp_path / "src" / "acme"), org="acme")])
+    cfg = write_config(
+        tmp_path,
+        [RepoSpec("api", str(tmp_path / "src" / "api")), RepoSpec("api", str(tmp_path / "src" / "acme"), org="acme")],
+    )
     run(cfg, show_progress=False)
     return Service(cfg, embedder=HashEmbedder())
 
@@ -40,8 +42,9 @@ def paths(service, query, session=None, **kw):
 
 def test_session_edits_are_searched_and_deleted_files_shadowed_inside_the_query(service):
     before = open_manifest(service.cfg.data_dir)[1].to_json()
-    result = service.sync_workspace("default", "fix-1", "api", {"src/billing/renew.py": EDITED},
-                                    ["src/billing/invoice.py"])
+    result = service.sync_workspace(
+        "default", "fix-1", "api", {"src/billing/renew.py": EDITED}, ["src/billing/invoice.py"]
+    )
     assert result["chunks"] > 0 and result["deleted"] == 1
     with_session = paths(service, "pause_subscription total_with_tax Invoice", "fix-1")
     assert ("src/billing/renew.py", True, "Billing.pause_subscription") in with_session
@@ -72,12 +75,15 @@ def test_sessions_are_per_org_and_end(service):
         service.search(SearchRequest("x"), "s")
 
 
-@pytest.mark.parametrize("files,deleted,message", [
-    ({"../escape.py": "x"}, [], "invalid path"),
-    ({".git/hooks/pre-commit": "x"}, [], "invalid path"),
-    ({}, ["/etc/passwd"], "invalid path"),
-    ({f"f{i}.py": "x" for i in range(201)}, [], "send at most 200"),
-])
+@pytest.mark.parametrize(
+    "files,deleted,message",
+    [
+        ({"../escape.py": "x"}, [], "invalid path"),
+        ({".git/hooks/pre-commit": "x"}, [], "invalid path"),
+        ({}, ["/etc/passwd"], "invalid path"),
+        ({f"f{i}.py": "x" for i in range(201)}, [], "send at most 200"),
+    ],
+)
 def test_bad_syncs_are_refused_and_write_nothing(service, files, deleted, message):
     with pytest.raises(OverlayError, match=message):
         service.sync_workspace("default", "s", "api", files, deleted)
@@ -93,9 +99,16 @@ def test_unknown_repo_and_bad_session_id(service):
 
 
 def test_secrets_in_synced_files_are_held_back(service):
-    result = service.sync_workspace("default", "s", "api", {
-        "cfg.py": 'def key():\n    return "AKIAABCDEFGHIJKLMNOP"\n\n\ndef fine():\n    return 1\n',
-        ".env": "TOKEN=abc\n"}, [])
+    result = service.sync_workspace(
+        "default",
+        "s",
+        "api",
+        {
+            "cfg.py": 'def key():\n    return "AKIAABCDEFGHIJKLMNOP"\n\n\ndef fine():\n    return 1\n',
+            ".env": "TOKEN=abc\n",
+        },
+        [],
+    )
     assert result["secrets_held_back"] == 1 and result["skipped"] == {".env": "credentials"}
     _, hits = service.search(SearchRequest("key fine AKIAABCDEFGHIJKLMNOP"), "s")
     assert not any("AKIA" in (h.text or "") for _, h in hits)
@@ -114,13 +127,15 @@ def test_session_tools_over_mcp(service):
 
     async def go():
         async with Client(server) as client:
-            synced = await client.call_tool("sync_workspace", {"session_id": "t", "repo": "api",
-                                                               "files": {"src/billing/renew.py": EDITED}})
+            synced = await client.call_tool(
+                "sync_workspace", {"session_id": "t", "repo": "api", "files": {"src/billing/renew.py": EDITED}}
+            )
             found = await client.call_tool("search_code", {"query": "pause_subscription", "session_id": "t"})
             status = await client.call_tool("session_status", {"session_id": "t"})
             ended = await client.call_tool("end_session", {"session_id": "t"})
             gone = await client.call_tool("search_code", {"query": "x", "session_id": "t"})
             return synced, found, status, ended, gone
+
     synced, found, status, ended, gone = asyncio.run(go())
     assert "search_code(query, session_id='t')" in synced.content[0].text
     assert "• uncommitted" in found.content[0].text and "session=t" in found.content[0].text
@@ -137,8 +152,10 @@ def test_session_endpoints_over_http(service):
 
     with Server(app(service)) as url:
         c = httpx.Client(base_url=url)
-        r = c.post("/v1/sessions/h1/sync", json={"repo": "api", "files": {"src/billing/renew.py": EDITED},
-                                                 "deleted": ["web/app.js"]})
+        r = c.post(
+            "/v1/sessions/h1/sync",
+            json={"repo": "api", "files": {"src/billing/renew.py": EDITED}, "deleted": ["web/app.js"]},
+        )
         assert r.status_code == 200 and r.json()["chunks"] > 0
         hits = c.post("/v1/search", json={"query": "pause_subscription loadCart", "session_id": "h1"}).json()["hits"]
         assert hits[0]["uncommitted"] and not any(h["path"] == "web/app.js" for h in hits)

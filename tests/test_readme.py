@@ -48,7 +48,9 @@ def workdir(tmp_path_factory):
     outputs = {}
     for line in walkthrough():
         for original, stand_in in STAND_INS.items():
-            line = line.replace(original, stand_in.format(api=f"file://{root}/remote/api", tools=f"{root}/remote/tools.git"))
+            line = line.replace(
+                original, stand_in.format(api=f"file://{root}/remote/api", tools=f"{root}/remote/tools.git")
+            )
         args = shlex.split(line)[1:]
         outputs[line] = cli(args, work, env)
     return root, work, env, outputs, renew
@@ -56,16 +58,38 @@ def workdir(tmp_path_factory):
 
 def test_walkthrough_has_the_documented_commands():
     lines = walkthrough()
-    assert [shlex.split(x)[1] for x in lines] == ["init", "repo", "repo", "index", "search", "search", "get-file",
-                                                  "status", "verify"]
+    assert [shlex.split(x)[1] for x in lines] == [
+        "init",
+        "repo",
+        "repo",
+        "index",
+        "search",
+        "search",
+        "get-file",
+        "status",
+        "verify",
+    ]
 
 
 def test_walkthrough_runs_and_search_json_has_the_contract(workdir):
     _, work, env, outputs, _ = workdir
     hits = json.loads(next(v.stdout for k, v in outputs.items() if "--json" in k))["hits"]
     assert hits and hits[0]["path"] == "src/billing/renew.py"
-    assert set(hits[0]) >= {"repo", "ref", "commit_id", "path", "blob_id", "symbol", "kind", "lang", "line_start",
-                            "line_end", "snippet", "score", "signals"}
+    assert set(hits[0]) >= {
+        "repo",
+        "ref",
+        "commit_id",
+        "path",
+        "blob_id",
+        "symbol",
+        "kind",
+        "lang",
+        "line_start",
+        "line_end",
+        "snippet",
+        "score",
+        "signals",
+    }
     assert (work / "blobdex.toml").exists() and (work / ".blobdex" / "CURRENT").exists()
 
 
@@ -139,6 +163,7 @@ def test_readme_mcp_config_starts_a_working_stdio_server(workdir):
             tools = await client.list_tools()
             found = await client.call_tool("search_code", {"query": "renew_subscription", "limit": 1})
             return tools, found
+
     tools, found = asyncio.run(go())
     assert "route_task" in {t.name for t in tools.tools}
     assert "src/billing/renew.py" in found.content[0].text
@@ -161,8 +186,9 @@ def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-    proc = subprocess.Popen([BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         for _ in range(200):
             try:
@@ -170,11 +196,20 @@ def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
-        r = httpx.post(f"http://127.0.0.1:{port}/mcp", json={
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "readme-test", "version": "1"}}},
-            headers={"Accept": "application/json, text/event-stream"})
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "readme-test", "version": "1"},
+                },
+            },
+            headers={"Accept": "application/json, text/event-stream"},
+        )
         assert r.status_code == 200 and "blobdex" in r.text
     finally:
         proc.terminate()

@@ -20,8 +20,11 @@ SOURCE = Path(click.__file__).parent
 @pytest.fixture(scope="module")
 def click_index(tmp_path_factory):
     root = tmp_path_factory.mktemp("click")
-    files = {f"click/{p.relative_to(SOURCE).as_posix()}": p.read_bytes()
-             for p in SOURCE.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    files = {
+        f"click/{p.relative_to(SOURCE).as_posix()}": p.read_bytes()
+        for p in SOURCE.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     repo = gitrepo.init(root / "src" / "click")
     gitrepo.commit(repo, files)
     cfg = write_config(root, [RepoSpec("click", str(root / "src" / "click"))], max_blob_bytes=1024 * 1024)
@@ -40,11 +43,14 @@ def test_indexes_every_source_file_with_symbol_chunks(click_index):
     assert verify(cfg.data_dir)[1] == []
 
 
-@pytest.mark.parametrize("query,symbol", [
-    ("make_context", "Command.make_context"),
-    ("add_command", "Group.add_command"),
-    ("get_terminal_size", None),
-])
+@pytest.mark.parametrize(
+    "query,symbol",
+    [
+        ("make_context", "Command.make_context"),
+        ("add_command", "Group.add_command"),
+        ("get_terminal_size", None),
+    ],
+)
 def test_identifier_queries_find_their_definitions(click_index, query, symbol):
     from indexer.embed import HashEmbedder
 

@@ -16,8 +16,10 @@ from query.rerank import RERANK_POOL, RerankError, load_reranker
 from query.search import SearchRequest, rank, search
 from tests.conftest import write_config
 
-WORDS = ("def return class self total tax invoice refund renew subscription queue drain price line items "
-         "with amount rate order customer").split()
+WORDS = (
+    "def return class self total tax invoice refund renew subscription queue drain price line items "
+    "with amount rate order customer"
+).split()
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +30,16 @@ def cross_encoder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cross-encoder")
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(WORDS) + 5, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, num_labels=1, max_position_embeddings=512, initializer_range=0.5)
+    config = BertConfig(
+        vocab_size=len(WORDS) + 5,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=1,
+        max_position_embeddings=512,
+        initializer_range=0.5,
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
     BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
     return load_reranker(str(folder))
@@ -51,7 +61,9 @@ def test_rerank_reorders_the_hybrid_head_by_the_cross_encoder(reader, hasher, cr
     hits = search(reader, hasher, req, reranker=cross_encoder)
     assert [h.row for h in hits] == expected
     assert all("rerank_score" in h.signals for h in hits)
-    plain = search(reader, hasher, SearchRequest("invoice total with tax", limit=5, mode="bm25"), reranker=cross_encoder)
+    plain = search(
+        reader, hasher, SearchRequest("invoice total with tax", limit=5, mode="bm25"), reranker=cross_encoder
+    )
     assert plain and all("rerank_score" not in h.signals for h in plain)  # single signals stay pure
 
 
@@ -80,7 +92,8 @@ def test_codesearchnet_eval_adds_a_rerank_column(reader, hasher, cross_encoder, 
 
     url = f"https://github.com/o/r/blob/{'1' * 40}/src/billing/invoice.py#L1-L9"
     (tmp_path / "annotationStore.csv").write_text(
-        f"Language,Query,GitHubUrl,Relevance,Notes\nPython,invoice total with tax,{url},3,\n")
+        f"Language,Query,GitHubUrl,Relevance,Notes\nPython,invoice total with tax,{url},3,\n"
+    )
     result = evaluate(reader, hasher, tmp_path, "api", reranker=cross_encoder)
     assert set(result["summary"]) == {"hybrid", "vector", "bm25", "rerank"}
     assert result["summary"]["rerank"]["all"]["n"] == result["summary"]["hybrid"]["all"]["n"] == 1

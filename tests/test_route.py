@@ -28,10 +28,10 @@ def renew_subscription(subscription, provider):
     subscription.paid_until = subscription.paid_until + subscription.plan.period
     return receipt
 ''',
-        "billing/invoices.py": b'''def invoice_total(lines, tax_rate):
+        "billing/invoices.py": b"""def invoice_total(lines, tax_rate):
     subtotal = sum(line.quantity * line.unit_price for line in lines)
     return round(subtotal * (1 + tax_rate), 2)
-''',
+""",
     },
     "auth": {
         "README.md": b"# Auth\n\nSign-in, passwords and sessions.\n",

@@ -8,8 +8,22 @@ from indexer.secrets import credential_kind
 from indexer.snapshot import graph_path, open_manifest
 
 
-@pytest.mark.parametrize("raw", [b"../x.py", b"a/../../etc/passwd", b"/abs.py", b".git/config", b"a/.GIT/hooks",
-                                 b"a//b", b"new\nline.py", b"tab\t.py", b"\xff\xfe.py", b"a\\..\\b", b"./x"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"../x.py",
+        b"a/../../etc/passwd",
+        b"/abs.py",
+        b".git/config",
+        b"a/.GIT/hooks",
+        b"a//b",
+        b"new\nline.py",
+        b"tab\t.py",
+        b"\xff\xfe.py",
+        b"a\\..\\b",
+        b"./x",
+    ],
+)
 def test_hostile_paths_are_rejected(raw):
     assert validate_path(raw) is None
 
@@ -19,16 +33,27 @@ def test_ordinary_paths_pass():
     assert validate_path(b".github/workflows/ci.yml") == ".github/workflows/ci.yml"
 
 
-@pytest.mark.parametrize("path,reason", [
-    ("node_modules/x/index.js", SkipReason.VENDORED), ("a/vendor/lib.go", SkipReason.VENDORED),
-    ("yarn.lock", SkipReason.LOCKFILE), ("sub/Cargo.lock", SkipReason.LOCKFILE),
-    (".env", SkipReason.CREDENTIALS), (".env.production", SkipReason.CREDENTIALS),
-    ("keys/server.pem", SkipReason.CREDENTIALS), ("id_rsa", SkipReason.CREDENTIALS),
-    ("gcp/my-service-account.json", SkipReason.CREDENTIALS), ("img/logo.PNG", SkipReason.BINARY),
-    ("dist2/app.min.js", SkipReason.MINIFIED), ("api/user_pb2.py", SkipReason.GENERATED),
-    ("fixtures/users.csv", SkipReason.DATA), ("nb/explore.ipynb", SkipReason.DATA),
-    ("src/app.py", None), ("docs/env.md", None),
-])
+@pytest.mark.parametrize(
+    "path,reason",
+    [
+        ("node_modules/x/index.js", SkipReason.VENDORED),
+        ("a/vendor/lib.go", SkipReason.VENDORED),
+        ("yarn.lock", SkipReason.LOCKFILE),
+        ("sub/Cargo.lock", SkipReason.LOCKFILE),
+        (".env", SkipReason.CREDENTIALS),
+        (".env.production", SkipReason.CREDENTIALS),
+        ("keys/server.pem", SkipReason.CREDENTIALS),
+        ("id_rsa", SkipReason.CREDENTIALS),
+        ("gcp/my-service-account.json", SkipReason.CREDENTIALS),
+        ("img/logo.PNG", SkipReason.BINARY),
+        ("dist2/app.min.js", SkipReason.MINIFIED),
+        ("api/user_pb2.py", SkipReason.GENERATED),
+        ("fixtures/users.csv", SkipReason.DATA),
+        ("nb/explore.ipynb", SkipReason.DATA),
+        ("src/app.py", None),
+        ("docs/env.md", None),
+    ],
+)
 def test_skip_for_path(path, reason):
     assert skip_for_path(path) == reason
 
@@ -42,15 +67,20 @@ def test_skip_for_content():
     assert skip_for_content(b"def f():\n    return 1\n", 100) is None
 
 
-@pytest.mark.parametrize("text,kind", [
-    ('key = "AKIAABCDEFGHIJKLMNOP"', "aws_access_key"),
-    ("-----BEGIN OPENSSH PRIVATE KEY-----", "private_key"),
-    ('token = "ghp_' + "a" * 36 + '"', "github_token"),
-    ('DB = "postgres://app:s3cretpass@db.internal/app"', "url_credentials"),
-    ('API_SECRET = "q8Zr2LmVx91Kd0Tw"', "assigned_secret"),
-    ('password = "changeme"', None), ('token = os.environ["TOKEN"]', None),
-    ('password_field = "password_reset_form"', None), ("def rotate_token(self): ...", None),
-])
+@pytest.mark.parametrize(
+    "text,kind",
+    [
+        ('key = "AKIAABCDEFGHIJKLMNOP"', "aws_access_key"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----", "private_key"),
+        ('token = "ghp_' + "a" * 36 + '"', "github_token"),
+        ('DB = "postgres://app:s3cretpass@db.internal/app"', "url_credentials"),
+        ('API_SECRET = "q8Zr2LmVx91Kd0Tw"', "assigned_secret"),
+        ('password = "changeme"', None),
+        ('token = os.environ["TOKEN"]', None),
+        ('password_field = "password_reset_form"', None),
+        ("def rotate_token(self): ...", None),
+    ],
+)
 def test_credential_detection(text, kind):
     assert credential_kind(text) == kind
 
@@ -58,19 +88,41 @@ def test_credential_detection(text, kind):
 def test_every_skip_is_recorded_with_its_reason(corpus):
     path, manifest = open_manifest(corpus.cfg.data_dir)
     files = pq.read_table(graph_path(path, "files")).to_pylist()
-    main = {f["path"]: f["skip"] for f in files if f["repo"] == "api" and f["org"] == "default"
-            and f["ref"] == "refs/heads/main"}
+    main = {
+        f["path"]: f["skip"]
+        for f in files
+        if f["repo"] == "api" and f["org"] == "default" and f["ref"] == "refs/heads/main"
+    }
     assert main == {
-        "src/billing/renew.py": None, "src/billing/invoice.py": None, "src/config/settings.py": None,
-        "web/app.js": None, "README.md": None, "assets/logo.png": "binary", "assets/blob.dat2": "binary",
-        "data/huge.txt": "too_large", ".env": "credentials", "deploy/server.pem": "credentials",
-        "package-lock.json": "lockfile", "node_modules/left-pad/index.js": "vendored",
-        "static/app.min.js": "minified", "link.py": "symlink", "a/../evil.py": "bad_path",
+        "src/billing/renew.py": None,
+        "src/billing/invoice.py": None,
+        "src/config/settings.py": None,
+        "web/app.js": None,
+        "README.md": None,
+        "assets/logo.png": "binary",
+        "assets/blob.dat2": "binary",
+        "data/huge.txt": "too_large",
+        ".env": "credentials",
+        "deploy/server.pem": "credentials",
+        "package-lock.json": "lockfile",
+        "node_modules/left-pad/index.js": "vendored",
+        "static/app.min.js": "minified",
+        "link.py": "symlink",
+        "a/../evil.py": "bad_path",
         "vendor-sub": "submodule",
     }
     api = manifest.repo("default", "api")
-    assert api.files_skipped == {"bad_path": 2, "binary": 4, "credentials": 4, "lockfile": 2, "minified": 2,
-                                 "submodule": 2, "symlink": 2, "too_large": 2, "vendored": 2}
+    assert api.files_skipped == {
+        "bad_path": 2,
+        "binary": 4,
+        "credentials": 4,
+        "lockfile": 2,
+        "minified": 2,
+        "submodule": 2,
+        "symlink": 2,
+        "too_large": 2,
+        "vendored": 2,
+    }
     assert api.files_indexed == 11 and api.files == 33
 
 

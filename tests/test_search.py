@@ -17,27 +17,58 @@ def test_hits_carry_the_full_contract(reader, hasher, corpus):
     hits = search(reader, hasher, SearchRequest("renew_subscription", repos=("api",)))
     top = hits[0]
     assert (top.repo, top.path, top.symbol, top.kind, top.lang) == (
-        "api", "src/billing/renew.py", "Billing.renew_subscription", "method", "python")
+        "api",
+        "src/billing/renew.py",
+        "Billing.renew_subscription",
+        "method",
+        "python",
+    )
     assert top.ref == "refs/heads/main" and top.commit_id == corpus.commits["api_main"]
     assert top.blob_id and top.line_start == 10 and top.line_end == 13
     assert "def renew_subscription" in top.snippet
     assert top.signals["bm25_rank"] == 1 and top.signals["vector_rank"] is not None
     assert top.score > 0
-    assert set(top.to_dict()) >= {"repo", "ref", "commit_id", "path", "blob_id", "symbol", "kind", "lang",
-                                  "line_start", "line_end", "snippet", "score", "signals"}
+    assert set(top.to_dict()) >= {
+        "repo",
+        "ref",
+        "commit_id",
+        "path",
+        "blob_id",
+        "symbol",
+        "kind",
+        "lang",
+        "line_start",
+        "line_end",
+        "snippet",
+        "score",
+        "signals",
+    }
 
 
 def test_code_aware_tokens_match_parts_of_identifiers(reader, hasher):
     # "subscription renew" shares no whole word with `renew_subscription`, only its parts.
     hits = search(reader, hasher, SearchRequest("subscription renew", kind="method"))
     assert hits[0].symbol == "Billing.renew_subscription" and hits[0].signals["bm25_rank"] == 1
-    assert tokens("HTTPServer.handleRequest") == ["httpserver.handlerequest", "httpserver", "http", "server",
-                                                  "handlerequest", "handle", "request"]
+    assert tokens("HTTPServer.handleRequest") == [
+        "httpserver.handlerequest",
+        "httpserver",
+        "http",
+        "server",
+        "handlerequest",
+        "handle",
+        "request",
+    ]
 
 
 def test_plurals_match_their_singular(reader, hasher):
     assert tokens("tests classes dependencies status analysis has") == [
-        "test", "class", "dependency", "status", "analysis", "has"]
+        "test",
+        "class",
+        "dependency",
+        "status",
+        "analysis",
+        "has",
+    ]
     # `cancel(self, subscription)`: "subscriptions" is found by its singular, in BM25 alone.
     hits = search(reader, hasher, SearchRequest("subscriptions", mode="bm25", limit=50))
     assert hits and all("subscription" in h.snippet.lower() for h in hits)
@@ -97,19 +128,29 @@ def test_identical_blob_on_two_refs_is_one_hit(reader, hasher):
     assert len(keys) == len(set(keys))
 
 
-@pytest.mark.parametrize("req,message", [
-    (SearchRequest("   "), "the query is empty"),
-    (SearchRequest("x", limit=0), "limit 0 is out of range"),
-    (SearchRequest("x", limit=10_000), "limit 10000 is out of range"),
-    (SearchRequest("x", repos=("nope",)), "unknown repo 'nope' in org 'default'; indexed repos: api, tools"),
-    (SearchRequest("x", kind="banana"), "unknown kind 'banana'"),
-    (SearchRequest("x", langs=("klingon",)), "no chunk in language 'klingon' is indexed in org 'default'; "
-                                             "indexed languages: go, javascript, markdown, python, rust"),
-    (SearchRequest("x", ref="nosuchref"), "ref 'nosuchref' is not indexed in org 'default'; indexed refs: "
-                                          "refs/heads/dev, refs/heads/main"),
-    (SearchRequest("x", repos=("tools",), ref="dev"), "ref 'dev' is not indexed in repo 'tools'; indexed refs: "
-                                                      "refs/heads/main"),
-])
+@pytest.mark.parametrize(
+    "req,message",
+    [
+        (SearchRequest("   "), "the query is empty"),
+        (SearchRequest("x", limit=0), "limit 0 is out of range"),
+        (SearchRequest("x", limit=10_000), "limit 10000 is out of range"),
+        (SearchRequest("x", repos=("nope",)), "unknown repo 'nope' in org 'default'; indexed repos: api, tools"),
+        (SearchRequest("x", kind="banana"), "unknown kind 'banana'"),
+        (
+            SearchRequest("x", langs=("klingon",)),
+            "no chunk in language 'klingon' is indexed in org 'default'; "
+            "indexed languages: go, javascript, markdown, python, rust",
+        ),
+        (
+            SearchRequest("x", ref="nosuchref"),
+            "ref 'nosuchref' is not indexed in org 'default'; indexed refs: refs/heads/dev, refs/heads/main",
+        ),
+        (
+            SearchRequest("x", repos=("tools",), ref="dev"),
+            "ref 'dev' is not indexed in repo 'tools'; indexed refs: refs/heads/main",
+        ),
+    ],
+)
 def test_bad_requests_get_one_clear_sentence(reader, hasher, req, message):
     with pytest.raises(SearchError, match=message):
         search(reader, hasher, req)
@@ -131,12 +172,18 @@ def test_only_stopwords_still_searches_by_vector(reader, hasher):
     assert hits and all(h.signals["bm25_rank"] is None for h in hits)
 
 
-@pytest.mark.parametrize("text,names", [
-    ("add attributeName() method to Option objects", {"attributename", "option"}),
-    ("Fix help for commands with an executable handler", set()),  # prose, though `class Help` may exist
-    ('File "app.py", line 7, in total_with_tax\n  File "b.py", line 2, in render', {"total_with_tax", "render", "app.py", "b.py"}),
-    ("use `dumps` and Command.parse; issue #1977. Option is set", {"dumps", "command.parse", "parse"}),
-])
+@pytest.mark.parametrize(
+    "text,names",
+    [
+        ("add attributeName() method to Option objects", {"attributename", "option"}),
+        ("Fix help for commands with an executable handler", set()),  # prose, though `class Help` may exist
+        (
+            'File "app.py", line 7, in total_with_tax\n  File "b.py", line 2, in render',
+            {"total_with_tax", "render", "app.py", "b.py"},
+        ),
+        ("use `dumps` and Command.parse; issue #1977. Option is set", {"dumps", "command.parse", "parse"}),
+    ],
+)
 def test_only_words_spelled_as_code_name_definitions(text, names):
     assert named_definitions(text) == names
 
@@ -159,8 +206,10 @@ def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
     from tests import gitrepo
     from tests.conftest import write_config
 
-    kinds = ["int", "bool", "uint", "string", "float"][:MAX_DEFINING_FILES + 1]
-    files = {f"{k}.go": f"package flag\n\nfunc (v *{k}Value) Type() string {{ return \"{k}\" }}\n".encode() for k in kinds}
+    kinds = ["int", "bool", "uint", "string", "float"][: MAX_DEFINING_FILES + 1]
+    files = {
+        f"{k}.go": f'package flag\n\nfunc (v *{k}Value) Type() string {{ return "{k}" }}\n'.encode() for k in kinds
+    }
     files["flag.go"] = b"package flag\n\nfunc ParseFlags(args []string) error { return nil }\n"
     repo = gitrepo.init(tmp_path / "flag")
     gitrepo.commit(repo, files)
@@ -170,7 +219,9 @@ def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
 
     hits = search(reader, hasher, SearchRequest("call Type() before ParseFlags()", limit=50))
     assert {h.path for h in hits if h.signals["symbol_rank"]} == {"flag.go"}  # `Type` is everywhere
-    named = {f.path: f.signals["named_symbols"] for f in localize(reader, hasher, SearchRequest("call Type()", limit=50))}
+    named = {
+        f.path: f.signals["named_symbols"] for f in localize(reader, hasher, SearchRequest("call Type()", limit=50))
+    }
     assert all(named[f"{k}.go"] == pytest.approx(1 / len(kinds)) for k in kinds)  # shared, not 1 each
     assert named["flag.go"] == 0
 
@@ -179,6 +230,11 @@ def test_rrf_is_weighted_reciprocal_rank_fusion_with_every_named_signal_present(
     from query.search import RRF_K, rrf
 
     fused = rrf([("vector", 1.0, [("a", 0.9), ("b", 0.8)]), ("bm25", 0.75, [("b", 12.0)])], ("vector", "bm25"))
-    assert fused["a"] == {"score": 1 / (RRF_K + 1), "vector_rank": 1, "vector_score": 0.9, "bm25_rank": None,
-                          "bm25_score": None}
+    assert fused["a"] == {
+        "score": 1 / (RRF_K + 1),
+        "vector_rank": 1,
+        "vector_score": 0.9,
+        "bm25_rank": None,
+        "bm25_score": None,
+    }
     assert fused["b"]["score"] == 1 / (RRF_K + 2) + 0.75 / (RRF_K + 1) and fused["b"]["bm25_rank"] == 1

@@ -31,7 +31,7 @@ def _rand(n: int, alphabet: str = B62) -> str:
 
 def _pem() -> tuple[str, list[str]]:
     body = base64.b64encode(RNG.randbytes(2400)).decode()
-    lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
     return "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(lines) + "\n-----END RSA PRIVATE KEY-----\n", lines
 
 
@@ -46,30 +46,47 @@ PEM, PEM_LINES = _pem()
 
 FILES = {
     "app/config.py": f'AWS_ACCESS_KEY_ID = "{AWS_ID}"\nAWS_SECRET_ACCESS_KEY = "{AWS_SECRET}"\n\n\n'
-                     f'def region():\n    return "eu-west-1"\n'.encode(),
+    f'def region():\n    return "eu-west-1"\n'.encode(),
     "deploy/server_key.txt": PEM.encode(),
-    "deploy/install.sh": ("#!/bin/sh\nset -e\necho installing\ncat > /etc/app/key.pem <<'EOF'\n" + PEM
-                          + "EOF\nchmod 600 /etc/app/key.pem\nsystemctl restart app\n").encode(),
+    "deploy/install.sh": (
+        "#!/bin/sh\nset -e\necho installing\ncat > /etc/app/key.pem <<'EOF'\n"
+        + PEM
+        + "EOF\nchmod 600 /etc/app/key.pem\nsystemctl restart app\n"
+    ).encode(),
     ".github/workflows/ci.yml": f"name: ci\non: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    env:\n"
-                                f"      GITHUB_TOKEN: {GHP_CI}\n    steps:\n      - run: make test\n".encode(),
+    f"      GITHUB_TOKEN: {GHP_CI}\n    steps:\n      - run: make test\n".encode(),
     "app/notify.js": f'const client = new WebClient("{SLACK}");\n\nexport function notify(text) {{\n'
-                     f'  return client.chat.postMessage({{ channel: "#ops", text }});\n}}\n'.encode(),
+    f'  return client.chat.postMessage({{ channel: "#ops", text }});\n}}\n'.encode(),
     ".env": f"DB_PASSWORD={ENV_PW}\n".encode(),
     "app/settings.py": f'DATABASE_URL = "postgres://admin:{URL_PW}@db.internal:5432/app"\n'
-                       f'DB_PASSWORD = "{SETTINGS_PW}"\n\n\ndef debug():\n    return False\n'.encode(),
-    "app/db.py": (f'def connect(token="{GHP_SIG}", url="mysql://root:{SIG_PW}@localhost/app"):\n'
-                  f'    """Connect with the deploy key {DOC_AKIA} unless told otherwise."""\n'
-                  f'    return open_connection(url, token)\n\n\n'
-                  f'def close(conn):\n    """Close a connection."""\n    conn.close()\n').encode(),
+    f'DB_PASSWORD = "{SETTINGS_PW}"\n\n\ndef debug():\n    return False\n'.encode(),
+    "app/db.py": (
+        f'def connect(token="{GHP_SIG}", url="mysql://root:{SIG_PW}@localhost/app"):\n'
+        f'    """Connect with the deploy key {DOC_AKIA} unless told otherwise."""\n'
+        f"    return open_connection(url, token)\n\n\n"
+        f'def close(conn):\n    """Close a connection."""\n    conn.close()\n'
+    ).encode(),
     "docs/setup.md": f"# Setup\n\nExport the keys:\n\n    aws_access_key_id = {DOC_ID}\n"
-                     f"    aws_secret_access_key = {DOC_SECRET}\n\n## Running\n\nStart the app.\n".encode(),
+    f"    aws_secret_access_key = {DOC_SECRET}\n\n## Running\n\nStart the app.\n".encode(),
     "app/aws_alt.py": f'k = "{BARE}"\n\n\ndef session():\n    return make_session(k)\n'.encode(),
 }
 # The fifteen planted values (every PEM line counts as the key), and text that must stay searchable.
-SECRETS = {"aws_id": AWS_ID, "aws_secret": AWS_SECRET, "ghp_ci": GHP_CI, "ghp_sig": GHP_SIG, "slack": SLACK,
-           "env_pw": ENV_PW, "url_pw": URL_PW, "settings_pw": SETTINGS_PW, "sig_pw": SIG_PW, "doc_akia": DOC_AKIA,
-           "doc_id": DOC_ID, "doc_secret": DOC_SECRET, "bare": BARE,
-           **{f"pem_line_{n}": line for n, line in enumerate(PEM_LINES)}}
+SECRETS = {
+    "aws_id": AWS_ID,
+    "aws_secret": AWS_SECRET,
+    "ghp_ci": GHP_CI,
+    "ghp_sig": GHP_SIG,
+    "slack": SLACK,
+    "env_pw": ENV_PW,
+    "url_pw": URL_PW,
+    "settings_pw": SETTINGS_PW,
+    "sig_pw": SIG_PW,
+    "doc_akia": DOC_AKIA,
+    "doc_id": DOC_ID,
+    "doc_secret": DOC_SECRET,
+    "bare": BARE,
+    **{f"pem_line_{n}": line for n, line in enumerate(PEM_LINES)},
+}
 
 
 def _strings(value) -> list[str]:
@@ -144,16 +161,19 @@ def test_a_private_key_is_held_back_from_begin_to_end_however_it_is_chunked():
     assert key_spans(cut)[0].line_end == 7
 
 
-@pytest.mark.parametrize("text, kind", [
-    (f'k = "{BARE}"', "high_entropy_string"),
-    ('token: "Xq7vB2pLm9TzR4kW8nYc3HsD"', "assigned_secret"),
-    ("\n".join(PEM_LINES[5:9]) + "\n", "pem_body"),
-    ('name = "MyVeryLongClassNameForTesting2"', None),
-    ('ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"', None),
-    ('digest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"', None),
-    ('content_type = "application/x-www-form-urlencoded"', None),
-    ('aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"', None),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        (f'k = "{BARE}"', "high_entropy_string"),
+        ('token: "Xq7vB2pLm9TzR4kW8nYc3HsD"', "assigned_secret"),
+        ("\n".join(PEM_LINES[5:9]) + "\n", "pem_body"),
+        ('name = "MyVeryLongClassNameForTesting2"', None),
+        ('ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"', None),
+        ('digest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"', None),
+        ('content_type = "application/x-www-form-urlencoded"', None),
+        ('aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"', None),
+    ],
+)
 def test_credential_kind_finds_keys_without_telling_names_and_leaves_code_alone(text, kind):
     assert credential_kind(text) == kind
 
@@ -192,11 +212,19 @@ def test_get_file_withholds_the_lines_the_index_held_back_and_keeps_line_numbers
     config = get_file(cfg.data_dir, "app", "app/config.py")
     assert AWS_ID.encode() not in config.content and AWS_SECRET.encode() not in config.content
     assert b'def region():\n    return "eu-west-1"\n' in config.content and dict(config.withheld) == {
-        1: "aws_access_key", 2: "assigned_secret"}
+        1: "aws_access_key",
+        2: "assigned_secret",
+    }
     install = get_file(cfg.data_dir, "app", "deploy/install.sh").content.decode()
     assert "systemctl restart app" in install and not any(line in install for line in PEM_LINES)
-    for name in ("app/db.py", "app/aws_alt.py", "app/notify.js", "app/settings.py", "docs/setup.md",
-                 ".github/workflows/ci.yml"):
+    for name in (
+        "app/db.py",
+        "app/aws_alt.py",
+        "app/notify.js",
+        "app/settings.py",
+        "docs/setup.md",
+        ".github/workflows/ci.yml",
+    ):
         content = get_file(cfg.data_dir, "app", name).content.decode()
         assert not [k for k, v in SECRETS.items() if v in content], name
 

@@ -36,6 +36,7 @@ def call(server, tool, args):
     async def go():
         async with Client(server) as client:
             return await client.call_tool(tool, args)
+
     return asyncio.run(go())
 
 
@@ -47,9 +48,21 @@ def test_tools_are_listed_read_only_with_instructions(service):
     async def go():
         async with Client(build(service)) as client:
             return await client.list_tools()
+
     tools = {t.name: t for t in asyncio.run(go()).tools}
-    assert set(tools) == {"search_code", "get_chunk", "grep", "get_file", "route_task", "expand_context",
-                          "list_repos", "index_status", "sync_workspace", "session_status", "end_session"}
+    assert set(tools) == {
+        "search_code",
+        "get_chunk",
+        "grep",
+        "get_file",
+        "route_task",
+        "expand_context",
+        "list_repos",
+        "index_status",
+        "sync_workspace",
+        "session_status",
+        "end_session",
+    }
     writes = {"sync_workspace", "end_session"}
     assert all(t.annotations.read_only_hint for name, t in tools.items() if name not in writes)
     assert tools["end_session"].annotations.destructive_hint
@@ -72,24 +85,32 @@ def test_search_code_json_and_thresholds(service):
     server = build(service)
     data = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json", "limit": 5})))
     assert data["hits"] and {"id", "repo", "path", "signals"} <= set(data["hits"][0])
-    strict = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json",
-                                                         "min_score_diff": 0.0})))
+    strict = json.loads(
+        text(call(server, "search_code", {"query": "invoice", "format": "json", "min_score_diff": 0.0}))
+    )
     assert len(strict["hits"]) <= len(data["hits"]) and any("min_score_diff" in a for a in strict["applied"])
     both = call(server, "search_code", {"query": "x", "min_score": 0.1, "min_score_diff": 0.1})
     assert both.is_error and "not both" in text(both)
 
 
-@pytest.mark.parametrize("tool,args,message", [
-    ("search_code", {"query": " "}, "the query is empty"),
-    ("search_code", {"query": "x", "repos": ["nope"]}, "unknown repo 'nope'"),
-    ("search_code", {"query": "x", "paths": ["[z-a]"]}, "bad path glob"),
-    ("grep", {"pattern": "(a)\\1"}, "RE2 has no backreferences"),
-    ("get_file", {"repo": "nope", "path": "x"}, "known: api, tools"),
-    ("get_file", {"repo": "api", "path": "assets/logo.png"}, "is a binary file"),
-    ("get_file", {"repo": "api", "path": "src/billing/renew.py", "start_line": 900}, "past the end"),
-    ("get_file", {"repo": "api", "path": "src/billing/renew.py", "ref_or_commit": "nope"}, "not found in repo 'api'"),
-    ("expand_context", {"symbol": "no_such_symbol"}, "no definition of 'no_such_symbol'"),
-])
+@pytest.mark.parametrize(
+    "tool,args,message",
+    [
+        ("search_code", {"query": " "}, "the query is empty"),
+        ("search_code", {"query": "x", "repos": ["nope"]}, "unknown repo 'nope'"),
+        ("search_code", {"query": "x", "paths": ["[z-a]"]}, "bad path glob"),
+        ("grep", {"pattern": "(a)\\1"}, "RE2 has no backreferences"),
+        ("get_file", {"repo": "nope", "path": "x"}, "known: api, tools"),
+        ("get_file", {"repo": "api", "path": "assets/logo.png"}, "is a binary file"),
+        ("get_file", {"repo": "api", "path": "src/billing/renew.py", "start_line": 900}, "past the end"),
+        (
+            "get_file",
+            {"repo": "api", "path": "src/billing/renew.py", "ref_or_commit": "nope"},
+            "not found in repo 'api'",
+        ),
+        ("expand_context", {"symbol": "no_such_symbol"}, "no definition of 'no_such_symbol'"),
+    ],
+)
 def test_bad_input_is_a_tool_error_saying_what_to_do(service, tool, args, message):
     result = call(build(service), tool, args)
     assert result.is_error and message in text(result)
@@ -98,7 +119,7 @@ def test_bad_input_is_a_tool_error_saying_what_to_do(service, tool, args, messag
 def test_get_file_pages_long_files(service):
     out = text(call(build(service), "get_file", {"repo": "api", "path": "src/billing/renew.py", "end_line": 3}))
     assert "lines 1-3 of 16" in out and "call get_file again with start_line=4" in out
-    assert "     1  \"\"\"Subscription billing.\"\"\"" in out
+    assert '     1  """Subscription billing."""' in out
 
 
 def test_grep_route_context_list_and_status(service, corpus):
@@ -148,11 +169,13 @@ class Server:
 
 def test_mcp_over_streamable_http_on_a_socket(service):
     with Server(app(service)) as url:
+
         async def go():
             async with Client(f"{url}/mcp") as client:
                 tools = await client.list_tools()
                 found = await client.call_tool("search_code", {"query": "issue_refund", "ref": "dev"})
                 return tools, found
+
         tools, found = asyncio.run(go())
     assert len(tools.tools) == 11 and "src/billing/refund.py" in text(found)
 
@@ -206,12 +229,17 @@ def test_tokens_are_stored_hashed_and_name_the_org(service, corpus, tmp_path):
 
 
 def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
-    env = {**os.environ, "BLOBDEX_CONFIG": str(corpus.cfg.path), "BLOBDEX_DATA_DIR": str(corpus.cfg.data_dir),
-           "BLOBDEX_MODEL": HASH_MODEL}
+    env = {
+        **os.environ,
+        "BLOBDEX_CONFIG": str(corpus.cfg.path),
+        "BLOBDEX_DATA_DIR": str(corpus.cfg.data_dir),
+        "BLOBDEX_MODEL": HASH_MODEL,
+    }
 
     async def go():
         async with Client(StdioServerParameters(command=BLOBDEX, args=["mcp"], env=env)) as client:
             return await client.call_tool("search_code", {"query": "drain_queue"})
+
     out = text(asyncio.run(go()))
     assert "tools:queue/src/lib.rs" in out and "drain_queue" in out
 
@@ -237,6 +265,7 @@ def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
                         errors.append(r.text)
                     else:
                         commits.append(r.json()["hits"][0]["commit_id"])
+
         threads = [threading.Thread(target=loop) for _ in range(2)]
         for t in threads:
             t.start()
@@ -267,8 +296,9 @@ def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path
     assert svc.reader().snapshot_id == good
     broken = snapshot.snapshots_dir(cfg.data_dir) / "20991231T000000000000Z-broken"
     (broken / "vectors").mkdir(parents=True)
-    (broken / snapshot.MANIFEST).write_text((snapshot.snapshots_dir(cfg.data_dir) / good / snapshot.MANIFEST)
-                                           .read_text().replace(good, broken.name))
+    (broken / snapshot.MANIFEST).write_text(
+        (snapshot.snapshots_dir(cfg.data_dir) / good / snapshot.MANIFEST).read_text().replace(good, broken.name)
+    )
     (cfg.data_dir / snapshot.CURRENT).write_text(broken.name + "\n")
     with Server(app(svc)) as url:
         r = httpx.post(f"{url}/v1/search", json={"query": "renew_subscription"})
@@ -279,6 +309,7 @@ def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path
 def test_mcp_over_http_runs_in_the_org_of_its_token(service, corpus):
     acme = bearer.mint(corpus.cfg.data_dir, "acme agent", "acme")
     with Server(app(service, require_token=True)) as url:
+
         async def go(headers):
             from mcp.client.streamable_http import streamable_http_client
             import httpx2
@@ -286,11 +317,23 @@ def test_mcp_over_http_runs_in_the_org_of_its_token(service, corpus):
             transport = streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers))
             async with Client(transport) as client:
                 return await client.call_tool("list_repos", {})
+
         repos = json.loads(text(asyncio.run(go({"Authorization": f"Bearer {acme}"}))))
         assert [r["name"] for r in repos["repos"]] == ["api"] and repos["repos"][0]["org"] == "acme"
-        refused = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
-            headers={"Accept": "application/json, text/event-stream"})
+        refused = httpx.post(
+            f"{url}/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+            headers={"Accept": "application/json, text/event-stream"},
+        )
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "token_required"
 
 

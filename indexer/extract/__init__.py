@@ -26,8 +26,6 @@ PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}|\$\{[^{}]*\}")
 SETTINGS_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]+$")
 
 
-
-
 @dataclass
 class Facts:
     """Rows per table (columns as FACT_COLUMNS says; lines 1-based). Plain lists so they cache as JSON."""
@@ -52,7 +50,7 @@ class Facts:
 
 def _text(node: Node | None, src: bytes) -> str:
     # Sliced from our own copy: `node.text` re-reads through the parse callback, chunk by chunk.
-    return src[node.start_byte:node.end_byte].decode("utf-8", "replace") if node is not None else ""
+    return src[node.start_byte : node.end_byte].decode("utf-8", "replace") if node is not None else ""
 
 
 def _line(node: Node) -> int:
@@ -83,8 +81,12 @@ def _first_string_arg(args: Node | None, src: bytes) -> str | None:
 def _chain_root(node: Node | None, src: bytes) -> str:
     """Leftmost name of a dotted chain: `Model.objects.filter` -> Model."""
     while node is not None:
-        nxt = (node.child_by_field_name("object") or node.child_by_field_name("operand")
-               or node.child_by_field_name("function") or node.child_by_field_name("value"))
+        nxt = (
+            node.child_by_field_name("object")
+            or node.child_by_field_name("operand")
+            or node.child_by_field_name("function")
+            or node.child_by_field_name("value")
+        )
         if nxt is None or node.type in ("identifier", "this", "self"):
             break
         node = nxt
@@ -113,9 +115,10 @@ class _Extractor:
     def symbol(self, node: Node, name: str, kind: str, scope: str, body: Node | None, doc: str = "") -> str:
         qualified = f"{scope}.{name}" if scope else name
         end = body.start_byte if body is not None else node.end_byte
-        signature = " ".join(self.src[node.start_byte:end].decode("utf-8", "replace").split())
-        self.facts.symbols.append([name, qualified, kind, scope, signature.rstrip(":{ ")[:300], doc,
-                                   _line(node), node.end_point[0] + 1])
+        signature = " ".join(self.src[node.start_byte : end].decode("utf-8", "replace").split())
+        self.facts.symbols.append(
+            [name, qualified, kind, scope, signature.rstrip(":{ ")[:300], doc, _line(node), node.end_point[0] + 1]
+        )
         return qualified
 
     def url(self, node: Node) -> None:
@@ -128,8 +131,10 @@ class _Extractor:
     def call(self, node: Node, callee_node: Node | None, scope: str) -> tuple[str, str]:
         if callee_node is None:
             return "", ""
-        field_name = next((f for f in ("attribute", "property", "field", "name") if
-                           callee_node.child_by_field_name(f) is not None), None)
+        field_name = next(
+            (f for f in ("attribute", "property", "field", "name") if callee_node.child_by_field_name(f) is not None),
+            None,
+        )
         if callee_node.type in ("identifier", "field_identifier"):
             callee = root = self.t(callee_node)
         elif field_name:
@@ -193,8 +198,13 @@ class _Extractor:
             elif callee in ("delay", "apply_async") and fn.type == "attribute":
                 task = self.t(fn.child_by_field_name("object")).rsplit(".", 1)[-1]
                 self.facts.tasks.append([task, "producer", callee, _line(node)])
-            elif key is not None and callee in ("path", "re_path", "url") and fn.type == "identifier" \
-                    and args is not None and len(args.named_children) >= 2:
+            elif (
+                key is not None
+                and callee in ("path", "re_path", "url")
+                and fn.type == "identifier"
+                and args is not None
+                and len(args.named_children) >= 2
+            ):
                 view = self.t(args.named_children[1])
                 pattern = key if key.startswith("/") else "/" + key
                 self.facts.routes.append(["ANY", pattern, view[:200], "django", _line(node)])
@@ -206,7 +216,12 @@ class _Extractor:
                     self.facts.env_keys.append([key, "os.environ[]", _line(node)])
         elif t == "attribute":
             obj, attr = node.child_by_field_name("object"), self.t(node.child_by_field_name("attribute"))
-            if obj is not None and obj.type == "identifier" and self.t(obj) == "settings" and SETTINGS_KEY_RE.match(attr):
+            if (
+                obj is not None
+                and obj.type == "identifier"
+                and self.t(obj) == "settings"
+                and SETTINGS_KEY_RE.match(attr)
+            ):
                 self.facts.env_keys.append([attr, "settings", _line(node)])
         elif t == "string":
             self.url(node)
@@ -236,13 +251,16 @@ class _Extractor:
         expr = dec.named_children[0] if dec.named_children else None
         if expr is None:
             return
-        fn, args = (expr.child_by_field_name("function"), expr.child_by_field_name("arguments")) \
-            if expr.type == "call" else (expr, None)
+        fn, args = (
+            (expr.child_by_field_name("function"), expr.child_by_field_name("arguments"))
+            if expr.type == "call"
+            else (expr, None)
+        )
         dotted = self.t(fn)
         last = dotted.rsplit(".", 1)[-1]
         if last in ("task", "shared_task", "periodic_task"):
             task = name
-            for kw in (args.named_children if args is not None else []):
+            for kw in args.named_children if args is not None else []:
                 if kw.type == "keyword_argument" and self.t(kw.child_by_field_name("name")) == "name":
                     task = self.sv(kw.child_by_field_name("value")) or task
             self.facts.tasks.append([task, "consumer", dotted, _line(dec)])
@@ -254,7 +272,7 @@ class _Extractor:
             self.facts.routes.append([last.upper(), pattern, qualified, "python", _line(dec)])
         elif last in ("route", "api_route", "websocket"):
             methods = ["GET"]
-            for kw in (args.named_children if args is not None else []):
+            for kw in args.named_children if args is not None else []:
                 if kw.type == "keyword_argument" and self.t(kw.child_by_field_name("name")) == "methods":
                     found = [self.sv(c) for c in kw.child_by_field_name("value").named_children]
                     methods = [m.upper() for m in found if m] or methods
@@ -264,8 +282,13 @@ class _Extractor:
     # -- javascript / typescript -------------------------------------------------------
     def _js(self, node: Node, scope: str) -> str | None:
         t = node.type
-        if t in ("function_declaration", "generator_function_declaration", "class_declaration",
-                 "abstract_class_declaration", "method_definition"):
+        if t in (
+            "function_declaration",
+            "generator_function_declaration",
+            "class_declaration",
+            "abstract_class_declaration",
+            "method_definition",
+        ):
             name = self.t(node.child_by_field_name("name"))
             kind = "method" if t == "method_definition" else ("class" if "class" in t else "function")
             return self.symbol(node, name, kind, scope, node.child_by_field_name("body"))
@@ -285,12 +308,19 @@ class _Extractor:
             first = self.first_arg(args)
             if callee == "require" and first:
                 self.facts.imports.append([first, "", _line(node)])
-            elif callee in HTTP_METHODS + ("all",) and first and first.startswith("/") and \
-                    fn is not None and fn.type == "member_expression" and len(args.named_children) >= 2:
+            elif (
+                callee in HTTP_METHODS + ("all",)
+                and first
+                and first.startswith("/")
+                and fn is not None
+                and fn.type == "member_expression"
+                and len(args.named_children) >= 2
+            ):
                 handler = args.named_children[-1]
                 label = self.t(handler) if handler.type in ("identifier", "member_expression") else "<inline>"
-                self.facts.routes.append([callee.upper() if callee != "all" else "ANY", first, label[:200],
-                                          "express", _line(node)])
+                self.facts.routes.append(
+                    [callee.upper() if callee != "all" else "ANY", first, label[:200], "express", _line(node)]
+                )
         elif t == "member_expression":
             obj = node.child_by_field_name("object")
             if self.t(obj) in ("process.env", "import.meta.env"):
@@ -342,8 +372,9 @@ class _Extractor:
     def _java(self, node: Node, scope: str) -> str | None:
         t = node.type
         if t in ("class_declaration", "interface_declaration", "enum_declaration", "record_declaration"):
-            qualified = self.symbol(node, self.t(node.child_by_field_name("name")), "class", scope,
-                                    node.child_by_field_name("body"))
+            qualified = self.symbol(
+                node, self.t(node.child_by_field_name("name")), "class", scope, node.child_by_field_name("body")
+            )
             for name, path in self._java_mappings(node):
                 if name == "RequestMapping":
                     self.route_prefix[qualified] = path
@@ -352,7 +383,7 @@ class _Extractor:
             name = self.t(node.child_by_field_name("name"))
             qualified = self.symbol(node, name, "method", scope, node.child_by_field_name("body"))
             for ann, path in self._java_mappings(node):
-                method = "ANY" if ann == "RequestMapping" else ann[:-len("Mapping")].upper()
+                method = "ANY" if ann == "RequestMapping" else ann[: -len("Mapping")].upper()
                 full = (self.route_prefix.get(scope, "").rstrip("/") + "/" + path.lstrip("/")) or "/"
                 self.facts.routes.append([method, full, qualified, "spring", _line(node)])
             return qualified
@@ -376,7 +407,7 @@ class _Extractor:
         """(annotation name, path) for @GetMapping("/x"), @RequestMapping(value = "/x"), …"""
         found = []
         modifiers = next((c for c in node.children if c.type == "modifiers"), None)
-        for ann in (modifiers.named_children if modifiers is not None else []):
+        for ann in modifiers.named_children if modifiers is not None else []:
             if ann.type not in ("annotation", "marker_annotation"):
                 continue
             name = self.t(ann.child_by_field_name("name"))
@@ -401,18 +432,50 @@ def _descendants(node: Node, node_type: str):
 # No text predicates (#eq?): the tree was parsed through a read callback, and predicates would
 # read node text back through it, which costs more than checking the few candidates here.
 CAPTURES = {
-    "python": ["function_definition", "class_definition", "import_statement", "import_from_statement", "call",
-               "subscript", "string",
-               "(attribute object: (identifier))"],
-    "js": ["function_declaration", "generator_function_declaration", "class_declaration", "abstract_class_declaration",
-           "method_definition", "variable_declarator", "import_statement", "call_expression", "string",
-           "template_string", "(member_expression object: (member_expression property: (property_identifier)))",
-           "(subscript_expression object: (member_expression))"],
-    "go": ["function_declaration", "method_declaration", "type_spec", "import_spec", "call_expression",
-           "interpreted_string_literal", "raw_string_literal"],
-    "java": ["class_declaration", "interface_declaration", "enum_declaration", "record_declaration",
-             "method_declaration", "constructor_declaration", "import_declaration", "method_invocation",
-             "string_literal"],
+    "python": [
+        "function_definition",
+        "class_definition",
+        "import_statement",
+        "import_from_statement",
+        "call",
+        "subscript",
+        "string",
+        "(attribute object: (identifier))",
+    ],
+    "js": [
+        "function_declaration",
+        "generator_function_declaration",
+        "class_declaration",
+        "abstract_class_declaration",
+        "method_definition",
+        "variable_declarator",
+        "import_statement",
+        "call_expression",
+        "string",
+        "template_string",
+        "(member_expression object: (member_expression property: (property_identifier)))",
+        "(subscript_expression object: (member_expression))",
+    ],
+    "go": [
+        "function_declaration",
+        "method_declaration",
+        "type_spec",
+        "import_spec",
+        "call_expression",
+        "interpreted_string_literal",
+        "raw_string_literal",
+    ],
+    "java": [
+        "class_declaration",
+        "interface_declaration",
+        "enum_declaration",
+        "record_declaration",
+        "method_declaration",
+        "constructor_declaration",
+        "import_declaration",
+        "method_invocation",
+        "string_literal",
+    ],
 }
 _QUERIES: dict[str, Query] = {}
 
@@ -420,9 +483,14 @@ _QUERIES: dict[str, Query] = {}
 def _query(lang: str, family: str) -> Query:
     if lang not in _QUERIES:
         language = get_language(lang)
-        patterns = [p if p.startswith("(") else f"({p})" for p in CAPTURES[family]
-                    if p.startswith("(") and language.id_for_node_kind(p[1:].split()[0], True)
-                    or not p.startswith("(") and language.id_for_node_kind(p, True)]
+        patterns = [
+            p if p.startswith("(") else f"({p})"
+            for p in CAPTURES[family]
+            if p.startswith("(")
+            and language.id_for_node_kind(p[1:].split()[0], True)
+            or not p.startswith("(")
+            and language.id_for_node_kind(p, True)
+        ]
         _QUERIES[lang] = Query(language, "\n".join(f"{p} @n" for p in patterns))
     return _QUERIES[lang]
 

@@ -1,1 +1,1 @@
-"""`blobdex eval …`: measurement of retrieval, not serving. The one place query/ drives the indexer (scratch snapshots)."""
+"""`blobdex eval …`: measurement, not serving; the one place query/ drives the indexer (scratch snapshots)."""

@@ -51,19 +51,21 @@ def load(directory: Path) -> dict[tuple[str, str], list[Judged]]:
     """Judgements grouped by (language, query), several judgements of one URL averaged."""
     source = directory / ANNOTATIONS if directory.is_dir() else directory
     if not source.is_file():
-        raise JudgementError(f"{source} does not exist; pass the folder that holds the CodeSearchNet "
-                             f"{ANNOTATIONS} (and queries.csv)")
+        raise JudgementError(
+            f"{source} does not exist; pass the folder that holds the CodeSearchNet {ANNOTATIONS} (and queries.csv)"
+        )
     grades: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     with source.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         missing = {"Language", "Query", "GitHubUrl", "Relevance"} - set(reader.fieldnames or ())
         if missing:
-            raise JudgementError(f"{source} lacks the column(s) {', '.join(sorted(missing))}; expected "
-                                 f"Language,Query,GitHubUrl,Relevance,Notes")
+            raise JudgementError(
+                f"{source} lacks the column(s) {', '.join(sorted(missing))}; expected "
+                f"Language,Query,GitHubUrl,Relevance,Notes"
+            )
         for n, row in enumerate(reader, 2):
             if row["Language"] not in LANGS:
-                raise JudgementError(f"{source}:{n}: unknown language {row['Language']!r}; "
-                                     f"known: {', '.join(LANGS)}")
+                raise JudgementError(f"{source}:{n}: unknown language {row['Language']!r}; known: {', '.join(LANGS)}")
             try:
                 grade = float(row["Relevance"])
             except ValueError:
@@ -88,7 +90,7 @@ def ndcg_within(ranked_urls: list[str], judged: list[Judged]) -> float | None:
     """The challenge's NDCG over annotated results only; None when every grade is 0."""
     grade = {j.url: j.relevance for j in judged}
     dcg = sum((2 ** grade[u] - 1) / math.log2(i + 1) for i, u in enumerate(ranked_urls, 1))
-    ideal = sum((2 ** g - 1) / math.log2(i + 1) for i, g in enumerate(sorted(grade.values(), reverse=True), 1))
+    ideal = sum((2**g - 1) / math.log2(i + 1) for i, g in enumerate(sorted(grade.values(), reverse=True), 1))
     return dcg / ideal if ideal > 0 else None
 
 
@@ -97,8 +99,9 @@ def annotated_order(reader: SnapshotReader, rows: list[int], judged: list[Judged
     by_path: dict[str, list[Judged]] = defaultdict(list)
     for j in judged:
         by_path[j.path].append(j)
-    starts, ends = reader.cached("line_spans", lambda: (reader.rows.column("line_start").to_numpy(),
-                                                        reader.rows.column("line_end").to_numpy()))
+    starts, ends = reader.cached(
+        "line_spans", lambda: (reader.rows.column("line_start").to_numpy(), reader.rows.column("line_end").to_numpy())
+    )
     seen = {}
     for row in rows:
         for j in by_path.get(reader.col["path"][row], ()):
@@ -112,14 +115,24 @@ def _embedded(reader: SnapshotReader, row: int) -> str:
     return embed_text(r["symbol"], r["text"])
 
 
-def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: str = "default",
-             depth: int = DEPTH, progress=None, reranker=None) -> dict:
+def evaluate(
+    reader: SnapshotReader,
+    embedder,
+    directory: Path,
+    repo: str,
+    org: str = "default",
+    depth: int = DEPTH,
+    progress=None,
+    reranker=None,
+) -> dict:
     """NDCG (within) per mode, overall and per language, with what share of judgements was indexed."""
     judged = load(directory)
     indexed = set(reader.col["path"][(reader.col["org"] == org) & (reader.col["repo"] == repo)])
     if not indexed:
-        raise JudgementError(f"repo {repo!r} has no indexed chunks in org {org!r}; add the corpus repository "
-                             f"(sourcegraph-testing/codesearchnet) with 'blobdex repo add' and index it")
+        raise JudgementError(
+            f"repo {repo!r} has no indexed chunks in org {org!r}; add the corpus repository "
+            f"(sourcegraph-testing/codesearchnet) with 'blobdex repo add' and index it"
+        )
     total = sum(len(v) for v in judged.values())
     covered = sum(1 for v in judged.values() for j in v if j.path in indexed)
     columns = modes(reranker)
@@ -143,13 +156,22 @@ def evaluate(reader: SnapshotReader, embedder, directory: Path, repo: str, org: 
         rows.append(row)
         if progress:
             progress(i + 1, len(judged))
-    summary = {m: {lang: {"n": len(v), "ndcg": round(float(np.mean(v)), 4) if v else None}
-                   for lang, v in sorted(scores[m].items())} for m in columns}
+    summary = {
+        m: {
+            lang: {"n": len(v), "ndcg": round(float(np.mean(v)), 4) if v else None}
+            for lang, v in sorted(scores[m].items())
+        }
+        for m in columns
+    }
     for per in summary.values():  # the challenge's leaderboard figure: the mean over languages
         means = [v["ndcg"] for lang, v in per.items() if lang != "all"]
         per["languages"] = {"n": len(means), "ndcg": round(float(np.mean(means)), 4) if means else None}
-    return {"coverage": {"judgements": total, "indexed": covered, "share": round(covered / total, 4)},
-            "depth": depth, "summary": summary, "cases": rows}
+    return {
+        "coverage": {"judgements": total, "indexed": covered, "share": round(covered / total, 4)},
+        "depth": depth,
+        "summary": summary,
+        "cases": rows,
+    }
 
 
 def render_with_configuration(result: dict) -> str:
@@ -159,9 +181,12 @@ def render_with_configuration(result: dict) -> str:
 def render(result: dict) -> str:
     langs = sorted(result["summary"]["hybrid"], key=lambda x: (x not in ("all", "languages"), x))
     c = result["coverage"]
-    lines = [f"judged spans whose file is indexed: {c['indexed']}/{c['judgements']} ({c['share']:.1%}); "
-             f"depth {result['depth']} per signal", "",
-             f"{'mode':<8} " + " ".join(f"{lang:>10}" for lang in langs)]
+    lines = [
+        f"judged spans whose file is indexed: {c['indexed']}/{c['judgements']} ({c['share']:.1%}); "
+        f"depth {result['depth']} per signal",
+        "",
+        f"{'mode':<8} " + " ".join(f"{lang:>10}" for lang in langs),
+    ]
     for mode, per in result["summary"].items():
         lines.append(f"{mode:<8} " + " ".join(f"{per.get(lang, {}).get('ndcg') or 0:>10.3f}" for lang in langs))
     n = result["summary"]["hybrid"]

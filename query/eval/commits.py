@@ -29,8 +29,11 @@ from query.localize import localize
 from query.reader import SnapshotReader
 from query.search import MODES, SearchRequest
 
-SKIP_SUBJECT_RE = re.compile(r"\b(release|bump|merge|typo|format(ting)?|version|changelog|lint|autoupdate|"
-                             r"pre-commit|dependabot|deps)\b", re.I)
+SKIP_SUBJECT_RE = re.compile(
+    r"\b(release|bump|merge|typo|format(ting)?|version|changelog|lint|autoupdate|"
+    r"pre-commit|dependabot|deps)\b",
+    re.I,
+)
 MIN_SUBJECT_WORDS = 4
 MAX_FILES_CHANGED = 5
 
@@ -62,22 +65,34 @@ class Scores:
     def summary(self) -> dict:
         n = len(self.ranks) or 1
         hit = lambda k: sum(1 for r in self.ranks if r is not None and r <= k) / n  # noqa: E731
-        return {"n": len(self.ranks), "hit@1": round(hit(1), 3), "hit@5": round(hit(5), 3),
-                "hit@10": round(hit(10), 3), "recall@10": round(sum(self.recalls) / n, 3),
-                "mrr": round(sum(1 / r for r in self.ranks if r) / n, 3)}
+        return {
+            "n": len(self.ranks),
+            "hit@1": round(hit(1), 3),
+            "hit@5": round(hit(5), 3),
+            "hit@10": round(hit(10), 3),
+            "recall@10": round(sum(self.recalls) / n, 3),
+            "mrr": round(sum(1 / r for r in self.ranks if r) / n, 3),
+        }
 
 
 def configuration(reader: SnapshotReader, reranker=None) -> dict:
-    return {"model": reader.manifest.model_id, "reranker": reranker.model_id if reranker else "off",
-            "snapshot_id": reader.snapshot_id, "chunker_version": reader.manifest.chunker_version,
-            "tokenizer_version": reader.manifest.tokenizer_version,
-            "rrf_k": search_module.RRF_K, "weights": "/".join(f"{k}:{v:g}" for k, v in search_module.WEIGHTS.items()),
-            "candidates": search_module.CANDIDATES,
-            "symbol_boost": search_module.SYMBOL_BOOST, "path_boost": search_module.PATH_BOOST,
-            "compound_boost": search_module.COMPOUND_BOOST, "file_decay": localize_module.DECAY,
-            "non_source_weight": localize_module.NON_SOURCE_WEIGHT,
-            "off_topic_test_weight": localize_module.OFF_TOPIC_TEST_WEIGHT,
-            "off_topic_code_weight": localize_module.OFF_TOPIC_CODE_WEIGHT}
+    return {
+        "model": reader.manifest.model_id,
+        "reranker": reranker.model_id if reranker else "off",
+        "snapshot_id": reader.snapshot_id,
+        "chunker_version": reader.manifest.chunker_version,
+        "tokenizer_version": reader.manifest.tokenizer_version,
+        "rrf_k": search_module.RRF_K,
+        "weights": "/".join(f"{k}:{v:g}" for k, v in search_module.WEIGHTS.items()),
+        "candidates": search_module.CANDIDATES,
+        "symbol_boost": search_module.SYMBOL_BOOST,
+        "path_boost": search_module.PATH_BOOST,
+        "compound_boost": search_module.COMPOUND_BOOST,
+        "file_decay": localize_module.DECAY,
+        "non_source_weight": localize_module.NON_SOURCE_WEIGHT,
+        "off_topic_test_weight": localize_module.OFF_TOPIC_TEST_WEIGHT,
+        "off_topic_code_weight": localize_module.OFF_TOPIC_CODE_WEIGHT,
+    }
 
 
 def modes(reranker=None) -> tuple[str, ...]:
@@ -95,8 +110,13 @@ def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "d
         if case.commit_id:
             row["commit_id"] = case.commit_id
         for mode in columns:
-            req = SearchRequest(case.query, org, (case.repo,) if case.repo else (), limit=10,
-                                mode="hybrid" if mode == "rerank" else mode)
+            req = SearchRequest(
+                case.query,
+                org,
+                (case.repo,) if case.repo else (),
+                limit=10,
+                mode="hybrid" if mode == "rerank" else mode,
+            )
             ranked = [f.path for f in localize(reader, embedder, req, reranker if mode == "rerank" else None)]
             row[mode] = {**scores[mode].add(ranked, case.expected), "top": ranked[:3]}
         rows.append(row)
@@ -113,7 +133,7 @@ def load_queries(path: Path) -> list[Case]:
             expected = tuple(str(e).split(":", 1)[0] for e in item["expected"])
             cases.append(Case(str(item["query"]), expected, item.get("repo")))
         except (ValueError, KeyError, TypeError) as exc:
-            raise EvalError(f"{path}:{n}: each line must be {{\"query\", \"expected\": [paths], \"repo\"?}} ({exc})") from exc
+            raise EvalError(f'{path}:{n}: each line must be {{"query", "expected": [paths], "repo"?}} ({exc})') from exc
     if not cases:
         raise EvalError(f"{path} holds no queries")
     return cases
@@ -130,8 +150,10 @@ def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default"
         try:  # the history of the ref that is indexed, not whatever the mirror's HEAD is
             _, tip = resolve_ref(git, spec.refs[0] if spec.refs else None, repo)
         except ScanError as exc:
-            raise EvalError(f"cannot sample commits of {repo!r}: {exc} (if 'blobdex index' reported that it "
-                            f"could not fetch {repo!r}, fix that first)") from exc
+            raise EvalError(
+                f"cannot sample commits of {repo!r}: {exc} (if 'blobdex index' reported that it "
+                f"could not fetch {repo!r}, fix that first)"
+            ) from exc
         for entry in git.get_walker(include=[tip.encode()], max_entries=max_walk):
             commit = entry.commit
             subject = commit.message.decode("utf-8", "replace").strip().split("\n", 1)[0]
@@ -149,14 +171,17 @@ def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default"
     return candidates[:n]
 
 
-def eval_commits(cfg: Config, repo: str, n: int, seed: int, embedder, org: str = "default",
-                 progress=None, reranker=None) -> dict:
+def eval_commits(
+    cfg: Config, repo: str, n: int, seed: int, embedder, org: str = "default", progress=None, reranker=None
+) -> dict:
     """Index each sampled commit's parent (blob identity makes consecutive parents nearly free),
     then ask its subject and score the files it changed."""
     cases = commit_cases(cfg, repo, n, seed, org)
     if not cases:
-        raise EvalError(f"no commit of {repo!r} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
-                        f"files, a subject of {MIN_SUBJECT_WORDS}+ words)")
+        raise EvalError(
+            f"no commit of {repo!r} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
+            f"files, a subject of {MIN_SUBJECT_WORDS}+ words)"
+        )
     columns = modes(reranker)
     totals = {mode: Scores() for mode in columns}
     rows, config = [], None
@@ -188,8 +213,9 @@ def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, .
     if not (work / "cache").exists():
         os.symlink(cfg.data_dir / "cache", work / "cache")
     source = str(mirror_path(cfg.data_dir, spec))
-    eval_cfg = replace(cfg, data_dir=work, keep_snapshots=1,
-                       repos=(RepoSpec(repo, source, org, spec.refs if refs is None else refs),))
+    eval_cfg = replace(
+        cfg, data_dir=work, keep_snapshots=1, repos=(RepoSpec(repo, source, org, spec.refs if refs is None else refs),)
+    )
     run(eval_cfg, embedder=embedder, show_progress=False)
     return SnapshotReader(work)
 
@@ -205,8 +231,9 @@ def drop_scratch(cfg: Config, repo: str, org: str) -> None:
     (work / CURRENT).unlink(missing_ok=True)
 
 
-def eval_routing(cfg: Config, reader: SnapshotReader, embedder, repos: list[str], n: int, seed: int,
-                 org: str = "default") -> dict:
+def eval_routing(
+    cfg: Config, reader: SnapshotReader, embedder, repos: list[str], n: int, seed: int, org: str = "default"
+) -> dict:
     """Pool commit subjects of several repos, ask route_task for each, and score the owning repo."""
     from query.route_task import route
 
@@ -218,8 +245,11 @@ def eval_routing(cfg: Config, reader: SnapshotReader, embedder, repos: list[str]
         ranks.append(rank)
         rows.append({"query": case.query, "owner": case.repo, "rank": rank, "ranked": ranked})
     count = len(ranks) or 1
-    summary = {"n": len(ranks), "top1": round(sum(1 for r in ranks if r == 1) / count, 3),
-               "mrr": round(sum(1 / r for r in ranks if r) / count, 3)}
+    summary = {
+        "n": len(ranks),
+        "top1": round(sum(1 for r in ranks if r == 1) / count, 3),
+        "mrr": round(sum(1 / r for r in ranks if r) / count, 3),
+    }
     return {"configuration": configuration(reader), "summary": summary, "cases": rows}
 
 
@@ -233,9 +263,13 @@ def configuration_line(result: dict) -> str:
 
 
 def render(result: dict) -> str:
-    lines = [configuration_line(result), "",
-             f"{'mode':<8} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'recall@10':>9} {'mrr':>6}"]
+    lines = [
+        configuration_line(result),
+        "",
+        f"{'mode':<8} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'recall@10':>9} {'mrr':>6}",
+    ]
     for mode, s in result["summary"].items():
-        lines.append(f"{mode:<8} {s['n']:>4} {s['hit@1']:>6} {s['hit@5']:>6} {s['hit@10']:>6} "
-                     f"{s['recall@10']:>9} {s['mrr']:>6}")
+        lines.append(
+            f"{mode:<8} {s['n']:>4} {s['hit@1']:>6} {s['hit@5']:>6} {s['hit@10']:>6} {s['recall@10']:>9} {s['mrr']:>6}"
+        )
     return "\n".join(lines)

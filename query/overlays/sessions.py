@@ -95,8 +95,16 @@ class OverlayStore:
             raise OverlayError(f"invalid session_id {session_id!r}: use 1-100 letters, digits, '.', '_', ':' or '-'")
         return session_id
 
-    def sync(self, org: str, session_id: str, repo: str, files: dict[str, str], deleted: list[str],
-             embedder: Embedder, max_bytes: int) -> dict:
+    def sync(
+        self,
+        org: str,
+        session_id: str,
+        repo: str,
+        files: dict[str, str],
+        deleted: list[str],
+        embedder: Embedder,
+        max_bytes: int,
+    ) -> dict:
         """Record edits (path -> full new content) and deletions of one repo in a session."""
         self.check_id(session_id)
         if len(files) + len(deleted) > MAX_FILES_PER_SYNC:
@@ -116,26 +124,59 @@ class OverlayStore:
             chunks, _ = chunk_text(content, lang)
             kept, held = hold_back(content, chunks)
             held_back += len(held)
-            rows += [OverlayChunk(repo, path, blob_id, c.index, c.symbol, c.kind, lang, c.line_start, c.line_end,
-                                  c.text) for c in kept]
+            rows += [
+                OverlayChunk(repo, path, blob_id, c.index, c.symbol, c.kind, lang, c.line_start, c.line_end, c.text)
+                for c in kept
+            ]
             touched.append((path, 0, blob_id, None))
         touched += [(path, 1, None, None) for path in clean_deleted]
         vectors = embedder.embed([embed_text(r.symbol, r.text) for r in rows]) if rows else []
         now = time.time()
         with self._lock, self.db:
-            self.db.execute("INSERT INTO session VALUES (?, ?, ?, ?) ON CONFLICT (org, session_id) "
-                            "DO UPDATE SET touched = excluded.touched", [org, session_id, now, now])
+            self.db.execute(
+                "INSERT INTO session VALUES (?, ?, ?, ?) ON CONFLICT (org, session_id) "
+                "DO UPDATE SET touched = excluded.touched",
+                [org, session_id, now, now],
+            )
             for path, is_deleted, blob_id, skip in touched:
-                self.db.execute("DELETE FROM chunk WHERE org = ? AND session_id = ? AND repo = ? AND path = ?",
-                                [org, session_id, repo, path])
-                self.db.execute("INSERT OR REPLACE INTO touched VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                [org, session_id, repo, path, is_deleted, blob_id, skip])
+                self.db.execute(
+                    "DELETE FROM chunk WHERE org = ? AND session_id = ? AND repo = ? AND path = ?",
+                    [org, session_id, repo, path],
+                )
+                self.db.execute(
+                    "INSERT OR REPLACE INTO touched VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [org, session_id, repo, path, is_deleted, blob_id, skip],
+                )
             self.db.executemany(
                 "INSERT INTO chunk VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(org, session_id, r.repo, r.path, r.blob_id, r.chunk_index, r.symbol, r.kind, r.lang, r.line_start,
-                  r.line_end, r.text, np.asarray(v, dtype=np.float32).tobytes()) for r, v in zip(rows, vectors)])
-        return {"session_id": session_id, "repo": repo, "files": len(clean_files), "deleted": len(clean_deleted),
-                "chunks": len(rows), "secrets_held_back": held_back, "skipped": skipped}
+                [
+                    (
+                        org,
+                        session_id,
+                        r.repo,
+                        r.path,
+                        r.blob_id,
+                        r.chunk_index,
+                        r.symbol,
+                        r.kind,
+                        r.lang,
+                        r.line_start,
+                        r.line_end,
+                        r.text,
+                        np.asarray(v, dtype=np.float32).tobytes(),
+                    )
+                    for r, v in zip(rows, vectors)
+                ],
+            )
+        return {
+            "session_id": session_id,
+            "repo": repo,
+            "files": len(clean_files),
+            "deleted": len(clean_deleted),
+            "chunks": len(rows),
+            "secrets_held_back": held_back,
+            "skipped": skipped,
+        }
 
     @staticmethod
     def _path(path: str) -> str:
@@ -146,8 +187,9 @@ class OverlayStore:
 
     def touch(self, org: str, session_id: str) -> bool:
         with self._lock, self.db:
-            cur = self.db.execute("UPDATE session SET touched = ? WHERE org = ? AND session_id = ?",
-                                  [time.time(), org, session_id])
+            cur = self.db.execute(
+                "UPDATE session SET touched = ? WHERE org = ? AND session_id = ?", [time.time(), org, session_id]
+            )
         return cur.rowcount > 0
 
     def shadowed(self, org: str, session_id: str) -> set[tuple[str, str]]:
@@ -156,32 +198,47 @@ class OverlayStore:
         return {(r, p) for r, p in rows}
 
     def chunks(self, org: str, session_id: str) -> tuple[list[OverlayChunk], np.ndarray]:
-        rows = self.db.execute("SELECT repo, path, blob_id, chunk_index, symbol, kind, lang, line_start, line_end, "
-                               "text, vector FROM chunk WHERE org = ? AND session_id = ? ORDER BY rowid",
-                               [org, session_id]).fetchall()
+        rows = self.db.execute(
+            "SELECT repo, path, blob_id, chunk_index, symbol, kind, lang, line_start, line_end, "
+            "text, vector FROM chunk WHERE org = ? AND session_id = ? ORDER BY rowid",
+            [org, session_id],
+        ).fetchall()
         chunks = [OverlayChunk(*r[:10]) for r in rows]
         vectors = np.stack([np.frombuffer(r[10], dtype=np.float32) for r in rows]) if rows else np.zeros((0, 0))
         return chunks, vectors
 
     def status(self, org: str, session_id: str) -> dict:
         self.check_id(session_id)
-        row = self.db.execute("SELECT created, touched FROM session WHERE org = ? AND session_id = ?",
-                              [org, session_id]).fetchone()
+        row = self.db.execute(
+            "SELECT created, touched FROM session WHERE org = ? AND session_id = ?", [org, session_id]
+        ).fetchone()
         if row is None:
-            raise SessionNotFound(f"no session {session_id!r}: sync_workspace creates one (idle sessions are removed "
-                               f"after {self.idle_seconds / 3600:g} h)")
-        files = self.db.execute("SELECT repo, path, deleted, skip FROM touched WHERE org = ? AND session_id = ? "
-                                "ORDER BY repo, path", [org, session_id]).fetchall()
-        count = self.db.execute("SELECT count(*) FROM chunk WHERE org = ? AND session_id = ?",
-                                [org, session_id]).fetchone()[0]
-        return {"session_id": session_id, "created": row[0], "idle_seconds": round(time.time() - row[1], 1),
-                "expires_in_seconds": round(self.idle_seconds - (time.time() - row[1]), 1), "chunks": count,
-                "files": [{"repo": r, "path": p, "deleted": bool(d), "skip": s} for r, p, d, s in files]}
+            raise SessionNotFound(
+                f"no session {session_id!r}: sync_workspace creates one (idle sessions are removed "
+                f"after {self.idle_seconds / 3600:g} h)"
+            )
+        files = self.db.execute(
+            "SELECT repo, path, deleted, skip FROM touched WHERE org = ? AND session_id = ? ORDER BY repo, path",
+            [org, session_id],
+        ).fetchall()
+        count = self.db.execute(
+            "SELECT count(*) FROM chunk WHERE org = ? AND session_id = ?", [org, session_id]
+        ).fetchone()[0]
+        return {
+            "session_id": session_id,
+            "created": row[0],
+            "idle_seconds": round(time.time() - row[1], 1),
+            "expires_in_seconds": round(self.idle_seconds - (time.time() - row[1]), 1),
+            "chunks": count,
+            "files": [{"repo": r, "path": p, "deleted": bool(d), "skip": s} for r, p, d, s in files],
+        }
 
     def end(self, org: str, session_id: str) -> bool:
         self.check_id(session_id)
         with self._lock, self.db:
-            existed = self.db.execute("SELECT 1 FROM session WHERE org = ? AND session_id = ?",
-                                      [org, session_id]).fetchone() is not None
+            existed = (
+                self.db.execute("SELECT 1 FROM session WHERE org = ? AND session_id = ?", [org, session_id]).fetchone()
+                is not None
+            )
             self._drop(org, session_id)
         return existed

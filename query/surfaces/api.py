@@ -44,8 +44,22 @@ CIP_PREFIX = "/codebase-index"
 OPEN_PATHS = ("/healthz", "/readyz", LUCOS_PREFIX + "/health/")  # probes answer without a token
 NOT_FOUND = (ChunkNotFound, GetFileError, ContextError, SessionNotFound)
 # Each operation's JSON body takes these fields and no others: a typo is refused, not ignored.
-SEARCH_FIELDS = ("query", "repos", "lang", "paths", "ignore", "kind", "ref", "limit", "session_id", "group_by",
-                 "min_score", "min_score_diff", "mode", "format")
+SEARCH_FIELDS = (
+    "query",
+    "repos",
+    "lang",
+    "paths",
+    "ignore",
+    "kind",
+    "ref",
+    "limit",
+    "session_id",
+    "group_by",
+    "min_score",
+    "min_score_diff",
+    "mode",
+    "format",
+)
 GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case")
 ROUTE_FIELDS = ("task", "limit")
 SYNC_FIELDS = ("repo", "files", "deleted")
@@ -127,8 +141,11 @@ async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
     """Unknown routes and methods answer in the one error shape, not as plain text."""
     if exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
-        return error(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}; "
-                                                f"use {allowed or 'another method'}")
+        return error(
+            405,
+            "method_not_allowed",
+            f"{request.method} is not allowed on {request.url.path}; use {allowed or 'another method'}",
+        )
     if exc.status_code == 404:
         return error(404, "not_found", f"no route {request.url.path}; the routes are listed in /openapi.json")
     return error(exc.status_code, "bad_request", str(exc.detail))
@@ -138,16 +155,24 @@ async def _internal(request: Request, exc: Exception) -> JSONResponse:
     return error(500, "internal", "the server failed on this request; see its log")
 
 
-def app(service: Service, allowed_hosts: list[str] | None = None, require_token: bool = False,
-        default_org: str = "default", codesearch_prefix: str = "/codesearch", lucos: bool = False,
-        cip_settings: AuthSettings | None = None) -> Starlette:
+def app(
+    service: Service,
+    allowed_hosts: list[str] | None = None,
+    require_token: bool = False,
+    default_org: str = "default",
+    codesearch_prefix: str = "/codesearch",
+    lucos: bool = False,
+    cip_settings: AuthSettings | None = None,
+) -> Starlette:
     mcp = build_mcp(service, org=_org.get)
     allowed = list(LOCAL_HOSTS) + list(allowed_hosts or [])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[h + suffix for h in allowed for suffix in ("", ":*")],
-        allowed_origins=[f"{scheme}://{h}{suffix}" for h in allowed for scheme in ("http", "https")
-                         for suffix in ("", ":*")])
+        allowed_origins=[
+            f"{scheme}://{h}{suffix}" for h in allowed for scheme in ("http", "https") for suffix in ("", ":*")
+        ],
+    )
     mcp_app = mcp.streamable_http_app(transport_security=security, max_request_body_size=MAX_BODY_BYTES)
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -157,6 +182,7 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
                 if isinstance(r, Route) and r.matches(request.scope)[0] is Match.PARTIAL:
                     exc = HTTPException(405, headers={"Allow": ", ".join(sorted(r.methods or ()))})
         return await _http_error(request, exc)
+
     mcp_app.add_exception_handler(HTTPException, http_error)  # every unknown path ends there
 
     def endpoint(handler):
@@ -177,15 +203,25 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
             except Exception:  # a bug, not the caller's input: logged with its traceback
                 log.exception("%s %s failed", request.method, request.url.path)
                 return error(500, "internal", "the server failed on this request; see its log")
+
         return run
 
     async def search(request: Request, org: str):
         """search_code's semantics over HTTP: the same options, thresholds, file mode and markdown."""
         d = await _json(request, SEARCH_FIELDS)
         query = _text(d, "query") or ""
-        req = SearchRequest(query, org, _strs(d, "repos"), _strs(d, "lang"), _strs(d, "paths"), _strs(d, "ignore"),
-                            _text(d, "kind"), _text(d, "ref"), _int(d.get("limit"), "limit", 10),
-                            mode=_text(d, "mode") or "hybrid")
+        req = SearchRequest(
+            query,
+            org,
+            _strs(d, "repos"),
+            _strs(d, "lang"),
+            _strs(d, "paths"),
+            _strs(d, "ignore"),
+            _text(d, "kind"),
+            _text(d, "ref"),
+            _int(d.get("limit"), "limit", 10),
+            mode=_text(d, "mode") or "hybrid",
+        )
         group_by, fmt = _choice(d, "group_by", ("chunk", "file")), _choice(d, "format", ("json", "markdown"))
         min_score, min_score_diff = _fraction(d, "min_score"), _fraction(d, "min_score_diff")
         if min_score is not None and min_score_diff is not None:
@@ -197,21 +233,45 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
             snapshot_id, files = await anyio.to_thread.run_sync(service.localize, req)
             if fmt == "markdown":
                 return Response(render_files(query, files), media_type="text/markdown; charset=utf-8")
-            return {"snapshot_id": snapshot_id, "files": [
-                {"repo": f.repo, "path": f.path, "ref": f.ref, "commit_id": f.commit_id, "score": f.score,
-                 "signals": f.signals,
-                 "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence]}
-                for f in files]}
+            return {
+                "snapshot_id": snapshot_id,
+                "files": [
+                    {
+                        "repo": f.repo,
+                        "path": f.path,
+                        "ref": f.ref,
+                        "commit_id": f.commit_id,
+                        "score": f.score,
+                        "signals": f.signals,
+                        "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence],
+                    }
+                    for f in files
+                ],
+            }
         snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req, session_id)
         hits, applied = keep_similar(hits, min_score, min_score_diff)
         if fmt == "markdown":
-            filters = [f"{name}={value}" for name, value in (  # as search_code names them
-                ("repos", list(req.repos)), ("lang", list(req.langs)), ("paths", list(req.paths)),
-                ("ignore", list(req.ignore)), ("kind", req.kind), ("ref", req.ref), ("session", session_id)) if value]
-            return Response(render_search(query, snapshot_id, hits, filters + applied),
-                            media_type="text/markdown; charset=utf-8")
-        return {"snapshot_id": snapshot_id, "hits": [{"id": c, **h.to_dict()} for c, h in hits],
-                **({"applied": applied} if applied else {})}
+            filters = [
+                f"{name}={value}"
+                for name, value in (  # as search_code names them
+                    ("repos", list(req.repos)),
+                    ("lang", list(req.langs)),
+                    ("paths", list(req.paths)),
+                    ("ignore", list(req.ignore)),
+                    ("kind", req.kind),
+                    ("ref", req.ref),
+                    ("session", session_id),
+                )
+                if value
+            ]
+            return Response(
+                render_search(query, snapshot_id, hits, filters + applied), media_type="text/markdown; charset=utf-8"
+            )
+        return {
+            "snapshot_id": snapshot_id,
+            "hits": [{"id": c, **h.to_dict()} for c, h in hits],
+            **({"applied": applied} if applied else {}),
+        }
 
     async def chunks(request: Request, org: str):
         ids = [x for x in _params(request, CHUNKS_PARAMS).get("ids", "").split(",") if x.strip()]
@@ -229,23 +289,32 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         d = await _json(request, GREP_FIELDS)
         pattern, repos, paths, ref = _text(d, "pattern") or "", _strs(d, "repos"), _strs(d, "paths"), _text(d, "ref")
         limit, literal, ignore_case = _int(d.get("limit"), "limit", 100), _flag(d, "literal"), _flag(d, "ignore_case")
-        snapshot_id, matches, more = await anyio.to_thread.run_sync(lambda: service.grep(
-            pattern, org, repos=repos, paths=paths, ref=ref, limit=limit, literal=literal, ignore_case=ignore_case))
+        snapshot_id, matches, more = await anyio.to_thread.run_sync(
+            lambda: service.grep(
+                pattern, org, repos=repos, paths=paths, ref=ref, limit=limit, literal=literal, ignore_case=ignore_case
+            )
+        )
         return {"snapshot_id": snapshot_id, "matches": [asdict(m) for m in matches], "truncated": more}
 
     async def file(request: Request, org: str):
         q = _params(request, FILE_PARAMS)
         if not q.get("repo") or not q.get("path"):
             raise BlobdexError("give repo and path (and optionally ref, start, end)")
-        f = await anyio.to_thread.run_sync(lambda: service.get_file(
-            q["repo"], q["path"], q.get("ref"), org, _int(q.get("start"), "start"), _int(q.get("end"), "end")))
-        return {**{k: v for k, v in asdict(f).items() if k != "content"},
-                "content": f.content.decode("utf-8", "replace")}
+        f = await anyio.to_thread.run_sync(
+            lambda: service.get_file(
+                q["repo"], q["path"], q.get("ref"), org, _int(q.get("start"), "start"), _int(q.get("end"), "end")
+            )
+        )
+        return {
+            **{k: v for k, v in asdict(f).items() if k != "content"},
+            "content": f.content.decode("utf-8", "replace"),
+        }
 
     async def route(request: Request, org: str):
         d = await _json(request, ROUTE_FIELDS)
         snapshot_id, routes = await anyio.to_thread.run_sync(
-            service.route, _text(d, "task") or "", org, _int(d.get("limit"), "limit", 5))
+            service.route, _text(d, "task") or "", org, _int(d.get("limit"), "limit", 5)
+        )
         return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}
 
     async def context(request: Request, org: str):
@@ -257,8 +326,14 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         files = d.get("files") or {}
         if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise BlobdexError("'files' must be an object of path -> content strings")
-        return await anyio.to_thread.run_sync(service.sync_workspace, org, request.path_params["session_id"],
-                                              _text(d, "repo") or "", files, list(_strs(d, "deleted")))
+        return await anyio.to_thread.run_sync(
+            service.sync_workspace,
+            org,
+            request.path_params["session_id"],
+            _text(d, "repo") or "",
+            files,
+            list(_strs(d, "deleted")),
+        )
 
     async def session(request: Request, org: str):
         sid = request.path_params["session_id"]
@@ -294,11 +369,16 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
             yield
 
     routes = [
-        Route("/healthz", healthz), Route("/readyz", readyz), Route("/openapi.json", openapi),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/openapi.json", openapi),
         Route("/v1/search", endpoint(search), methods=["POST"]),
-        Route("/v1/chunks", endpoint(chunks)), Route("/v1/grep", endpoint(grep), methods=["POST"]),
-        Route("/v1/file", endpoint(file)), Route("/v1/route", endpoint(route), methods=["POST"]),
-        Route("/v1/context", endpoint(context)), Route("/v1/repos", endpoint(repos)),
+        Route("/v1/chunks", endpoint(chunks)),
+        Route("/v1/grep", endpoint(grep), methods=["POST"]),
+        Route("/v1/file", endpoint(file)),
+        Route("/v1/route", endpoint(route), methods=["POST"]),
+        Route("/v1/context", endpoint(context)),
+        Route("/v1/repos", endpoint(repos)),
         Route("/v1/status", endpoint(status)),
         Route("/v1/sessions/{session_id}/sync", endpoint(session_sync), methods=["POST"]),
         Route("/v1/sessions/{session_id}", endpoint(session), methods=["GET", "DELETE"]),
@@ -307,8 +387,9 @@ def app(service: Service, allowed_hosts: list[str] | None = None, require_token:
         Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg))),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
-    starlette = Starlette(routes=routes, lifespan=lifespan,
-                          exception_handlers={HTTPException: http_error, Exception: _internal})
+    starlette = Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error, Exception: _internal}
+    )
     # The Lucos routes authenticate by the gateway's trusted headers, unless tokens are required: then
     # they need one too, and its org must be the X-Org-Id they send. The Codebase Index Protocol has JWTs.
     exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos and not require_token else ())

@@ -34,8 +34,9 @@ def mint(data_dir: Path, name: str, org: str) -> str:
     """A new token for `org`; the plaintext is returned once and never stored."""
     check_name("org", org)
     token = PREFIX + secrets.token_urlsafe(32)
-    rows = _load(data_dir) + [{"id": token[:len(PREFIX) + 6], "name": name, "org": org, "sha256": _digest(token),
-                               "created_at": now_iso()}]
+    rows = _load(data_dir) + [
+        {"id": token[: len(PREFIX) + 6], "name": name, "org": org, "sha256": _digest(token), "created_at": now_iso()}
+    ]
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = _path(data_dir).with_suffix(".tmp")
     tmp.write_text(json.dumps(rows, indent=1), encoding="utf-8")

@@ -58,13 +58,16 @@ class AuthSettings:
     @classmethod
     def from_env(cls, raw: dict | None = None) -> "AuthSettings":
         raw = raw or {}
-        return cls(secret=os.environ.get("BLOBDEX_JWT_SECRET") or raw.get("jwt_secret"),
-                   allowed_users=frozenset(raw.get("jwt_users", [])), org=raw.get("jwt_org", "default"),
-                   github_client_id=os.environ.get("BLOBDEX_GITHUB_CLIENT_ID") or raw.get("github_client_id"),
-                   github_client_secret=os.environ.get("BLOBDEX_GITHUB_CLIENT_SECRET"),
-                   github_authorize_url=raw.get("github_authorize_url", cls.github_authorize_url),
-                   github_token_url=raw.get("github_token_url", cls.github_token_url),
-                   github_user_url=raw.get("github_user_url", cls.github_user_url))
+        return cls(
+            secret=os.environ.get("BLOBDEX_JWT_SECRET") or raw.get("jwt_secret"),
+            allowed_users=frozenset(raw.get("jwt_users", [])),
+            org=raw.get("jwt_org", "default"),
+            github_client_id=os.environ.get("BLOBDEX_GITHUB_CLIENT_ID") or raw.get("github_client_id"),
+            github_client_secret=os.environ.get("BLOBDEX_GITHUB_CLIENT_SECRET"),
+            github_authorize_url=raw.get("github_authorize_url", cls.github_authorize_url),
+            github_token_url=raw.get("github_token_url", cls.github_token_url),
+            github_user_url=raw.get("github_user_url", cls.github_user_url),
+        )
 
 
 def load_settings(cfg: Config) -> AuthSettings:
@@ -87,13 +90,17 @@ def mint(secret: str, username: str, ttl: int = ACCESS_TTL_SECONDS, kind: str = 
 def verify(settings: AuthSettings, token: str | None, kind: str = "access") -> str:
     """The username a valid token names; ProtocolError 401/403 otherwise."""
     if not settings.secret:
-        raise ProtocolError(401, "no JWT secret is configured: set BLOBDEX_JWT_SECRET (or jwt_secret in "
-                                 "blobdex.toml) and mint tokens with 'blobdex token mint --jwt --user NAME'")
+        raise ProtocolError(
+            401,
+            "no JWT secret is configured: set BLOBDEX_JWT_SECRET (or jwt_secret in "
+            "blobdex.toml) and mint tokens with 'blobdex token mint --jwt --user NAME'",
+        )
     if not token:
         raise ProtocolError(401, "missing bearer token")
     try:
-        claims = jwt.decode(token, settings.secret, algorithms=[ALGORITHM],
-                            options={"require": ["exp", "iat", "username"]})
+        claims = jwt.decode(
+            token, settings.secret, algorithms=[ALGORITHM], options={"require": ["exp", "iat", "username"]}
+        )
     except jwt.ExpiredSignatureError:
         raise ProtocolError(401, "token expired: refresh it") from None
     except jwt.PyJWTError as exc:
@@ -111,9 +118,13 @@ def _loopback(url: str) -> bool:
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    return JSONResponse({"message": f"{request.method} {request.url.path}: "
-                                    f"{'no such route' if exc.status_code == 404 else exc.detail}"},
-                        status_code=exc.status_code)
+    return JSONResponse(
+        {
+            "message": f"{request.method} {request.url.path}: "
+            f"{'no such route' if exc.status_code == 404 else exc.detail}"
+        },
+        status_code=exc.status_code,
+    )
 
 
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
@@ -133,6 +144,7 @@ def app(service, settings: AuthSettings) -> Starlette:
                 return JSONResponse({"message": str(exc)}, status_code=exc.status)
             except BlobdexError as exc:
                 return JSONResponse({"message": str(exc)}, status_code=400)
+
         return endpoint
 
     async def body(request: Request) -> dict:
@@ -174,9 +186,13 @@ def app(service, settings: AuthSettings) -> Starlette:
                 raise ProtocolError(400, f"repos[{n}] must be an object")
             name, root = _str(r, "name", f"repos[{n}]"), _str(r, "rootHash", f"repos[{n}]")
             files = r.get("files")
-            if files is not None and (not isinstance(files, list) or not all(
+            if files is not None and (
+                not isinstance(files, list)
+                or not all(
                     isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("hash"), str)
-                    for f in files)):
+                    for f in files
+                )
+            ):
                 raise ProtocolError(400, f"repos[{n}].files must be an array of {{path, hash}}")
             if store.get_state(settings.org, space(user), name, "root") == root:
                 continue  # unchanged since the last complete sync: the cheap path
@@ -223,8 +239,19 @@ def app(service, settings: AuthSettings) -> Starlette:
             start, end = c.get("lineStart", 1), c.get("lineEnd", c.get("lineStart", 1) + content.count("\n"))
             if not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_LINE for x in (start, end)):
                 raise ProtocolError(400, f"chunks[{n}].lineStart/lineEnd must be integers from 1 to {MAX_LINE}")
-            chunks.append(PushedChunk(repo, f"{path}#{symbol}", "sha256:" + hashlib.sha256(content.encode()).hexdigest(),
-                                      path, c["lang"], symbol, start, max(end, start), content))
+            chunks.append(
+                PushedChunk(
+                    repo,
+                    f"{path}#{symbol}",
+                    "sha256:" + hashlib.sha256(content.encode()).hexdigest(),
+                    path,
+                    c["lang"],
+                    symbol,
+                    start,
+                    max(end, start),
+                    content,
+                )
+            )
         store = service.pushed
         org, sp = settings.org, space(user)
         for n, r in enumerate(remove):
@@ -255,7 +282,7 @@ def app(service, settings: AuthSettings) -> Starlette:
         org, sp = settings.org, space(user)
         chunks, vectors, _ = service.pushed.overlay(org, sp, (repo,) if repo else ())
         shadowed = {(r, p) for r, p in ((c.repo, c.path) for c in chunks)}
-        shadowed |= {(r, k[len("shadow:"):]) for r, k in service.pushed.keys(org, sp, "shadow:")}
+        shadowed |= {(r, k[len("shadow:") :]) for r, k in service.pushed.keys(org, sp, "shadow:")}
         overlay = Overlay(sp, frozenset(shadowed), chunks, vectors)
         reader = service.reader()
         known = {r.name for r in reader.manifest.repos if r.org == org}
@@ -266,16 +293,27 @@ def app(service, settings: AuthSettings) -> Starlette:
                 return search_overlay(service.embedder, req, overlay)
             hits = search(reader, service.embedder, req, overlay)
             qvec = service.embedder.embed([query])[0]
-            return [(h, float(reader.vectors[h.row] @ qvec) if h.row >= 0 else h.signals.get("vector_score") or 0.0)
-                    for h in hits]
+            return [
+                (h, float(reader.vectors[h.row] @ qvec) if h.row >= 0 else h.signals.get("vector_score") or 0.0)
+                for h in hits
+            ]
 
         found = await anyio.to_thread.run_sync(run)
         results = []
         for h, score in found:
             text = h.text if h.uncommitted else reader.row(h.row)["text"]
-            results.append({"repo": h.repo, "path": h.path, "symbol": h.symbol, "lang": h.lang,
-                            "snippet": "\n".join(text.split("\n")[:SNIPPET_LINES]), "score": round(score, 4),
-                            "lineStart": h.line_start, "lineEnd": h.line_end})
+            results.append(
+                {
+                    "repo": h.repo,
+                    "path": h.path,
+                    "symbol": h.symbol,
+                    "lang": h.lang,
+                    "snippet": "\n".join(text.split("\n")[:SNIPPET_LINES]),
+                    "score": round(score, 4),
+                    "lineStart": h.line_start,
+                    "lineEnd": h.line_end,
+                }
+            )
         return JSONResponse({"results": results})
 
     async def start(request: Request, _user):
@@ -283,46 +321,88 @@ def app(service, settings: AuthSettings) -> Starlette:
         if not _loopback(redirect):
             raise ProtocolError(400, "redirect_url must be a local http URL (127.0.0.1 or localhost)")
         if not settings.secret or not settings.github_client_id:
-            raise ProtocolError(401, "GitHub sign-in is not configured: set BLOBDEX_JWT_SECRET, "
-                                     "BLOBDEX_GITHUB_CLIENT_ID and BLOBDEX_GITHUB_CLIENT_SECRET")
-        state = jwt.encode({"redirect_url": redirect, "nonce": secrets.token_hex(8),
-                            "exp": int(time.time()) + STATE_TTL_SECONDS}, settings.secret, algorithm=ALGORITHM)
+            raise ProtocolError(
+                401,
+                "GitHub sign-in is not configured: set BLOBDEX_JWT_SECRET, "
+                "BLOBDEX_GITHUB_CLIENT_ID and BLOBDEX_GITHUB_CLIENT_SECRET",
+            )
+        state = jwt.encode(
+            {"redirect_url": redirect, "nonce": secrets.token_hex(8), "exp": int(time.time()) + STATE_TTL_SECONDS},
+            settings.secret,
+            algorithm=ALGORITHM,
+        )
         callback = str(request.url_for("github_callback"))
-        return RedirectResponse(f"{settings.github_authorize_url}?" + urlencode(
-            {"client_id": settings.github_client_id, "redirect_uri": callback, "state": state, "scope": "read:user"}))
+        return RedirectResponse(
+            f"{settings.github_authorize_url}?"
+            + urlencode(
+                {"client_id": settings.github_client_id, "redirect_uri": callback, "state": state, "scope": "read:user"}
+            )
+        )
 
     async def callback(request: Request, _user):
         try:
-            state = jwt.decode(request.query_params.get("state", ""), settings.secret or "", algorithms=[ALGORITHM],
-                               options={"require": ["exp"]})
+            state = jwt.decode(
+                request.query_params.get("state", ""),
+                settings.secret or "",
+                algorithms=[ALGORITHM],
+                options={"require": ["exp"]},
+            )
         except jwt.PyJWTError:
             raise ProtocolError(401, "invalid or expired sign-in state: start again") from None
         async with httpx.AsyncClient(timeout=20) as client:
-            token = (await client.post(settings.github_token_url, headers={"Accept": "application/json"}, data={
-                "client_id": settings.github_client_id, "client_secret": settings.github_client_secret,
-                "code": request.query_params.get("code", "")})).json().get("access_token")
+            token = (
+                (
+                    await client.post(
+                        settings.github_token_url,
+                        headers={"Accept": "application/json"},
+                        data={
+                            "client_id": settings.github_client_id,
+                            "client_secret": settings.github_client_secret,
+                            "code": request.query_params.get("code", ""),
+                        },
+                    )
+                )
+                .json()
+                .get("access_token")
+            )
             if not token:
                 raise ProtocolError(401, "the provider refused the sign-in code")
-            login = (await client.get(settings.github_user_url, headers={"Authorization": f"Bearer {token}"})).json().get("login")
+            login = (
+                (await client.get(settings.github_user_url, headers={"Authorization": f"Bearer {token}"}))
+                .json()
+                .get("login")
+            )
         if not login:
             raise ProtocolError(401, "the provider returned no user")
         if settings.allowed_users and login not in settings.allowed_users:
             raise ProtocolError(403, f"user {login!r} is not allowed here")
-        query = urlencode({"token": mint(settings.secret, login),
-                           "refresh_token": mint(settings.secret, login, REFRESH_TTL_SECONDS, "refresh")})
+        query = urlencode(
+            {
+                "token": mint(settings.secret, login),
+                "refresh_token": mint(settings.secret, login, REFRESH_TTL_SECONDS, "refresh"),
+            }
+        )
         return RedirectResponse(f"{state['redirect_url']}?{query}")
 
     async def refresh(request: Request, _user):
         d = await body(request)
         user = verify(settings, d.get("refresh_token") if isinstance(d.get("refresh_token"), str) else None, "refresh")
-        return JSONResponse({"access_token": mint(settings.secret, user),
-                             "refresh_token": mint(settings.secret, user, REFRESH_TTL_SECONDS, "refresh"),
-                             "expires_in": ACCESS_TTL_SECONDS})
+        return JSONResponse(
+            {
+                "access_token": mint(settings.secret, user),
+                "refresh_token": mint(settings.secret, user, REFRESH_TTL_SECONDS, "refresh"),
+                "expires_in": ACCESS_TTL_SECONDS,
+            }
+        )
 
-    return Starlette(routes=[
-        Route("/sync", handle(sync), methods=["POST"]), Route("/index", handle(index), methods=["POST"]),
-        Route("/search", handle(do_search), methods=["POST"]),
-        Route("/auth/github/start", handle(start, auth=False)),
-        Route("/auth/github/callback", handle(callback, auth=False), name="github_callback"),
-        Route("/auth/github/refresh", handle(refresh, auth=False), methods=["POST"]),
-    ], exception_handlers={HTTPException: _http_error, Exception: _internal})
+    return Starlette(
+        routes=[
+            Route("/sync", handle(sync), methods=["POST"]),
+            Route("/index", handle(index), methods=["POST"]),
+            Route("/search", handle(do_search), methods=["POST"]),
+            Route("/auth/github/start", handle(start, auth=False)),
+            Route("/auth/github/callback", handle(callback, auth=False), name="github_callback"),
+            Route("/auth/github/refresh", handle(refresh, auth=False), methods=["POST"]),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _internal},
+    )

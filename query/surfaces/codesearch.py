@@ -35,11 +35,30 @@ MAX_IGNORE_CHARS = 200
 MAX_IDS = 500
 MAX_READ_LINES = 500
 CLIP_STORE_SIZE = 10_000
-FIELDS = ("query", "top_k", "module", "language", "chunk_type", "min_score", "min_score_diff", "include",
-          "ignore", "format")
+FIELDS = (
+    "query",
+    "top_k",
+    "module",
+    "language",
+    "chunk_type",
+    "min_score",
+    "min_score_diff",
+    "include",
+    "ignore",
+    "format",
+)
 INCLUDE = ("chunkType", "module", "language")
-GUESSES = {"limit": "top_k", "k": "top_k", "n": "top_k", "lang": "language", "kind": "chunk_type",
-           "type": "chunk_type", "repo": "module", "exclude": "ignore", "threshold": "min_score"}
+GUESSES = {
+    "limit": "top_k",
+    "k": "top_k",
+    "n": "top_k",
+    "lang": "language",
+    "kind": "chunk_type",
+    "type": "chunk_type",
+    "repo": "module",
+    "exclude": "ignore",
+    "threshold": "min_score",
+}
 
 
 class ContractError(Exception):
@@ -87,7 +106,12 @@ class ClipStore:
 
 
 def _number(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= 1
+    ):
         raise ContractError(400, f"{name} must be a finite number in [0, 1], got {value!r}")
     return float(value)
 
@@ -136,13 +160,23 @@ def parse_search(body: dict) -> dict:
         if name in body and not isinstance(body[name], str):
             raise ContractError(400, f"{name} must be a string")
     return {
-        "query": query, "top_k": top_k, "module": body.get("module"), "language": body.get("language"),
-        "chunk_type": body.get("chunk_type"), "include": include, "format": fmt,
+        "query": query,
+        "top_k": top_k,
+        "module": body.get("module"),
+        "language": body.get("language"),
+        "chunk_type": body.get("chunk_type"),
+        "include": include,
+        "format": fmt,
         "ignore": list(body["ignore"]) if "ignore" in body else [],
         "ignore_re": ignore_regex(body["ignore"]) if body.get("ignore") else None,
         "min_score": _number(body["min_score"], "min_score") if "min_score" in body else None,
-        "min_score_diff": (_number(body["min_score_diff"], "min_score_diff") if "min_score_diff" in body
-                           else None if "min_score" in body else DEFAULT_MIN_SCORE_DIFF),
+        "min_score_diff": (
+            _number(body["min_score_diff"], "min_score_diff")
+            if "min_score_diff" in body
+            else None
+            if "min_score" in body
+            else DEFAULT_MIN_SCORE_DIFF
+        ),
     }
 
 
@@ -165,8 +199,10 @@ async def _body(request: Request) -> dict:
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    return fail(exc.status_code, f"{request.method} {request.url.path}: "
-                                 f"{'no such route' if exc.status_code == 404 else exc.detail}")
+    return fail(
+        exc.status_code,
+        f"{request.method} {request.url.path}: {'no such route' if exc.status_code == 404 else exc.detail}",
+    )
 
 
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
@@ -187,8 +223,13 @@ def app(service, org) -> Starlette:
         except GetFileError as exc:
             message = str(exc)
             raise ContractError(404 if "no file" in message or "unknown repo" in message else 400, message) from exc
-        return {"filePath": file_path, "startLine": f.line_start, "endLine": f.line_end,
-                "totalLines": f.total_lines, "content": f.content.decode("utf-8", "replace")}
+        return {
+            "filePath": file_path,
+            "startLine": f.line_start,
+            "endLine": f.line_end,
+            "totalLines": f.total_lines,
+            "content": f.content.decode("utf-8", "replace"),
+        }
 
     def handle(fn):
         async def endpoint(request: Request):
@@ -198,13 +239,23 @@ def app(service, org) -> Starlette:
                 return fail(exc.status, str(exc))
             except BlobdexError as exc:
                 return fail(400, str(exc))
+
         return endpoint
 
     async def search(request: Request, org_name: str):
         p = parse_search(await _body(request))
-        req = SearchRequest(p["query"], org_name, (p["module"],) if p["module"] else (),
-                            (p["language"],) if p["language"] else (), (), (), p["chunk_type"], None, p["top_k"],
-                            ignore_re=p["ignore_re"])
+        req = SearchRequest(
+            p["query"],
+            org_name,
+            (p["module"],) if p["module"] else (),
+            (p["language"],) if p["language"] else (),
+            (),
+            (),
+            p["chunk_type"],
+            None,
+            p["top_k"],
+            ignore_re=p["ignore_re"],
+        )
         reader = service.reader()  # one snapshot for the search and the rows its hits point at
         hits = await anyio.to_thread.run_sync(hybrid_search, reader, service.embedder, req)
         qvec = service.embedder.embed([p["query"]])[0]
@@ -218,14 +269,25 @@ def app(service, org) -> Starlette:
             best = max(s for _, s in scored)
             threshold = max(best - p["min_score_diff"], 0.0)
             scored = [x for x in scored if x[1] >= threshold]
-            echo = {"minScoreDiff": p["min_score_diff"], "appliedThreshold": round(threshold, 4),
-                    "maxScore": round(best, 4), "candidatesBeforeFilter": before}
+            echo = {
+                "minScoreDiff": p["min_score_diff"],
+                "appliedThreshold": round(threshold, 4),
+                "maxScore": round(best, 4),
+                "candidatesBeforeFilter": before,
+            }
         results = []
         for h, score in scored:
             file_path = f"{h.repo}/{h.path}"
             clip = clips.add((org_name, file_path, h.line_start, h.line_end, h.commit_id or None))
-            item = {"id": clip, "filePath": file_path, "symbolName": h.symbol or None, "score": round(score, 4),
-                    "startLine": h.line_start, "endLine": h.line_end, "content": reader.row(h.row)["text"]}
+            item = {
+                "id": clip,
+                "filePath": file_path,
+                "symbolName": h.symbol or None,
+                "score": round(score, 4),
+                "startLine": h.line_start,
+                "endLine": h.line_end,
+                "content": reader.row(h.row)["text"],
+            }
             extra = {"chunkType": h.kind, "module": h.repo, "language": h.lang}
             item.update({k: extra[k] for k in p["include"]})
             results.append((item, h.lang))
@@ -234,8 +296,16 @@ def app(service, org) -> Starlette:
         if p["include"]:
             echo["includedFields"] = p["include"]
         if p["format"] == "json":
-            return ok({"query": p["query"], "count": len(results), "topK": p["top_k"], "clipStoreSize": len(clips),
-                       "results": [r for r, _ in results], **echo})
+            return ok(
+                {
+                    "query": p["query"],
+                    "count": len(results),
+                    "topK": p["top_k"],
+                    "clipStoreSize": len(clips),
+                    "results": [r for r, _ in results],
+                    **echo,
+                }
+            )
         return Response(_markdown(p, results, echo, len(clips)), media_type="text/markdown; charset=utf-8")
 
     async def clip_one(request: Request, org_name: str):
@@ -258,7 +328,7 @@ def app(service, org) -> Starlette:
         else:
             ids = [x for v in request.query_params.getlist("ids") for x in v.split(",") if x.strip()]
         if not isinstance(ids, list) or not ids:
-            raise ContractError(400, "ids is required: ?ids=1,2,3 or {\"ids\": [1, 2, 3]}")
+            raise ContractError(400, 'ids is required: ?ids=1,2,3 or {"ids": [1, 2, 3]}')
         if len(ids) > MAX_IDS:
             raise ContractError(400, f"at most {MAX_IDS} ids per request")
         results = []
@@ -269,8 +339,15 @@ def app(service, org) -> Starlette:
                 message = str(exc) if isinstance(exc, ContractError) else "the id must be a number from /search"
                 results.append({"id": raw, "success": False, "error": message})
         done = sum(r["success"] for r in results)
-        return ok({"results": results, "requested": len(ids), "succeeded": done, "failed": len(ids) - done,
-                   "clipStoreSize": len(clips)})
+        return ok(
+            {
+                "results": results,
+                "requested": len(ids),
+                "succeeded": done,
+                "failed": len(ids) - done,
+                "clipStoreSize": len(clips),
+            }
+        )
 
     async def read_range(request: Request, org_name: str):
         body = await _body(request)
@@ -288,15 +365,28 @@ def app(service, org) -> Starlette:
     async def stats(request: Request, org_name: str):
         reader = service.reader()
         repos = [r for r in reader.manifest.repos if r.org == org_name]
-        return ok({"chunks": sum(r.chunks for r in repos), "files": sum(r.files_indexed for r in repos),
-                   "repos": len(repos), "snapshotId": reader.snapshot_id, "model": reader.manifest.model_id,
-                   "clipStoreSize": len(clips)})
+        return ok(
+            {
+                "chunks": sum(r.chunks for r in repos),
+                "files": sum(r.files_indexed for r in repos),
+                "repos": len(repos),
+                "snapshotId": reader.snapshot_id,
+                "model": reader.manifest.model_id,
+                "clipStoreSize": len(clips),
+            }
+        )
 
-    return Starlette(routes=[
-        Route("/search", handle(search), methods=["POST"]), Route("/clip/{clip}", handle(clip_one)),
-        Route("/clips", handle(clips_batch), methods=["GET", "POST"]), Route("/read", handle(read_range), methods=["POST"]),
-        Route("/health", handle(health)), Route("/stats", handle(stats)),
-    ], exception_handlers={HTTPException: _http_error, Exception: _internal})
+    return Starlette(
+        routes=[
+            Route("/search", handle(search), methods=["POST"]),
+            Route("/clip/{clip}", handle(clip_one)),
+            Route("/clips", handle(clips_batch), methods=["GET", "POST"]),
+            Route("/read", handle(read_range), methods=["POST"]),
+            Route("/health", handle(health)),
+            Route("/stats", handle(stats)),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _internal},
+    )
 
 
 def _markdown(p: dict, results: list, echo: dict, store: int) -> str:
@@ -321,6 +411,14 @@ def _markdown(p: dict, results: list, echo: dict, store: int) -> str:
         caption.append(f"score: {item['score']:.4f}")
         caption += [f"{k}: {item[k]}" for k in ("chunkType", "module") if k in item]
         caption.append(f"id: {item['id']}")
-        out += ["", "---", "", f"{ticks}{re.sub(r'[^a-z0-9+#-]', '', lang) or 'text'}", item["content"], ticks, "",
-                " • ".join(caption)]
+        out += [
+            "",
+            "---",
+            "",
+            f"{ticks}{re.sub(r'[^a-z0-9+#-]', '', lang) or 'text'}",
+            item["content"],
+            ticks,
+            "",
+            " • ".join(caption),
+        ]
     return "\n".join(out) + "\n"

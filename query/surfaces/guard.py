@@ -55,6 +55,7 @@ async def _capped(receive):
 
     async def replay():
         return pending.pop() if pending else await receive()
+
     return replay
 
 
@@ -62,8 +63,16 @@ class Guard:
     """ASGI middleware, before any route: Host/Origin checks, the body cap (bytes as they arrive), bearer
     tokens -> org, and a JSON 500 for a native panic that every handler below lets through."""
 
-    def __init__(self, app, allowed_hosts: list[str], require_token: bool, data_dir, default_org: str,
-                 exempt: tuple[str, ...] = (), open_paths: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        app,
+        allowed_hosts: list[str],
+        require_token: bool,
+        data_dir,
+        default_org: str,
+        exempt: tuple[str, ...] = (),
+        open_paths: tuple[str, ...] = (),
+    ):
         self.app, self.allowed, self.require_token = app, allowed_hosts, require_token
         self.data_dir, self.default_org, self.exempt = data_dir, default_org, exempt
         self.open_paths = open_paths  # probes that answer without a token
@@ -79,11 +88,16 @@ class Guard:
         host = headers.get("host", "")
         origin = headers.get("origin")
         if not HOST_RE.match(host):
-            return await error(400, "bad_host", f"Host {host!r} is not host[:port]; send the name or address "
-                                                f"of this server")(scope, receive, send)
+            return await error(
+                400, "bad_host", f"Host {host!r} is not host[:port]; send the name or address of this server"
+            )(scope, receive, send)
         if not self._host_ok(host):
-            return await error(421, "bad_host", f"Host {host!r} is not served here; start the server with "
-                                                f"--allow-host {host.rsplit(':', 1)[0]} to allow it")(scope, receive, send)
+            return await error(
+                421,
+                "bad_host",
+                f"Host {host!r} is not served here; start the server with "
+                f"--allow-host {host.rsplit(':', 1)[0]} to allow it",
+            )(scope, receive, send)
         if origin is not None:
             origin_host = origin.split("://", 1)[-1].split("/", 1)[0]
             if not self._host_ok(origin_host):
@@ -97,22 +111,28 @@ class Guard:
             if token is not None:
                 grant = bearer.verify(self.data_dir, token)
                 if grant is None:
-                    return await error(401, "bad_token", "the bearer token is not valid; mint one with "
-                                                         "'blobdex token mint'")(scope, receive, send)
+                    return await error(
+                        401, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
+                    )(scope, receive, send)
                 org = grant["org"]
             elif self.require_token:
-                return await error(401, "token_required", "this server requires 'Authorization: Bearer TOKEN'; "
-                                                          "mint one with 'blobdex token mint'")(scope, receive, send)
+                return await error(
+                    401,
+                    "token_required",
+                    "this server requires 'Authorization: Bearer TOKEN'; mint one with 'blobdex token mint'",
+                )(scope, receive, send)
         body = await _capped(receive)
         if body is None:
-            return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes; send less "
-                                                 f"per request")(scope, receive, send)
+            return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes; send less per request")(
+                scope, receive, send
+            )
         started = False
 
         async def tracked(message):
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
+
         reset = current_org.set(org)
         try:
             await self.app(scope, body, tracked)
@@ -123,5 +143,3 @@ class Guard:
             await error(500, "internal", "the server failed on this request; see its log")(scope, body, send)
         finally:
             current_org.reset(reset)
-
-

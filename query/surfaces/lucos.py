@@ -46,11 +46,18 @@ def _context(request: Request, token_org: Callable[[], str] | None) -> dict:
     if missing:
         raise LucosError(401, "TRUSTED_CONTEXT_REQUIRED", f"missing trusted headers: {', '.join(missing)}")
     if token_org is not None and h["X-Org-Id"] != token_org():
-        raise LucosError(403, "ORG_FORBIDDEN", f"X-Org-Id {h['X-Org-Id']!r} is not the org of the bearer token; "
-                                               f"send a token minted for that org")
+        raise LucosError(
+            403,
+            "ORG_FORBIDDEN",
+            f"X-Org-Id {h['X-Org-Id']!r} is not the org of the bearer token; send a token minted for that org",
+        )
     repos = h.get("X-Repo-Ids")
-    return {"request_id": h["X-Request-Id"], "org": h["X-Org-Id"], "user": h["X-User-Id"],
-            "repo_ids": {r.strip() for r in repos.split(",") if r.strip()} if repos is not None else None}
+    return {
+        "request_id": h["X-Request-Id"],
+        "org": h["X-Org-Id"],
+        "user": h["X-User-Id"],
+        "repo_ids": {r.strip() for r in repos.split(",") if r.strip()} if repos is not None else None,
+    }
 
 
 def _repo(ctx: dict, repo_id) -> str:
@@ -64,8 +71,15 @@ def _repo(ctx: dict, repo_id) -> str:
 def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
     if not isinstance(raw, dict):
         raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}] is not an object")
-    for name, kind in (("chunk_id", str), ("chunk_hash", str), ("file_path", str), ("content", str),
-                       ("source_type", str), ("start_line", int), ("end_line", int)):
+    for name, kind in (
+        ("chunk_id", str),
+        ("chunk_hash", str),
+        ("file_path", str),
+        ("content", str),
+        ("source_type", str),
+        ("start_line", int),
+        ("end_line", int),
+    ):
         if not isinstance(raw.get(name), kind) or isinstance(raw.get(name), bool):
             raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].{name} is required ({kind.__name__})")
     if raw["source_type"] not in SOURCE_TYPES:
@@ -75,37 +89,63 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
     path = raw["file_path"]
     if path.startswith("/") or ".." in path.split("/") or "\x00" in path:
         raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].file_path must be repo-relative")
-    return PushedChunk(repo_id, raw["chunk_id"], raw["chunk_hash"], path, str(raw.get("language") or "text"),
-                       str(raw.get("symbol_name") or ""), raw["start_line"], raw["end_line"], raw["content"],
-                       raw["source_type"])
+    return PushedChunk(
+        repo_id,
+        raw["chunk_id"],
+        raw["chunk_hash"],
+        path,
+        str(raw.get("language") or "text"),
+        str(raw.get("symbol_name") or ""),
+        raw["start_line"],
+        raw["end_line"],
+        raw["content"],
+        raw["source_type"],
+    )
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    return JSONResponse({"code": "NOT_FOUND" if exc.status_code == 404 else "METHOD_NOT_ALLOWED",
-                         "message": f"{request.method} {request.url.path}: "
-                                    f"{'no such route' if exc.status_code == 404 else exc.detail}",
-                         "request_id": request.headers.get("X-Request-Id")}, status_code=exc.status_code)
+    return JSONResponse(
+        {
+            "code": "NOT_FOUND" if exc.status_code == 404 else "METHOD_NOT_ALLOWED",
+            "message": f"{request.method} {request.url.path}: "
+            f"{'no such route' if exc.status_code == 404 else exc.detail}",
+            "request_id": request.headers.get("X-Request-Id"),
+        },
+        status_code=exc.status_code,
+    )
 
 
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"code": "INTERNAL", "message": "the server failed on this request; see its log",
-                         "request_id": request.headers.get("X-Request-Id")}, status_code=500)
+    return JSONResponse(
+        {
+            "code": "INTERNAL",
+            "message": "the server failed on this request; see its log",
+            "request_id": request.headers.get("X-Request-Id"),
+        },
+        status_code=500,
+    )
 
 
 def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
     """The contract's routes; with `token_org` (tokens required) the org the Guard took from the request's
     bearer token, which X-Org-Id must name."""
+
     def handle(fn):
         async def endpoint(request: Request):
             try:
                 ctx = _context(request, token_org)
                 return JSONResponse(await fn(request, ctx))
             except LucosError as exc:
-                return JSONResponse({"code": exc.code, "message": str(exc),
-                                     "request_id": request.headers.get("X-Request-Id")}, status_code=exc.status)
+                return JSONResponse(
+                    {"code": exc.code, "message": str(exc), "request_id": request.headers.get("X-Request-Id")},
+                    status_code=exc.status,
+                )
             except BlobdexError as exc:
-                return JSONResponse({"code": "INVALID_PAYLOAD", "message": str(exc),
-                                     "request_id": request.headers.get("X-Request-Id")}, status_code=400)
+                return JSONResponse(
+                    {"code": "INVALID_PAYLOAD", "message": str(exc), "request_id": request.headers.get("X-Request-Id")},
+                    status_code=400,
+                )
+
         return endpoint
 
     async def body(request: Request) -> dict:
@@ -128,7 +168,8 @@ def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
         store = service.pushed
         store.delete_ids(ctx["org"], SPACE, repo_id, deleted)
         counts = await anyio.to_thread.run_sync(
-            store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder)
+            store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder
+        )
         counts["failed"] += len(oversized)
         if d.get("commit_sha"):
             store.set_state(ctx["org"], SPACE, repo_id, "commit_sha", str(d["commit_sha"]))
@@ -137,10 +178,18 @@ def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
     async def status(request: Request, ctx: dict):
         repo_id = _repo(ctx, request.query_params.get("repo_id"))
         s = service.pushed.stats(ctx["org"], SPACE, repo_id)
-        last = (datetime.fromtimestamp(s["updated"], timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-                if s["updated"] else None)
-        return {"repo_id": repo_id, "state": "ready" if s["chunks"] else "pending", "files_total": s["files"],
-                "files_indexed": s["files"], "chunks_total": s["chunks"], "stale_count": 0, "last_indexed_at": last}
+        last = (
+            datetime.fromtimestamp(s["updated"], timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if s["updated"] else None
+        )
+        return {
+            "repo_id": repo_id,
+            "state": "ready" if s["chunks"] else "pending",
+            "files_total": s["files"],
+            "files_indexed": s["files"],
+            "chunks_total": s["chunks"],
+            "stale_count": 0,
+            "last_indexed_at": last,
+        }
 
     async def retrieve(request: Request, ctx: dict):
         d = await body(request)
@@ -162,9 +211,19 @@ def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
         results = []
         for hit, score in found:
             m = meta[hit.chunk_index]  # overlay chunks are numbered in the order meta lists them
-            results.append({"file_path": hit.path, "start_line": hit.line_start, "end_line": hit.line_end,
-                            "score": round(score, 4), "chunk_hash": m.get("chunk_hash"), "chunk_id": m.get("chunk_id"),
-                            "snippet": hit.snippet, "source_type": m.get("source_type"), "repo_id": hit.repo})
+            results.append(
+                {
+                    "file_path": hit.path,
+                    "start_line": hit.line_start,
+                    "end_line": hit.line_end,
+                    "score": round(score, 4),
+                    "chunk_hash": m.get("chunk_hash"),
+                    "chunk_id": m.get("chunk_id"),
+                    "snippet": hit.snippet,
+                    "source_type": m.get("source_type"),
+                    "repo_id": hit.repo,
+                }
+            )
         return {"results": results, "request_id": ctx["request_id"]}
 
     async def health(request: Request):
@@ -173,9 +232,13 @@ def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
     async def version(request: Request):
         return JSONResponse({"version": VERSION})
 
-    return Starlette(routes=[
-        Route("/indexing/chunks", handle(upload), methods=["POST"]),
-        Route("/indexing/status", handle(status)),
-        Route("/retrieval/search", handle(retrieve), methods=["POST"]),
-        Route("/health/", health), Route("/version", version),
-    ], exception_handlers={HTTPException: _http_error, Exception: _internal})
+    return Starlette(
+        routes=[
+            Route("/indexing/chunks", handle(upload), methods=["POST"]),
+            Route("/indexing/status", handle(status)),
+            Route("/retrieval/search", handle(retrieve), methods=["POST"]),
+            Route("/health/", health),
+            Route("/version", version),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _internal},
+    )

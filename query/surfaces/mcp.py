@@ -67,7 +67,7 @@ def argument_error(tool: str, exc: ValidationError, schema: dict) -> str:
         what = f"{name} must be between {low} and {high}"
     else:
         msg = e["msg"]
-        what = f"{name} {msg[len('Input '):]}" if msg.startswith("Input ") else f"{name}: {msg[:1].lower()}{msg[1:]}"
+        what = f"{name} {msg[len('Input ') :]}" if msg.startswith("Input ") else f"{name}: {msg[:1].lower()}{msg[1:]}"
     given = "" if e["type"] == "missing" else f"; you passed {json.dumps(e.get('input'), default=str)[:80]}"
     more = f" ({len(errors) - 1} more argument problem(s) after this one)" if len(errors) > 1 else ""
     return f"{what}{given}{more}"
@@ -77,10 +77,17 @@ class Server(MCPServer):
     """MCPServer as the calling model should see it: descriptions without the docstrings' indentation,
     and a rejected argument answered with one sentence (argument_error)."""
 
-    def add_tool(self, fn: Callable[..., Any], name: str | None = None, title: str | None = None,
-                 description: str | None = None, **kw) -> None:
-        super().add_tool(fn, name=name, title=title, description=description or inspect.cleandoc(fn.__doc__ or ""),
-                         **kw)
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        **kw,
+    ) -> None:
+        super().add_tool(
+            fn, name=name, title=title, description=description or inspect.cleandoc(fn.__doc__ or ""), **kw
+        )
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
         try:
@@ -106,23 +113,32 @@ def _at(ref: str, commit_id: str) -> str:
 
 def _read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | None = None) -> str:
     span = f", start_line={lines[0]}, end_line={lines[1]}" if lines else ""
-    return (f"get_file(repo={json.dumps(repo)}, path={json.dumps(path)}, "
-            f"ref_or_commit={json.dumps(commit_id[:12])}{span})")
+    return (
+        f"get_file(repo={json.dumps(repo)}, path={json.dumps(path)}, ref_or_commit={json.dumps(commit_id[:12])}{span})"
+    )
 
 
 def render_search(query: str, snapshot_id: str, hits: list, applied: list[str]) -> str:
-    lines = [f'# Search: "{query}"', "",
-             f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"), ""]
+    lines = [
+        f'# Search: "{query}"',
+        "",
+        f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"),
+        "",
+    ]
     for clip, h in hits:
-        lines.append(f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}{_at(h.ref, h.commit_id)} • "
-                     f"{h.symbol or '(file)'} • {h.score:.4f} • id {clip}" + (" • uncommitted" if h.uncommitted else ""))
+        lines.append(
+            f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}{_at(h.ref, h.commit_id)} • "
+            f"{h.symbol or '(file)'} • {h.score:.4f} • id {clip}" + (" • uncommitted" if h.uncommitted else "")
+        )
         fence = _fence(h.snippet)
         lines += [f"{fence}{h.lang}", h.snippet, fence, ""]
     committed = [h for _, h in hits if h.commit_id]
     if committed:
         h = committed[0]
-        lines.append("Next: get_chunk(ids=[...]) for whole hits; get_file with a hit's commit (in its caption) for "
-                     "the code around it, e.g. " + _read_hint(h.repo, h.path, h.commit_id, (h.line_start, h.line_end)))
+        lines.append(
+            "Next: get_chunk(ids=[...]) for whole hits; get_file with a hit's commit (in its caption) for "
+            "the code around it, e.g. " + _read_hint(h.repo, h.path, h.commit_id, (h.line_start, h.line_end))
+        )
     elif hits:
         lines.append("Next: get_chunk(ids=[...]) for whole hits (uncommitted hits exist only in your session).")
     else:
@@ -137,8 +153,11 @@ def render_files(query: str, files: list) -> str:
         lines.append(f"{n}. {f.repo}:{f.path}{_at(f.ref, f.commit_id)} • {f.score:.4f} • {why}")
     if files:
         f = files[0]
-        lines += ["", "Next: get_file with a file's commit (in its line) to read it, e.g. "
-                  + _read_hint(f.repo, f.path, f.commit_id)]
+        lines += [
+            "",
+            "Next: get_file with a file's commit (in its line) to read it, e.g. "
+            + _read_hint(f.repo, f.path, f.commit_id),
+        ]
     else:
         lines += ["", "No files: broaden the text, drop filters, or try grep for an exact identifier."]
     return "\n".join(lines)
@@ -156,15 +175,34 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
         repos: Annotated[list[str] | None, Field(description="Only these repos (names from list_repos).")] = None,
         lang: Annotated[list[str] | None, Field(description="Only these languages, e.g. ['python'].")] = None,
-        paths: Annotated[list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")] = None,
-        ignore: Annotated[list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")] = None,
-        kind: Annotated[str | None, Field(description="'code', 'doc', or a chunk kind: function, method, class.")] = None,
+        paths: Annotated[
+            list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")
+        ] = None,
+        ignore: Annotated[
+            list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")
+        ] = None,
+        kind: Annotated[
+            str | None, Field(description="'code', 'doc', or a chunk kind: function, method, class.")
+        ] = None,
         ref: Annotated[str | None, Field(description="Only chunks reachable from this branch or tag.")] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many hits.")] = 10,
-        min_score: Annotated[float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")] = None,
-        min_score_diff: Annotated[float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")] = None,
-        session_id: Annotated[str | None, Field(description="Include this session's uncommitted edits (from sync_workspace); files it touched are searched in their edited form only.")] = None,
-        group_by: Annotated[Literal["chunk", "file"], Field(description="'file' ranks files for a task, issue or stack trace instead of chunks.")] = "chunk",
+        min_score: Annotated[
+            float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")
+        ] = None,
+        min_score_diff: Annotated[
+            float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")
+        ] = None,
+        session_id: Annotated[
+            str | None,
+            Field(
+                description="Include this session's uncommitted edits (from sync_workspace); files it touched "
+                "are searched in their edited form only."
+            ),
+        ] = None,
+        group_by: Annotated[
+            Literal["chunk", "file"],
+            Field(description="'file' ranks files for a task, issue or stack trace instead of chunks."),
+        ] = "chunk",
         format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
     ) -> str:
         """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
@@ -172,37 +210,77 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         With group_by='file', paste an issue text or a stack trace to get the files most likely involved."""
         if min_score is not None and min_score_diff is not None:
             raise ToolError("pass min_score or min_score_diff, not both")
-        req = SearchRequest(query, org(), tuple(repos or ()), tuple(lang or ()), tuple(paths or ()),
-                            tuple(ignore or ()), kind, ref, limit)
+        req = SearchRequest(
+            query,
+            org(),
+            tuple(repos or ()),
+            tuple(lang or ()),
+            tuple(paths or ()),
+            tuple(ignore or ()),
+            kind,
+            ref,
+            limit,
+        )
         if group_by == "file":
             try:
                 snapshot_id, files = service.localize(req)
             except BlobdexError as exc:
                 fail(exc)
             if format == "json":
-                return json.dumps({"snapshot_id": snapshot_id, "files": [
-                    {"repo": f.repo, "path": f.path, "ref": f.ref, "commit_id": f.commit_id, "score": f.score,
-                     "signals": f.signals,
-                     "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence]}
-                    for f in files]}, indent=1)
+                return json.dumps(
+                    {
+                        "snapshot_id": snapshot_id,
+                        "files": [
+                            {
+                                "repo": f.repo,
+                                "path": f.path,
+                                "ref": f.ref,
+                                "commit_id": f.commit_id,
+                                "score": f.score,
+                                "signals": f.signals,
+                                "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence],
+                            }
+                            for f in files
+                        ],
+                    },
+                    indent=1,
+                )
             return render_files(query, files)
         try:
             snapshot_id, hits = service.search(req, session_id)
         except BlobdexError as exc:
             fail(exc)
-        applied = [f"{name}={value}" for name, value in (("repos", repos), ("lang", lang), ("paths", paths),
-                                                          ("ignore", ignore), ("kind", kind), ("ref", ref),
-                                                          ("session", session_id)) if value]
+        applied = [
+            f"{name}={value}"
+            for name, value in (
+                ("repos", repos),
+                ("lang", lang),
+                ("paths", paths),
+                ("ignore", ignore),
+                ("kind", kind),
+                ("ref", ref),
+                ("session", session_id),
+            )
+            if value
+        ]
         hits, notes = keep_similar(hits, min_score, min_score_diff)
         applied += notes
         if format == "json":
-            return json.dumps({"snapshot_id": snapshot_id, "query": query, "applied": applied,
-                               "hits": [{"id": c, **h.to_dict()} for c, h in hits]}, indent=1)
+            return json.dumps(
+                {
+                    "snapshot_id": snapshot_id,
+                    "query": query,
+                    "applied": applied,
+                    "hits": [{"id": c, **h.to_dict()} for c, h in hits],
+                },
+                indent=1,
+            )
         return render_search(query, snapshot_id, hits, applied)
 
     @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def get_chunk(ids: Annotated[list[int], Field(min_length=1, max_length=50,
-                                                  description="Hit ids from search_code.")]) -> str:
+    def get_chunk(
+        ids: Annotated[list[int], Field(min_length=1, max_length=50, description="Hit ids from search_code.")],
+    ) -> str:
         """The full text of search hits by id, with repo, path, lines and commit. An unknown id is reported
         in place and does not fail the others."""
         out = []
@@ -213,14 +291,18 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
                 out.append(f"## id {clip}\n\nerror: {exc}\n")
                 continue
             fence = _fence(c["text"])
-            out.append(f"## id {clip}: {c['repo']}:{c['path']}:{c['line_start']}-{c['line_end']} • "
-                       f"{c['symbol'] or '(file)'} • {c['ref']} @ {c['commit_id'][:12]}\n\n"
-                       f"{fence}{c['lang']}\n{c['text']}\n{fence}\n")
+            out.append(
+                f"## id {clip}: {c['repo']}:{c['path']}:{c['line_start']}-{c['line_end']} • "
+                f"{c['symbol'] or '(file)'} • {c['ref']} @ {c['commit_id'][:12]}\n\n"
+                f"{fence}{c['lang']}\n{c['text']}\n{fence}\n"
+            )
         return "\n".join(out)
 
     @mcp.tool(annotations=READ_ONLY, structured_output=False)
     def grep(
-        pattern: Annotated[str, Field(description="RE2 regular expression (no backreferences), or text with literal=true.")],
+        pattern: Annotated[
+            str, Field(description="RE2 regular expression (no backreferences), or text with literal=true.")
+        ],
         repos: Annotated[list[str] | None, Field(description="Only these repos.")] = None,
         paths: Annotated[list[str] | None, Field(description="Only paths matching these globs.")] = None,
         ref: Annotated[str | None, Field(description="Only files reachable from this branch or tag.")] = None,
@@ -231,20 +313,37 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
         identifiers, error strings and config keys; use search_code for behaviour described in words."""
         try:
-            snapshot_id, matches, more = service.grep(pattern, org(), repos=tuple(repos or ()), paths=tuple(paths or ()),
-                                                      ref=ref, limit=limit, literal=literal, ignore_case=ignore_case)
+            snapshot_id, matches, more = service.grep(
+                pattern,
+                org(),
+                repos=tuple(repos or ()),
+                paths=tuple(paths or ()),
+                ref=ref,
+                limit=limit,
+                literal=literal,
+                ignore_case=ignore_case,
+            )
         except BlobdexError as exc:
             fail(exc)
         lines = [f"{m.repo}:{m.path}:{m.line}: {m.text}" for m in matches]
-        tail = (f"\n(stopped at {limit} matches: narrow with repos/paths or raise limit)" if more
-                else f"\n({len(matches)} matches in snapshot {snapshot_id})")
+        tail = (
+            f"\n(stopped at {limit} matches: narrow with repos/paths or raise limit)"
+            if more
+            else f"\n({len(matches)} matches in snapshot {snapshot_id})"
+        )
         return ("\n".join(lines) or "no matches") + tail
 
     @mcp.tool(annotations=READ_ONLY, structured_output=False)
     def get_file(
         repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
         path: Annotated[str, Field(description="Repo-relative path.")],
-        ref_or_commit: Annotated[str | None, Field(description="Branch, tag, commit id (short is fine) or main~1; pass the commit a search hit shows to read exactly its lines. Default: the commit that was indexed.")] = None,
+        ref_or_commit: Annotated[
+            str | None,
+            Field(
+                description="Branch, tag, commit id (short is fine) or main~1; pass the commit a search hit shows "
+                "to read exactly its lines. Default: the commit that was indexed."
+            ),
+        ] = None,
         start_line: Annotated[int | None, Field(ge=1, description="First line, 1-based.")] = None,
         end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
     ) -> str:
@@ -261,8 +360,10 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
             fail(exc)
         text = f.content.decode("utf-8", "replace")
         numbered = "\n".join(f"{f.line_start + i:>6}  {line}" for i, line in enumerate(text.splitlines()))
-        head = f"{f.repo}:{f.path} at {f.ref} ({f.commit_id[:12]}), lines {f.line_start}-{f.line_end} of {f.total_lines}"
-        more = (f"\n\n(more: call get_file again with start_line={f.line_end + 1})" if f.line_end < f.total_lines else "")
+        head = (
+            f"{f.repo}:{f.path} at {f.ref} ({f.commit_id[:12]}), lines {f.line_start}-{f.line_end} of {f.total_lines}"
+        )
+        more = f"\n\n(more: call get_file again with start_line={f.line_end + 1})" if f.line_end < f.total_lines else ""
         return f"{head}\n\n{numbered}{more}"
 
     @mcp.tool(annotations=READ_ONLY, structured_output=False)
@@ -282,20 +383,31 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         lines = [f'# Route: "{task}"', "", f"snapshot {snapshot_id}", ""]
         for n, r in enumerate(routes, 1):
             s = r.signals
-            lines.append(f"{n}. **{r.repo}** {r.score:.3f} (peak {s['peak']:.2f}, depth {s['depth']:.2f}, "
-                         f"spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']:.1f})")
+            lines.append(
+                f"{n}. **{r.repo}** {r.score:.3f} (peak {s['peak']:.2f}, depth {s['depth']:.2f}, "
+                f"spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']:.1f})"
+            )
             for e in r.evidence:
-                lines.append(f"   - {e['path']}:{e['line_start']}-{e['line_end']} {e['symbol'] or ''} ({e['relevance']:.3f})")
-            lines.append(f"   - coupling: {len(r.edges)} here of {r.edges_total}" + "".join(
-                f"\n     - {e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']} -> "
-                f"{e['to_repo']}:{e['to_path']}:{e['to_line']}" for e in r.edges[:5]))
+                lines.append(
+                    f"   - {e['path']}:{e['line_start']}-{e['line_end']} {e['symbol'] or ''} ({e['relevance']:.3f})"
+                )
+            lines.append(
+                f"   - coupling: {len(r.edges)} here of {r.edges_total}"
+                + "".join(
+                    f"\n     - {e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']} -> "
+                    f"{e['to_repo']}:{e['to_path']}:{e['to_line']}"
+                    for e in r.edges[:5]
+                )
+            )
             lines.append(f"   - checkout: `{r.checkout['command']}`")
         return "\n".join(lines)
 
     @mcp.tool(annotations=READ_ONLY, structured_output=False)
     def expand_context(
         symbol: Annotated[str, Field(description="A name like `renew` or `Billing.renew` (as hits show it).")],
-        repo: Annotated[str | None, Field(description="Only definitions in this repo; callers come from every repo.")] = None,
+        repo: Annotated[
+            str | None, Field(description="Only definitions in this repo; callers come from every repo.")
+        ] = None,
     ) -> str:
         """What else a symbol touches: where it is defined, who calls it in every repo, routes and environment
         keys inside it, and cross-repo coupling edges. Use it before changing a symbol."""
@@ -305,12 +417,20 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
             fail(exc)
         return json.dumps(data, indent=1)
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                          open_world_hint=False), structured_output=False)
+    @mcp.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+        structured_output=False,
+    )
     def sync_workspace(
-        session_id: Annotated[str, Field(description="A name for your working session, e.g. the task or branch; reuse it.")],
+        session_id: Annotated[
+            str, Field(description="A name for your working session, e.g. the task or branch; reuse it.")
+        ],
         repo: Annotated[str, Field(description="The repo the edits belong to.")],
-        files: Annotated[dict[str, str] | None, Field(description="Edited or new files: repo-relative path -> full new content.")] = None,
+        files: Annotated[
+            dict[str, str] | None, Field(description="Edited or new files: repo-relative path -> full new content.")
+        ] = None,
         deleted: Annotated[list[str] | None, Field(description="Paths you deleted.")] = None,
     ) -> str:
         """Make your uncommitted edits searchable: send the full content of each file you changed (and the
@@ -330,8 +450,12 @@ def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPSe
         except BlobdexError as exc:
             fail(exc)
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                          open_world_hint=False), structured_output=False)
+    @mcp.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+        structured_output=False,
+    )
     def end_session(session_id: Annotated[str, Field(description="The session to discard.")]) -> str:
         """Discard a session's overlay (its edits stay in your working tree; only the index forgets them)."""
         try:

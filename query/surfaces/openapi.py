@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-ERROR = {"type": "object", "properties": {"error": {"type": "object", "properties": {
-    "code": {"type": "string"}, "message": {"type": "string"}}, "required": ["code", "message"]}}}
+ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+        }
+    },
+}
 STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
@@ -12,17 +20,26 @@ def _error(description: str) -> dict:
 
 
 def _op(summary: str, body: dict | None = None, params: list[str] | None = None, extra: dict | None = None) -> dict:
-    op = {"summary": summary, "responses": {
-        "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
-        "400": _error("Bad request: an unknown field, a wrong type or a bad value, named in the message"),
-        "401": _error("Token missing or invalid"),
-        "404": _error("Not found"),
-        "405": _error("Method not allowed"),
-        "413": _error("Request body over 1 MiB (counted as it arrives, chunked or not)"), **(extra or {})}}
+    op = {
+        "summary": summary,
+        "responses": {
+            "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
+            "400": _error("Bad request: an unknown field, a wrong type or a bad value, named in the message"),
+            "401": _error("Token missing or invalid"),
+            "404": _error("Not found"),
+            "405": _error("Method not allowed"),
+            "413": _error("Request body over 1 MiB (counted as it arrives, chunked or not)"),
+            **(extra or {}),
+        },
+    }
     if body:
         # additionalProperties: false, as the server refuses unknown fields ("did you mean ...?")
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": {
-            "type": "object", "properties": body, "additionalProperties": False}}}}
+        op["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"type": "object", "properties": body, "additionalProperties": False}}
+            },
+        }
     if params:
         op["parameters"] = [{"name": p, "in": "query", "schema": {"type": "string"}} for p in params]
     return op
@@ -31,42 +48,94 @@ def _op(summary: str, body: dict | None = None, params: list[str] | None = None,
 def document() -> dict:
     return {
         "openapi": "3.1.0",
-        "info": {"title": "blobdex", "version": "1",
-                 "description": "Search, route and read code across many git repositories."},
+        "info": {
+            "title": "blobdex",
+            "version": "1",
+            "description": "Search, route and read code across many git repositories.",
+        },
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "paths": {
-            "/v1/search": {"post": _op("Hybrid search", {
-                "query": {"type": "string"}, "repos": STRINGS, "lang": STRINGS, "paths": STRINGS, "ignore": STRINGS,
-                "kind": {"type": "string"}, "ref": {"type": "string"}, "session_id": {"type": "string"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 200},
-                "group_by": {"enum": ["chunk", "file"], "default": "chunk"},
-                "min_score": {"type": "number", "minimum": 0, "maximum": 1},
-                "min_score_diff": {"type": "number", "minimum": 0, "maximum": 1},
-                "mode": {"enum": ["hybrid", "vector", "bm25"], "default": "hybrid"},
-                "format": {"enum": ["json", "markdown"], "default": "json"}}, extra={
-                "200": {"description": "Hits (or files with group_by 'file'); markdown as search_code renders it",
-                        "content": {"application/json": {"schema": {"type": "object"}},
-                                    "text/markdown": {"schema": {"type": "string"}}}}})},
+            "/v1/search": {
+                "post": _op(
+                    "Hybrid search",
+                    {
+                        "query": {"type": "string"},
+                        "repos": STRINGS,
+                        "lang": STRINGS,
+                        "paths": STRINGS,
+                        "ignore": STRINGS,
+                        "kind": {"type": "string"},
+                        "ref": {"type": "string"},
+                        "session_id": {"type": "string"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+                        "group_by": {"enum": ["chunk", "file"], "default": "chunk"},
+                        "min_score": {"type": "number", "minimum": 0, "maximum": 1},
+                        "min_score_diff": {"type": "number", "minimum": 0, "maximum": 1},
+                        "mode": {"enum": ["hybrid", "vector", "bm25"], "default": "hybrid"},
+                        "format": {"enum": ["json", "markdown"], "default": "json"},
+                    },
+                    extra={
+                        "200": {
+                            "description": "Hits (or files with group_by 'file'); markdown as search_code renders it",
+                            "content": {
+                                "application/json": {"schema": {"type": "object"}},
+                                "text/markdown": {"schema": {"type": "string"}},
+                            },
+                        }
+                    },
+                )
+            },
             "/v1/chunks": {"get": _op("Full chunks of search hits by id", params=["ids"])},
-            "/v1/grep": {"post": _op("RE2 or literal search over indexed text", {
-                "pattern": {"type": "string"}, "repos": STRINGS, "paths": STRINGS, "ref": {"type": "string"},
-                "limit": {"type": "integer"}, "literal": {"type": "boolean"}, "ignore_case": {"type": "boolean"}})},
-            "/v1/file": {"get": _op("A file at any ref or commit", params=["repo", "path", "ref", "start", "end"], extra={
-                "403": _error("A credential file (by its name): never served"),
-                "413": _error("The file is over get_file's 25 MiB cap")})},
-            "/v1/route": {"post": _op("Which repos own a task", {"task": {"type": "string"},
-                                                                 "limit": {"type": "integer"}})},
-            "/v1/context": {"get": _op("Definitions, callers, routes, env keys and edges of a symbol",
-                                       params=["symbol", "repo"])},
-            "/v1/sessions/{session_id}/sync": {"post": _op("Add a session's uncommitted edits", {
-                "repo": {"type": "string"}, "files": {"type": "object", "additionalProperties": {"type": "string"}},
-                "deleted": STRINGS})},
+            "/v1/grep": {
+                "post": _op(
+                    "RE2 or literal search over indexed text",
+                    {
+                        "pattern": {"type": "string"},
+                        "repos": STRINGS,
+                        "paths": STRINGS,
+                        "ref": {"type": "string"},
+                        "limit": {"type": "integer"},
+                        "literal": {"type": "boolean"},
+                        "ignore_case": {"type": "boolean"},
+                    },
+                )
+            },
+            "/v1/file": {
+                "get": _op(
+                    "A file at any ref or commit",
+                    params=["repo", "path", "ref", "start", "end"],
+                    extra={
+                        "403": _error("A credential file (by its name): never served"),
+                        "413": _error("The file is over get_file's 25 MiB cap"),
+                    },
+                )
+            },
+            "/v1/route": {
+                "post": _op("Which repos own a task", {"task": {"type": "string"}, "limit": {"type": "integer"}})
+            },
+            "/v1/context": {
+                "get": _op("Definitions, callers, routes, env keys and edges of a symbol", params=["symbol", "repo"])
+            },
+            "/v1/sessions/{session_id}/sync": {
+                "post": _op(
+                    "Add a session's uncommitted edits",
+                    {
+                        "repo": {"type": "string"},
+                        "files": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "deleted": STRINGS,
+                    },
+                )
+            },
             "/v1/sessions/{session_id}": {"get": _op("A session's overlay"), "delete": _op("End a session")},
             "/v1/repos": {"get": _op("Indexed repos")},
             "/v1/status": {"get": _op("Served snapshot, model and per-repo freshness")},
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "OK"}}}},
-            "/readyz": {"get": {"summary": "A snapshot is being served", "responses": {
-                "200": {"description": "Ready"}, "503": {"description": "No snapshot"}}}},
+            "/readyz": {
+                "get": {
+                    "summary": "A snapshot is being served",
+                    "responses": {"200": {"description": "Ready"}, "503": {"description": "No snapshot"}},
+                }
+            },
         },
         "security": [{"bearer": []}, {}],
     }
