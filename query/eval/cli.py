@@ -1,0 +1,164 @@
+"""The `blobdex eval` commands: measure retrieval on your own repos (measurement, not serving)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from indexer.cli import cli_config
+from indexer.config import DEFAULT_ORG
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Measure retrieval on your own repos: BM25-only, vector-only and hybrid side by side."""
+
+
+@eval_group.command("queries")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary and per-query rows as JSON.")
+@click.pass_context
+def eval_queries(ctx, path, org, as_json) -> None:
+    """Score a JSONL file of {"query", "repo"?, "expected": [path or path:lines]} against the live snapshot."""
+    from pathlib import Path
+
+    from indexer.embed import load_embedder
+    from query.eval.commits import configuration, load_queries, render, run_cases
+    from query.reader import SnapshotReader
+
+    cfg = cli_config(ctx)
+    cases = load_queries(Path(path))
+    reader = SnapshotReader(cfg.data_dir)
+    from query.rerank import load_reranker
+
+    reranker = load_reranker(cfg.reranker)
+    result = {
+        "configuration": configuration(reader, reranker),
+        **run_cases(reader, load_embedder(cfg.model), cases, org, reranker),
+    }
+    click.echo(json.dumps(result, indent=2) if as_json else render(result))
+
+
+MODEL_HELP = (
+    "Measure with this sentence-transformers model (a name or local path); repeat it to compare models "
+    "in one run. Default: the configured model."
+)
+
+
+@eval_group.command("commits")
+@click.option("--repo", required=True, help="A configured, indexed repo whose history supplies the queries.")
+@click.option("--n", "count", default=150, show_default=True, type=int, help="How many commits to sample.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--model", "models", multiple=True, help=MODEL_HELP)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary and per-commit rows as JSON (a list, one object per model, with --model twice).",
+)
+@click.pass_context
+def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
+    """Query each sampled commit's subject against its parent commit and score the files it changed."""
+    from query.eval.commits import eval_commits, render
+
+    cfg = cli_config(ctx, must_exist=True)
+    report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
+    _per_model(
+        cfg,
+        models,
+        as_json,
+        render,
+        lambda c, embedder, reranker: eval_commits(c, repo, count, seed, embedder, org, report, reranker),
+    )
+
+
+@eval_group.command("codesearchnet")
+@click.argument("annotations", type=click.Path(exists=True))
+@click.option("--repo", required=True, help="The configured repo that mirrors sourcegraph-testing/codesearchnet.")
+@click.option(
+    "--depth",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1, 5000),
+    help="Candidates per signal; an annotated span ranked deeper gains nothing.",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    help=MODEL_HELP + " With --model the corpus is indexed into a scratch snapshot; without it the "
+    "live snapshot is measured.",
+)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary and per-query rows as JSON.")
+@click.pass_context
+def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) -> None:
+    """NDCG ("within") on the CodeSearchNet challenge's graded human judgements (ANNOTATIONS: the folder
+    holding annotationStore.csv, or the file)."""
+    from pathlib import Path
+
+    from query.eval import codesearchnet
+    from query.eval.commits import configuration, drop_scratch, index_scratch
+    from query.reader import SnapshotReader
+
+    cfg = cli_config(ctx, must_exist=True)
+    report = lambda i, n: click.echo(f"eval: {i}/{n} queries", err=True) if i % 100 == 0 or i == n else None  # noqa: E731
+
+    def measure(c, embedder, reranker):
+        if models:
+            click.echo(f"eval: indexing {repo} with {c.model}", err=True)
+            reader = index_scratch(c, repo, org, embedder)
+        else:
+            reader = SnapshotReader(c.data_dir)
+            reader.check_model(embedder.model_id)
+        result = codesearchnet.evaluate(reader, embedder, Path(annotations), repo, org, depth, report, reranker)
+        if models:
+            drop_scratch(c, repo, org)
+        return {"configuration": configuration(reader, reranker), **result}
+
+    _per_model(cfg, models, as_json, codesearchnet.render_with_configuration, measure)
+
+
+def _per_model(cfg, models, as_json: bool, render, measure) -> None:
+    """Run `measure(config, embedder, reranker)` once per model and print each result (JSON: a list when
+    several). A configured reranker adds a `rerank` column (hybrid, then the cross-encoder)."""
+    from dataclasses import replace
+
+    from indexer.embed import load_embedder
+    from query.rerank import load_reranker
+
+    results, reranker = [], load_reranker(cfg.reranker)
+    for model in models or (cfg.model,):
+        c = replace(cfg, model=model)
+        results.append(measure(c, load_embedder(model), reranker))
+        if not as_json:
+            click.echo(("\n" if len(results) > 1 else "") + render(results[-1]))
+    if as_json:
+        click.echo(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+
+
+@eval_group.command("routing")
+@click.option("--repos", required=True, help="Comma-separated repos whose commit subjects are pooled.")
+@click.option("--n", "count", default=50, show_default=True, type=int, help="Commits sampled per repo.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
+    """route_task on pooled commit subjects: top-1 accuracy and MRR of the owning repo (live snapshot)."""
+    from indexer.embed import load_embedder
+    from query.eval.commits import configuration_line, eval_routing
+    from query.reader import SnapshotReader
+
+    cfg = cli_config(ctx, must_exist=True)
+    names = [r.strip() for r in repos.split(",") if r.strip()]
+    result = eval_routing(cfg, SnapshotReader(cfg.data_dir), load_embedder(cfg.model), names, count, seed, org)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(configuration_line(result))
+        s = result["summary"]
+        click.echo(f"routing: n {s['n']}  top-1 {s['top1']}  mrr {s['mrr']}")
