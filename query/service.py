@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import asdict, replace
 
 from indexer.config import Config
 from indexer.embed import Embedder, load_embedder, model_id_for
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
+from query.clips import ClipStore
 from query.expand_context import context
 from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
@@ -26,7 +26,6 @@ from query.status import repo_status
 
 log = logging.getLogger(__name__)
 
-MAX_CLIPS = 20_000  # hits remembered for get_chunk, oldest forgotten first
 RETRY_REFUSED_SECONDS = 30.0  # how often a snapshot that failed to open is tried again
 SWEEP_EVERY_SECONDS = 60.0  # idle sessions are swept at most this often
 
@@ -42,13 +41,12 @@ class Service:
         self._reranker = None
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None
-        self._lock = threading.Lock()  # clips and the embedder
+        self._lock = threading.Lock()  # the embedder, the reranker and the stores
         self._opening = threading.Lock()  # one request at a time opens a new snapshot
-        self._clips: OrderedDict[int, dict] = OrderedDict()
+        self._clips = ClipStore()
         self._overlays: OverlayStore | None = None
         self._pushed: PushedStore | None = None
         self._swept = 0.0
-        self._next_clip = 1
 
     # -- the live snapshot -------------------------------------------------------------
     @property
@@ -134,18 +132,12 @@ class Service:
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
         text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]
-        with self._lock:
-            clip = self._next_clip
-            self._next_clip += 1
-            self._clips[clip] = {**hit.to_dict(), "text": text, "snapshot_id": reader.snapshot_id}
-            while len(self._clips) > MAX_CLIPS:
-                self._clips.popitem(last=False)
-            return clip
+        key = (reader.snapshot_id, hit.ref, hit.repo, hit.path, hit.blob_id, hit.chunk_index)
+        return self._clips.add(hit.org, key, {**hit.to_dict(), "text": text, "snapshot_id": reader.snapshot_id})
 
     def get_chunk(self, clip: int, org: str) -> dict:
-        with self._lock:
-            found = self._clips.get(clip)
-        if found is None or found["org"] != org:
+        found = self._clips.get(clip, org)
+        if found is None:
             raise ChunkNotFound(
                 f"no chunk with id {clip}: ids come from search results of this server "
                 f"(the oldest are forgotten); run search_code again"
