@@ -1,180 +1,19 @@
-"""Shared fixtures: a snapshot of a few real repos, built once per session with the hashing embedder."""
+"""Shared fixtures: a snapshot of a few real repos, built once per session with the hashing embedder (the data and
+builders they use live in tests/corpus.py; only fixtures live here)."""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from indexer import config as configmod
-from indexer.config import Config, RepoSpec
-from indexer.embed import HASH_MODEL
 from indexer.build import run
-from indexer.report import Report
+from indexer.config import RepoSpec
 from query.cli import main
 from tests import gitrepo
-
-MAX_BLOB_BYTES = 16 * 1024  # small, so the oversized fixture file stays small too
-
-RENEW_PY = b'''"""Subscription billing."""
-import datetime
-
-from billing.invoice import Invoice
-
-
-class Billing:
-    """Charges customers for their plans."""
-
-    def renew_subscription(self, subscription):
-        """Extend a subscription by one period and charge the stored card."""
-        subscription.expires = subscription.expires + datetime.timedelta(days=30)
-        return Invoice(subscription.customer, subscription.plan.price)
-
-    def cancel(self, subscription):
-        subscription.active = False
-'''
-
-INVOICE_PY = b"""class Invoice:
-    def __init__(self, customer, amount):
-        self.customer = customer
-        self.amount = amount
-
-    def total_with_tax(self, rate):
-        return self.amount * (1 + rate)
-"""
-
-INVOICE_PY_DEV = (
-    INVOICE_PY
-    + b"""
-    def pdf(self):
-        return render_pdf(self)
-"""
-)
-
-REFUND_PY = b'''def issue_refund(invoice, reason):
-    """Give the customer their money back for an invoice."""
-    return {"invoice": invoice, "reason": reason, "refunded": True}
-'''
-
-SETTINGS_PY = b"""import os
-
-
-def database_url():
-    return os.environ.get("DATABASE_URL", "sqlite:///dev.db")
-
-
-def cloud_credentials():
-    aws_access_key_id = "AKIAABCDEFGHIJKLMNOP"
-    return aws_access_key_id
-"""
-
-APP_JS = b"""import { fetchJson } from "./http";
-
-export async function loadCart(userId) {
-  const cart = await fetchJson(`/api/carts/${userId}`);
-  return cart.items;
-}
-
-export const formatPrice = (cents) => `$${(cents / 100).toFixed(2)}`;
-"""
-
-README_MD = b"""# Acme API
-
-Billing and carts for the Acme shop.
-
-## Installing
-
-Run the installer and configure the database.
-
-## Renewals
-
-Subscriptions renew every thirty days.
-"""
-
-SERVER_GO = b"""package server
-
-import "net/http"
-
-type Server struct {
-	mux *http.ServeMux
-}
-
-func (s *Server) HandleHealth(w http.ResponseWriter, r *http.Request) {
-	w.WriteHeader(http.StatusOK)
-}
-
-func NewServer() *Server {
-	return &Server{mux: http.NewServeMux()}
-}
-"""
-
-LIB_RS = b"""pub struct Queue {
-    items: Vec<u32>,
-}
-
-impl Queue {
-    pub fn push(&mut self, item: u32) {
-        self.items.push(item);
-    }
-}
-
-pub fn drain_queue(q: &mut Queue) -> Vec<u32> {
-    std::mem::take(&mut q.items)
-}
-"""
-
-
-def api_files() -> dict:
-    return {
-        "src/billing/renew.py": RENEW_PY,
-        "src/billing/invoice.py": INVOICE_PY,
-        "src/config/settings.py": SETTINGS_PY,
-        "web/app.js": APP_JS,
-        "README.md": README_MD,
-        "assets/logo.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00binary",
-        "assets/blob.dat2": b"abc\x00def" * 10,
-        "data/huge.txt": b"line of text\n" * (MAX_BLOB_BYTES // 10),
-        ".env": b"DATABASE_PASSWORD=hunter2hunter2\n",
-        "deploy/server.pem": b"-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----\n",
-        "package-lock.json": b'{"lockfileVersion": 3}\n',
-        "node_modules/left-pad/index.js": b"module.exports = function leftPad() {};\n",
-        "static/app.min.js": b"var a=1;" * 200,
-        "link.py": (gitrepo.SYMLINK, b"src/billing/renew.py"),
-        "a/../evil.py": b"print('escaped')\n",
-        "vendor-sub": (gitrepo.GITLINK, b"1" * 40),
-    }
-
-
-def tools_files() -> dict:
-    return {
-        "server/server.go": SERVER_GO,
-        "queue/src/lib.rs": LIB_RS,
-        "docs/guide.md": b"# Guide\n\nHow to drain the queue safely.\n",
-    }
-
-
-@dataclass
-class Corpus:
-    root: Path
-    cfg: Config
-    report: Report
-    commits: dict[str, str]
-
-
-def write_config(root: Path, repos: list[RepoSpec], model: str = HASH_MODEL, **kw) -> Config:
-    path = root / "blobdex.toml"
-    cfg = Config(
-        path=path,
-        data_dir=root / "data",
-        model=model,
-        max_blob_bytes=kw.get("max_blob_bytes", MAX_BLOB_BYTES),
-        repos=tuple(repos),
-    )
-    path.write_text(configmod.dumps(cfg, "data"), encoding="utf-8")
-    return configmod.load(path)
+from tests.corpus import INVOICE_PY_DEV, REFUND_PY, Corpus, api_files, tools_files, write_config
 
 
 @pytest.fixture
@@ -234,7 +73,7 @@ def corpus(tmp_path_factory) -> Corpus:
         ],
     )
     report = run(cfg, show_progress=False)
-    return Corpus(root, cfg, report, commits)
+    return Corpus(root=root, cfg=cfg, report=report, commits=commits)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from query.surfaces.api import app
 from query.surfaces.mcp import build
 from query.service import Service, indexed_ref
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 from tests.test_server import Server, call, text
 
 MAIN_PY = b'# a header that only main has\ndef a():\n    return "main"\n'

@@ -22,7 +22,7 @@ from indexer.embed import HashEmbedder
 from query.surfaces.cip import AuthSettings, mint
 from query.surfaces.api import app
 from query.service import Service
-from tests.conftest import INVOICE_PY, RENEW_PY, SETTINGS_PY
+from tests.corpus import INVOICE_PY, RENEW_PY, SETTINGS_PY
 from tests.test_server import Server
 
 SECRET = "test-secret-for-hs256-signing-0123456789"

@@ -7,7 +7,7 @@ from indexer.embed import HashEmbedder
 from query.surfaces.codesearch import ignore_regex
 from query.surfaces.api import app
 from query.service import Service
-from tests.conftest import RENEW_PY
+from tests.corpus import RENEW_PY
 from tests.test_server import Server
 
 

@@ -26,7 +26,7 @@ from query.localize import (
 from query.reader import SnapshotReader
 from query.search import RRF_K, SearchError, SearchRequest, search
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 
 def test_scores_compute_hit_recall_and_mrr():

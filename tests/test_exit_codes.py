@@ -6,7 +6,7 @@ import fcntl
 
 from indexer.config import RepoSpec
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 
 def _configured(tmp_path):

@@ -22,7 +22,7 @@ from query.surfaces.api import app
 from query.reader import SnapshotReader
 from query.service import Service
 from tests import gitrepo
-from tests.conftest import api_files
+from tests.corpus import api_files
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 
 from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError, blob_size, get_file, parse_lines
 from tests import gitrepo
-from tests.conftest import INVOICE_PY, INVOICE_PY_DEV, RENEW_PY
+from tests.corpus import INVOICE_PY, INVOICE_PY_DEV, RENEW_PY
 
 
 def git_show(corpus, rev, path):

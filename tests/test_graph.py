@@ -20,7 +20,7 @@ from query.expand_context import ContextError, context
 from query.sql import SqlError
 from query.sql import run as run_sql
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")

@@ -191,7 +191,7 @@ def test_a_native_panic_is_a_json_500(tmp_path):
     from indexer.build import run
     from indexer.snapshot import open_manifest
     from tests import gitrepo
-    from tests.conftest import api_files, write_config
+    from tests.corpus import api_files, write_config
 
     gitrepo.commit(gitrepo.init(tmp_path / "src" / "api"), api_files())
     cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])

@@ -12,7 +12,7 @@ from indexer.build import run
 from indexer.scan import MAX_TREE_DEPTH
 from indexer.snapshot import graph_path, open_manifest
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 SPHINX_CONF = b"""# -*- coding: utf-8 -*-
 #

@@ -16,7 +16,7 @@ from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.verify import verify
 from query.reader import SnapshotReader
 from tests import gitrepo
-from tests.conftest import RENEW_PY, api_files, write_config
+from tests.corpus import RENEW_PY, api_files, write_config
 
 
 class CountingEmbedder(HashEmbedder):

@@ -14,7 +14,7 @@ from query.cli import cli
 from query.eval.codesearchnet import Judged, JudgementError, evaluate, load, ndcg_within
 from query.reader import SnapshotReader
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 C1, C2 = "1" * 40, "2" * 40
 GEO = (

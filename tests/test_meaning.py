@@ -9,7 +9,7 @@ from indexer.tokenize import tokens
 from query.reader import SnapshotReader
 from query.search import STOPWORDS, SearchRequest, search
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 FILES = {
     "mail/welcome.py": b'''import smtplib

@@ -16,7 +16,7 @@ from query.overlays.sessions import OverlayError, OverlayStore, git_blob_id
 from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
-from tests.conftest import RENEW_PY, api_files, write_config
+from tests.corpus import RENEW_PY, api_files, write_config
 
 EDITED = RENEW_PY.replace(b"def cancel(self, subscription):", b"def pause_subscription(self, subscription):").decode()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests import gitrepo
-from tests.conftest import RENEW_PY, tools_files
+from tests.corpus import RENEW_PY, tools_files
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")

@@ -12,7 +12,7 @@ from query.get_file import get_file
 from query.reader import SnapshotReader
 from query.search import SearchRequest, search
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 SOURCE = Path(click.__file__).parent
 

@@ -14,7 +14,7 @@ from query.eval.commits import load_queries, run_cases
 from query.localize import localize
 from query.rerank import RERANK_POOL, RerankError, load_reranker
 from query.search import SearchRequest, rank, search
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 WORDS = (
     "def return class self total tax invoice refund renew subscription queue drain price line items "

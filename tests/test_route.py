@@ -8,7 +8,7 @@ from indexer.build import run
 from query.reader import SnapshotReader
 from query.route_task import NOT_SUBSTANCE_RE, _checkout, route
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 SERVICES = {
     "billing": {

@@ -204,7 +204,7 @@ def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
     from query.reader import SnapshotReader
     from query.search import MAX_DEFINING_FILES
     from tests import gitrepo
-    from tests.conftest import write_config
+    from tests.corpus import write_config
 
     kinds = ["int", "bool", "uint", "string", "float"][: MAX_DEFINING_FILES + 1]
     files = {

@@ -19,7 +19,7 @@ from indexer.build import run
 from indexer.secrets import credential_kind, hold_back, key_spans
 from indexer.chunk import chunk_text
 from tests import gitrepo
-from tests.conftest import write_config
+from tests.corpus import write_config
 
 RNG = random.Random(20261201)
 B62 = string.ascii_letters + string.digits

@@ -22,7 +22,7 @@ from query.surfaces.api import app
 from query.surfaces.mcp import build
 from query.service import Service
 from tests import gitrepo
-from tests.conftest import api_files
+from tests.corpus import api_files
 
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")
 
@@ -247,7 +247,7 @@ def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
 def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
     repo = gitrepo.init(tmp_path / "src" / "api")
     first = gitrepo.commit(repo, api_files())
-    from tests.conftest import write_config
+    from tests.corpus import write_config
     from indexer.config import RepoSpec
 
     cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])
@@ -286,7 +286,7 @@ def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
 def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path, caplog):
     from indexer import snapshot
     from indexer.config import RepoSpec
-    from tests.conftest import write_config
+    from tests.corpus import write_config
 
     repo = gitrepo.init(tmp_path / "src" / "api")
     gitrepo.commit(repo, api_files())
