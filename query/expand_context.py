@@ -18,6 +18,8 @@ MAX_CALLERS = 200
 class ContextError(BlobdexError):
     """The symbol is unknown or the request is malformed; the message says what to try."""
 
+    status = 404  # /v1 has always answered it as not found, for a malformed request too
+
 
 def _rows(path: Path, table: str, mask_of) -> list[dict]:
     t = read_graph(path, table)

@@ -29,17 +29,25 @@ PACK_OFS_DELTA, PACK_REF_DELTA = 6, 7  # pack entry types (git's Documentation/g
 class GetFileError(BlobdexError):
     """The file cannot be returned as asked; the message says why and what to try."""
 
+    status = 404
+
 
 class BadRange(GetFileError):
     """The line range asked for is not one (negative, zero, inverted)."""
+
+    status = 400
 
 
 class CredentialFile(GetFileError):
     """The path names a credential file, which no reader serves."""
 
+    status = 403
+
 
 class FileTooLarge(GetFileError):
     """The blob is over MAX_FILE_BYTES; known from its object header, before it is inflated."""
+
+    status = 413
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ SWEEP_EVERY_SECONDS = 60.0  # idle sessions are swept at most this often
 
 
 class ChunkNotFound(BlobdexError):
-    pass
+    status = 404
 
 
 class Service:

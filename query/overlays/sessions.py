@@ -35,7 +35,7 @@ class OverlayError(BlobdexError):
 
 
 class SessionNotFound(OverlayError):
-    pass
+    status = 404
 
 
 @dataclass(frozen=True)
