@@ -13,9 +13,9 @@ KERNEL = frozenset(
         "tokenize",  # queries are tokenized as their snapshot was
         "embed",  # queries are embedded by the snapshot's model
         "languages",  # path -> language, for filters and overlays
-        "ignore",  # the skip policy: get_file refuses what the indexer never reads
-        "secrets",  # credential detection: overlays hold back, get_file withholds, what the index holds back
-        "chunk",  # blob preparation for session overlays, exactly as for committed blobs
+        "ignore",  # the path policy: get_file and overlays refuse what the indexer never reads
+        "secrets",  # credential detection: get_file withholds and pushed chunks refuse what the index holds back
+        "prepare",  # session overlays prepare a file's bytes exactly as the indexer prepares a blob
         "mirror",  # get_file reads git objects from the mirrors
         "scan",  # ref resolution for get_file and status
     }

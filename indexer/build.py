@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import logging
 import shutil
 import sqlite3
@@ -21,19 +20,19 @@ from pathlib import Path
 import numpy as np
 
 from indexer import mirror, snapshot
-from indexer.cache import BlobEntry, Cache, text_id
+from indexer.cache import Cache, text_id
 from indexer.cards import card_texts
-from indexer.chunk import CHUNKER_VERSION, chunk_and_parse
+from indexer.chunk import CHUNKER_VERSION
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.embed import Embedder, embed_text, load_embedder, model_id_for
-from indexer.extract import EXTRACTOR_VERSION, extract
-from indexer.ignore import POLICY_VERSION, SkipReason, skip_for_content
+from indexer.extract import EXTRACTOR_VERSION
+from indexer.ignore import POLICY_VERSION, SkipReason
+from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
 from indexer.report import Report, RepoReport
 from indexer.rows import Tables, add_repo, carried, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
-from indexer.secrets import hold_back, scrub_facts
 from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState
 from indexer.tokenize import TOKENIZER_VERSION
 from indexer.verify import open_check
@@ -269,31 +268,6 @@ def _fill_from_manifest(report: Report, prev: Manifest) -> None:
     _totals(report, prev)
 
 
-def _chunk_blob(data: bytes, lang: str, max_bytes: int, clock: dict) -> BlobEntry:
-    """Everything derived from one blob's bytes: skip reason, or chunks (secrets held back) and facts."""
-    skip = skip_for_content(data, max_bytes)
-    if skip is not None:
-        return BlobEntry(len(data), skip.value, None, 0, ())
-    text = data.decode("utf-8", "replace")
-    chunks, fallback, parsed = chunk_and_parse(text, lang)
-    kept, held = hold_back(text, chunks)
-    started = time.monotonic()
-    facts = scrub_facts(extract(parsed, lang).to_json(), held)
-    clock["extract"] += time.monotonic() - started
-    syntax_error = parsed is not None and parsed[0].root_node.has_error
-    return BlobEntry(
-        len(data),
-        None,
-        fallback,
-        len(held),
-        tuple(kept),
-        hashlib.sha256(data).hexdigest(),
-        facts,
-        syntax_error,
-        tuple((h.line_start, h.line_end, h.kind) for h in held),
-    )
-
-
 def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, str]]:
     """Every (blob, language) the scans reach that its path does not rule out: cache key -> where to read it."""
     wanted: dict[str, tuple[Path, str, str]] = {}
@@ -324,12 +298,12 @@ def _chunk_stage(
                     _, blob_id, lang = wanted[key]
                     try:
                         data = repo.object_store[blob_id.encode()].as_raw_string()
-                        pending[key] = _chunk_blob(data, lang, cfg.max_blob_bytes, report.seconds)
+                        pending[key] = prepare(data, lang, cfg.max_blob_bytes, seconds=report.seconds)
                     except Exception as exc:  # one bad file is recorded, never aborts a repo
                         log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
                         # Recorded for this run only, never cached: a missing object may be fetched later,
                         # and a crash may be fixed by the next version; the next run tries again.
-                        entries[key] = BlobEntry(0, SkipReason.UNREADABLE.value, None, 0, ())
+                        entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
                     bar.advance()
                     if len(pending) >= CHUNK_CACHE_BATCH:
                         cache.put_blobs(pending)

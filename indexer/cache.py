@@ -13,7 +13,7 @@ import logging
 import os
 import sqlite3
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,27 +22,13 @@ import numpy as np
 from indexer.chunk import CHUNKER_VERSION, Chunk
 from indexer.extract import EXTRACTOR_VERSION
 from indexer.ignore import POLICY_VERSION
+from indexer.prepare import BlobEntry
 
 log = logging.getLogger(__name__)
 
 LOOKUP_BATCH = 500  # sqlite's default host-parameter limit is 999
 # What sqlite says when the file's bytes are damaged (not when it is busy or the disk is full).
 CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-
-
-@dataclass(frozen=True)
-class BlobEntry:
-    """What one blob (read as one language) yields: a skip reason, or its chunks."""
-
-    size: int
-    skip: str | None
-    fallback: str | None  # `parse_timeout` when tree-sitter gave up and line windows were used
-    secrets_held_back: int
-    chunks: tuple[Chunk, ...]
-    sha256: str | None = None  # of the bytes: what clients that hash files compare against
-    facts: dict | None = None  # extract.Facts.to_json()
-    syntax_error: bool = False  # parsed with errors: chunks and facts are what could be recovered
-    held_back: tuple[tuple[int, int, str], ...] = ()  # (line_start, line_end, kind) of each chunk held back
 
 
 def text_id(text: str) -> str:

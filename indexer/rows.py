@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexer import snapshot
-from indexer.cache import BlobEntry, Cache
+from indexer.cache import Cache
+from indexer.prepare import BlobEntry
 from indexer.scan import RefScan
 from indexer.snapshot import FACT_COLUMNS, RefState, RepoState
 

@@ -1,9 +1,9 @@
 """Session overlays: an agent's uncommitted edits, searchable beside the snapshot without touching it.
 
 The store is the one place the query server writes (`<data_dir>/overlays/overlays.sqlite`).
-Edits are chunked, screened for secrets and embedded exactly like committed files; paths a
-session touched (edited or deleted) are shadowed inside the query, so a deleted file never keeps
-answering with its committed version. Sessions idle longer than SESSION_IDLE_SECONDS are swept.
+Edits are skipped, chunked and screened for secrets by `indexer.prepare`, as committed blobs are, then
+embedded; paths a session touched (edited or deleted) are shadowed inside the query, so a deleted file
+never keeps answering with its committed version. Sessions idle longer than SESSION_IDLE_SECONDS are swept.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.chunk import chunk_text
 from indexer.embed import Embedder, embed_text
 from indexer.errors import BlobdexError
-from indexer.ignore import skip_for_content, skip_for_path, validate_path
+from indexer.ignore import skip_for_path, validate_path
 from indexer.languages import language_for
-from indexer.secrets import hold_back
+from indexer.prepare import prepare
 
 SESSION_IDLE_SECONDS = 24 * 3600
 MAX_FILES_PER_SYNC = 200
@@ -115,18 +114,18 @@ class OverlayStore:
         for path, content in clean_files.items():
             data = content.encode("utf-8")
             blob_id = git_blob_id(data)
-            skip = skip_for_path(path) or skip_for_content(data, max_bytes)
-            if skip is not None:
-                skipped[path] = skip.value
-                touched.append((path, 0, blob_id, skip.value))
-                continue
             lang = language_for(path)
-            chunks, _ = chunk_text(content, lang)
-            kept, held = hold_back(content, chunks)
-            held_back += len(held)
+            by_path = skip_for_path(path)
+            entry = None if by_path is not None else prepare(data, lang, max_bytes, facts=False)
+            skip = by_path.value if by_path is not None else entry.skip
+            if skip is not None:
+                skipped[path] = skip
+                touched.append((path, 0, blob_id, skip))
+                continue
+            held_back += entry.secrets_held_back
             rows += [
                 OverlayChunk(repo, path, blob_id, c.index, c.symbol, c.kind, lang, c.line_start, c.line_end, c.text)
-                for c in kept
+                for c in entry.chunks
             ]
             touched.append((path, 0, blob_id, None))
         touched += [(path, 1, None, None) for path in clean_deleted]

@@ -1,0 +1,66 @@
+"""Per-blob preparation: one blob's bytes into what an index keeps of them (a skip reason, or chunks with
+credentials held back, and structural facts).
+
+The indexer prepares every new blob with it and session overlays prepare every synced file with it, so an
+uncommitted edit is skipped, chunked and held back exactly as its commit will be. What a path rules out
+(`ignore.skip_for_path`, the repo's globs) is decided before: an entry depends on the bytes and the
+language only, which is why the cache can key it by blob_id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+from indexer.chunk import Chunk, chunk_and_parse
+from indexer.extract import extract
+from indexer.ignore import skip_for_content
+from indexer.secrets import hold_back, scrub_facts
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlobEntry:
+    """What one blob (read as one language) yields: a skip reason, or its chunks. The cache stores it as JSON,
+    field by field in this order: adding a field needs a default, and changing one a tool version bump."""
+
+    size: int
+    skip: str | None = None
+    fallback: str | None = None  # `parse_timeout` when tree-sitter gave up and line windows were used
+    secrets_held_back: int = 0
+    chunks: tuple[Chunk, ...] = ()
+    sha256: str | None = None  # of the bytes: what clients that hash files compare against
+    facts: dict | None = None  # extract.Facts.to_json()
+    syntax_error: bool = False  # parsed with errors: chunks and facts are what could be recovered
+    held_back: tuple[tuple[int, int, str], ...] = ()  # (line_start, line_end, kind) of each chunk held back
+
+
+def prepare(
+    data: bytes, lang: str, max_bytes: int, *, facts: bool = True, seconds: dict[str, float] | None = None
+) -> BlobEntry:
+    """Skip -> chunk -> hold back secrets (-> extract facts, scrubbed of what was held back).
+
+    `facts=False` leaves extraction out (overlays search chunks only); `seconds["extract"]`, when given,
+    gains the time extraction took (the run report shows it apart from chunking)."""
+    skip = skip_for_content(data, max_bytes)
+    if skip is not None:
+        return BlobEntry(size=len(data), skip=skip.value)
+    text = data.decode("utf-8", "replace")
+    chunks, fallback, parsed = chunk_and_parse(text, lang)
+    kept, held = hold_back(text, chunks)
+    found = None
+    if facts:
+        started = time.monotonic()
+        found = scrub_facts(extract(parsed, lang).to_json(), held)
+        if seconds is not None:
+            seconds["extract"] += time.monotonic() - started
+    return BlobEntry(
+        size=len(data),
+        fallback=fallback,
+        secrets_held_back=len(held),
+        chunks=tuple(kept),
+        sha256=hashlib.sha256(data).hexdigest(),
+        facts=found,
+        syntax_error=parsed is not None and parsed[0].root_node.has_error,
+        held_back=tuple((h.line_start, h.line_end, h.kind) for h in held),
+    )
