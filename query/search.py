@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pathspec
@@ -64,7 +65,7 @@ class SearchRequest:
     mode: str = "hybrid"  # hybrid | vector | bm25: single signals exist to measure what fusion adds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hit:
     org: str
     repo: str
@@ -84,12 +85,20 @@ class Hit:
     uncommitted: bool = False  # from a session overlay, not from a commit
     row: int = -1  # the snapshot row; -1 for an overlay hit
     text: str | None = field(default=None, repr=False)  # an overlay hit's whole chunk
+    # The exact cosine between the query and the chunk, whichever signal found it (a BM25-only hit has
+    # its real similarity, not 0): what every surface's score thresholds (keep_similar) and the
+    # compatibility contracts' `score` read. Not in to_dict: the JSON answers predate it.
+    similarity: float = 0.0
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("row")
-        d.pop("text")
-        return d
+        return {name: copy.deepcopy(getattr(self, name)) for name in HIT_FIELDS}  # copied, as asdict did
+
+
+# Hit's public fields, in the order its JSON lists them; row, text and similarity are internal.
+HIT_FIELDS = (
+    "org repo ref commit_id path blob_id chunk_index symbol kind lang line_start line_end snippet score signals "
+    "uncommitted"
+).split()
 
 
 @dataclass(frozen=True)
@@ -121,13 +130,18 @@ def _listing(values) -> str:
     return ", ".join(sorted(values)) or "none"
 
 
-def validate(req: SearchRequest, reader: SnapshotReader, overlay: Overlay | None = None) -> None:
-    """Reject what cannot be run as given, each filter value the same way: one sentence naming the values
-    that would match (every surface calls this, so CLI, HTTP and MCP agree)."""
+def check_query(req: SearchRequest) -> None:
+    """The checks that need no snapshot: a query to run and a limit in range (validate, search_overlay)."""
     if not req.query or not req.query.strip():
         raise SearchError("the query is empty: describe what the code does, or name an identifier")
     if not 1 <= req.limit <= MAX_LIMIT:
         raise SearchError(f"limit {req.limit} is out of range: use 1 to {MAX_LIMIT}")
+
+
+def validate(req: SearchRequest, reader: SnapshotReader, overlay: Overlay | None = None) -> None:
+    """Reject what cannot be run as given, each filter value the same way: one sentence naming the values
+    that would match (every surface calls this, so CLI, HTTP and MCP agree)."""
+    check_query(req)
     if req.mode not in MODES:
         raise SearchError(f"unknown mode {req.mode!r}: use one of {', '.join(MODES)}")
     if req.kind is not None and req.kind not in KINDS:
@@ -425,7 +439,19 @@ def rank(
     rankings = [(name, WEIGHTS[name], ranked) for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym))]
     rankings += [("bm25", WEIGHTS["bm25"], ranked) for _, ranked in extra]  # overlay keys never meet row keys
     fused = rrf(rankings, ("vector", "bm25", "symbol"))
+    for key, sim in zip(fused, similarity(reader, overlay, list(fused), vector)):
+        fused[key]["similarity"] = sim
     return sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))
+
+
+def similarity(reader: SnapshotReader | None, overlay: Overlay | None, keys: list, vector: np.ndarray) -> list[float]:
+    """The exact cosine between the query vector and each key's chunk (a snapshot row, or ("o", index) in
+    the overlay), from the vectors already held: the one similarity every score threshold reads."""
+    rows = [k for k in keys if not isinstance(k, tuple)]
+    held = [k[1] for k in keys if isinstance(k, tuple)]
+    by_row = dict(zip(rows, (reader.vectors[rows] @ vector).tolist())) if rows else {}
+    by_index = dict(zip(held, (overlay.vectors[held] @ vector).tolist())) if held else {}
+    return [by_index[k[1]] if isinstance(k, tuple) else by_row[k] for k in keys]
 
 
 def rrf(rankings: list[tuple[str, float, list]], signals: tuple[str, ...] = ()) -> dict:
@@ -445,24 +471,23 @@ def rrf(rankings: list[tuple[str, float, list]], signals: tuple[str, ...] = ()) 
 
 def search_overlay(embedder: Embedder, req: SearchRequest, overlay: Overlay) -> list[tuple[Hit, float]]:
     """Search only an overlay's chunks (content that no snapshot holds): (hit, cosine) pairs, fused order."""
-    if not req.query or not req.query.strip():
-        raise SearchError("the query is empty: describe what the code does, or name an identifier")
-    if not 1 <= req.limit <= MAX_LIMIT:
-        raise SearchError(f"limit {req.limit} is out of range: use 1 to {MAX_LIMIT}")
+    check_query(req)
     if not overlay.chunks:
         return []
     vector = embedder.embed([embed_text("", req.query)])[0]
     vec, lex = _overlay_ranks(overlay, req, vector, [])
     fused = rrf([("vector", 1.0, vec), ("bm25", 1.0, lex)], ("vector", "bm25"))
-    cosine = dict(vec)
+    for key, sim in zip(fused, similarity(None, overlay, list(fused), vector)):
+        fused[key]["similarity"] = sim
     best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))[: req.limit]
-    return [(_overlay_hit(overlay, key[1], signals, req), cosine.get(key, 0.0)) for key, signals in best]
+    hits = [_overlay_hit(overlay, key[1], signals, req) for key, signals in best]
+    return [(h, h.similarity) for h in hits]
 
 
 def _overlay_hit(overlay: Overlay, index: int, signals: dict, req: SearchRequest) -> Hit:
     c = overlay.chunks[index]
     text, start, end = snippet(c.text, c.line_start, req.query)
-    score = signals.pop("score")
+    score, sim = signals.pop("score"), signals.pop("similarity")
     return Hit(
         org=req.org,
         repo=c.repo,
@@ -481,6 +506,7 @@ def _overlay_hit(overlay: Overlay, index: int, signals: dict, req: SearchRequest
         signals={**signals, "snippet_lines": [start, end]},
         uncommitted=True,
         text=c.text,
+        similarity=sim,
     )
 
 
@@ -489,7 +515,7 @@ def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) ->
     refs = r["refs"]
     ref = next((x for x in refs if req.ref and x in _ref_names(req.ref)), refs[0])
     text, start, end = snippet(r["text"], r["line_start"], req.query)
-    score = signals.pop("score")
+    score, sim = signals.pop("score"), signals.pop("similarity")
     return Hit(
         org=r["org"],
         repo=r["repo"],
@@ -507,22 +533,27 @@ def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) ->
         score=round(score, 6),
         signals={**signals, "snippet_lines": [start, end]},
         row=row,
+        similarity=sim,
     )
 
 
-def keep_similar(hits: list, min_score: float | None, min_score_diff: float | None) -> tuple[list, list[str]]:
-    """Score thresholds over (id, Hit) pairs by vector similarity, as search_code and /v1/search apply them:
-    min_score drops hits below it, min_score_diff those more than it below the best; returns what is
-    kept and one note per threshold saying how many it dropped."""
-    notes: list[str] = []
-    scored = [(c, h, h.signals.get("vector_score") or 0.0) for c, h in hits]
+def similarity_floor(hits: list[Hit], min_score: float | None, min_score_diff: float | None) -> float | None:
+    """The similarity a hit must reach under a surface's threshold, None without one: min_score itself, or
+    min_score_diff below the best hit (never below 0, as the codesearch contract echoes it). Every surface
+    (MCP, /v1, codesearch, CIP) filters on Hit.similarity through this, so a threshold means one thing."""
     if min_score is not None:
-        kept = [x for x in scored if x[2] >= min_score]
-        notes.append(f"min_score={min_score} dropped {len(scored) - len(kept)}")
-        scored = kept
-    if min_score_diff is not None and scored:
-        best = max(x[2] for x in scored)
-        kept = [x for x in scored if x[2] >= best - min_score_diff]
-        notes.append(f"min_score_diff={min_score_diff} dropped {len(scored) - len(kept)}")
-        scored = kept
-    return [(c, h) for c, h, _ in scored], notes
+        return min_score
+    if min_score_diff is not None and hits:
+        return max(max(h.similarity for h in hits) - min_score_diff, 0.0)
+    return None
+
+
+def keep_similar(hits: list, min_score: float | None, min_score_diff: float | None) -> tuple[list, list[str]]:
+    """Score thresholds over (id, Hit) pairs, as search_code and /v1/search apply them (similarity_floor;
+    a surface passes one threshold, not both): returns what is kept and a note saying how many it dropped."""
+    floor = similarity_floor([h for _, h in hits], min_score, min_score_diff)
+    if floor is None:
+        return hits, []
+    kept = [(c, h) for c, h in hits if h.similarity >= floor]
+    name, value = ("min_score", min_score) if min_score is not None else ("min_score_diff", min_score_diff)
+    return kept, [f"{name}={value} dropped {len(hits) - len(kept)}"]

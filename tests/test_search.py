@@ -6,7 +6,15 @@ from dataclasses import replace
 import pytest
 
 from indexer.tokenize import tokens
-from query.search import SearchError, SearchRequest, lexical_query, named_definitions, search
+from query.search import (
+    SearchError,
+    SearchRequest,
+    keep_similar,
+    lexical_query,
+    named_definitions,
+    search,
+    similarity_floor,
+)
 
 
 def paths(hits):
@@ -198,24 +206,17 @@ def test_a_prose_word_does_not_summon_a_definition_of_that_name(reader, hasher):
 
 
 def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
-    from indexer.config import RepoSpec
-    from indexer.build import run
     from query.localize import localize
     from query.reader import SnapshotReader
     from query.search import MAX_DEFINING_FILES
-    from tests import gitrepo
-    from tests.corpus import write_config
+    from tests.corpus import build_corpus
 
     kinds = ["int", "bool", "uint", "string", "float"][: MAX_DEFINING_FILES + 1]
     files = {
         f"{k}.go": f'package flag\n\nfunc (v *{k}Value) Type() string {{ return "{k}" }}\n'.encode() for k in kinds
     }
     files["flag.go"] = b"package flag\n\nfunc ParseFlags(args []string) error { return nil }\n"
-    repo = gitrepo.init(tmp_path / "flag")
-    gitrepo.commit(repo, files)
-    cfg = write_config(tmp_path, [RepoSpec("flag", str(tmp_path / "flag"))])
-    run(cfg, show_progress=False)
-    reader = SnapshotReader(cfg.data_dir)
+    reader = SnapshotReader(build_corpus(tmp_path, {"flag": files}).cfg.data_dir)
 
     hits = search(reader, hasher, SearchRequest("call Type() before ParseFlags()", limit=50))
     assert {h.path for h in hits if h.signals["symbol_rank"]} == {"flag.go"}  # `Type` is everywhere
@@ -238,3 +239,27 @@ def test_rrf_is_weighted_reciprocal_rank_fusion_with_every_named_signal_present(
         "bm25_score": None,
     }
     assert fused["b"]["score"] == 1 / (RRF_K + 2) + 0.75 / (RRF_K + 1) and fused["b"]["bm25_rank"] == 1
+
+
+def test_a_bm25_only_hit_carries_its_real_cosine_similarity(reader, hasher):
+    hits = search(reader, hasher, SearchRequest("invoice customer", mode="bm25"))
+    query = hasher.embed(["invoice customer"])[0]
+    assert hits and all(h.signals["vector_rank"] is None for h in hits)  # no vector list: BM25 found each one
+    exact = [float(reader.vectors[h.row] @ query) for h in hits]
+    assert [h.similarity for h in hits] == pytest.approx(exact, abs=1e-6)
+    assert max(exact) > 0  # a real cosine, not the 0.0 a missing vector rank used to mean
+    assert "similarity" not in hits[0].to_dict()
+
+
+def test_score_thresholds_keep_exactly_the_hits_similar_enough(reader, hasher):
+    hits = list(enumerate(search(reader, hasher, SearchRequest("invoice customer renew", limit=20)), 1))
+    sims = sorted({h.similarity for _, h in hits})
+    assert len(sims) >= 3
+    floor = sims[len(sims) // 2]
+    kept, notes = keep_similar(hits, floor, None)
+    assert kept == [(c, h) for c, h in hits if h.similarity >= floor] and 0 < len(kept) < len(hits)
+    assert notes == [f"min_score={floor} dropped {len(hits) - len(kept)}"]
+    diff = sims[-1] - floor
+    assert similarity_floor([h for _, h in hits], None, diff) == pytest.approx(floor)
+    assert [c for c, _ in keep_similar(hits, None, diff)[0]] == [c for c, _ in kept]
+    assert keep_similar(hits, None, None) == (hits, [])
