@@ -10,17 +10,14 @@ import duckdb
 import pytest
 
 from indexer.chunk import chunk_and_parse
-from indexer.config import RepoSpec
 from indexer.extract import extract
 from indexer.edges import route_segments
-from indexer.build import run
 from indexer.snapshot import GRAPH_DIR, open_manifest
 from indexer.verify import verify
 from query.expand_context import ContextError, context
 from query.sql import SqlError
 from query.sql import run as run_sql
-from tests import gitrepo
-from tests.corpus import write_config
+from tests.corpus import build_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")
@@ -115,13 +112,8 @@ func main() {
 @pytest.fixture(scope="module")
 def services(tmp_path_factory):
     root = tmp_path_factory.mktemp("services")
-    specs = []
-    for name, files in SERVICES.items():
-        repo = gitrepo.init(root / "src" / name)
-        gitrepo.commit(repo, files)
-        specs.append(RepoSpec(name, str(root / "src" / name)))
-    cfg = write_config(root, specs)
-    report = run(cfg, show_progress=False)
+    built = build_corpus(root, SERVICES)
+    cfg, report = built.cfg, built.report
     path, _ = open_manifest(cfg.data_dir)
     return cfg, report, path, _rows(path / GRAPH_DIR / "edges.parquet")
 
@@ -343,16 +335,12 @@ def test_route_segments(pattern, segments):
 
 
 def test_a_file_with_syntax_errors_is_counted_and_never_aborts_its_repo(tmp_path):
-    repo = gitrepo.init(tmp_path / "src" / "r")
-    gitrepo.commit(
-        repo,
-        {
-            "bad.py": b"def ok():\n    return os.getenv('KEY_A')\n\ndef broken(:\n    pass\n",
-            "good.py": b"def fine():\n    return 1\n",
-        },
-    )
-    cfg = write_config(tmp_path, [RepoSpec("r", str(tmp_path / "src" / "r"))])
-    report = run(cfg, show_progress=False)
+    files = {
+        "bad.py": b"def ok():\n    return os.getenv('KEY_A')\n\ndef broken(:\n    pass\n",
+        "good.py": b"def fine():\n    return 1\n",
+    }
+    built = build_corpus(tmp_path, {"r": files})
+    cfg, report = built.cfg, built.report
     assert report.repos[0].status == "ok" and report.syntax_errors == 1
     _, _, rows = run_sql(cfg.data_dir, "SELECT path, key FROM env_keys")
     assert rows == [("bad.py", "KEY_A")]

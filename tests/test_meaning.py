@@ -2,14 +2,11 @@
 
 import pytest
 
-from indexer.config import RepoSpec
 from indexer.embed import load_embedder
-from indexer.build import run
 from indexer.tokenize import tokens
 from query.reader import SnapshotReader
 from query.search import STOPWORDS, SearchRequest, search
-from tests import gitrepo
-from tests.corpus import write_config
+from tests.corpus import build_corpus
 
 FILES = {
     "mail/welcome.py": b'''import smtplib
@@ -70,13 +67,10 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def meaning_index(tmp_path_factory):
     root = tmp_path_factory.mktemp("meaning")
-    repo = gitrepo.init(root / "src" / "shop")
-    gitrepo.commit(repo, FILES)
-    cfg = write_config(root, [RepoSpec("shop", str(root / "src" / "shop"))], model="all-MiniLM-L6-v2")
-    embedder = load_embedder(cfg.model)
-    report = run(cfg, embedder=embedder, show_progress=False)
-    assert report.model == "all-MiniLM-L6-v2" and report.chunks_embedded > 0
-    return SnapshotReader(cfg.data_dir), embedder
+    embedder = load_embedder("all-MiniLM-L6-v2")
+    built = build_corpus(root, {"shop": FILES}, model="all-MiniLM-L6-v2", embedder=embedder)
+    assert built.report.model == "all-MiniLM-L6-v2" and built.report.chunks_embedded > 0
+    return SnapshotReader(built.cfg.data_dir), embedder
 
 
 @pytest.mark.parametrize("query,expected", QUERIES, ids=[q[1] for q in QUERIES])

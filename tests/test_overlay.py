@@ -7,32 +7,21 @@ import time
 import pytest
 from mcp import Client
 
-from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.build import run
 from indexer.snapshot import open_manifest
 from query.surfaces.mcp import build
 from query.overlays.sessions import OverlayError, OverlayStore, git_blob_id
 from query.search import SearchRequest
 from query.service import Service
-from tests import gitrepo
-from tests.corpus import RENEW_PY, api_files, write_config
+from tests.corpus import RENEW_PY, api_files, build_corpus
 
 EDITED = RENEW_PY.replace(b"def cancel(self, subscription):", b"def pause_subscription(self, subscription):").decode()
 
 
 @pytest.fixture
 def service(tmp_path):
-    repo = gitrepo.init(tmp_path / "src" / "api")
-    gitrepo.commit(repo, api_files())
-    other = gitrepo.init(tmp_path / "src" / "acme")
-    gitrepo.commit(other, {"x.py": b"def acme_thing():\n    return 1\n"})
-    cfg = write_config(
-        tmp_path,
-        [RepoSpec("api", str(tmp_path / "src" / "api")), RepoSpec("api", str(tmp_path / "src" / "acme"), org="acme")],
-    )
-    run(cfg, show_progress=False)
-    return Service(cfg, embedder=HashEmbedder())
+    built = build_corpus(tmp_path, {"api": api_files(), "acme/api": {"x.py": b"def acme_thing():\n    return 1\n"}})
+    return Service(built.cfg, embedder=HashEmbedder())
 
 
 def paths(service, query, session=None, **kw):

@@ -2,13 +2,10 @@
 
 import pytest
 
-from indexer.config import RepoSpec
 from indexer.embed import load_embedder
-from indexer.build import run
 from query.reader import SnapshotReader
 from query.route_task import NOT_SUBSTANCE_RE, _checkout, route
-from tests import gitrepo
-from tests.corpus import write_config
+from tests.corpus import build_corpus
 
 SERVICES = {
     "billing": {
@@ -93,14 +90,9 @@ TASKS = [
 @pytest.fixture(scope="module")
 def routed(tmp_path_factory):
     root = tmp_path_factory.mktemp("route")
-    specs = []
-    for name, files in SERVICES.items():
-        gitrepo.commit(gitrepo.init(root / "src" / name), files)
-        specs.append(RepoSpec(name, str(root / "src" / name)))
-    cfg = write_config(root, specs, model="all-MiniLM-L6-v2")
-    embedder = load_embedder(cfg.model)
-    run(cfg, embedder=embedder, show_progress=False)
-    return SnapshotReader(cfg.data_dir), embedder
+    embedder = load_embedder("all-MiniLM-L6-v2")
+    built = build_corpus(root, SERVICES, model="all-MiniLM-L6-v2", embedder=embedder)
+    return SnapshotReader(built.cfg.data_dir), embedder
 
 
 @pytest.mark.parametrize("task,owner", TASKS, ids=[t[1] for t in TASKS])

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from dulwich.repo import Repo
 from mcp import Client, StdioServerParameters
 
 from indexer.embed import HASH_MODEL, HashEmbedder
@@ -22,7 +23,7 @@ from query.surfaces.api import app
 from query.surfaces.mcp import build
 from query.service import Service
 from tests import gitrepo
-from tests.corpus import api_files
+from tests.corpus import api_files, build_corpus
 
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")
 
@@ -245,13 +246,8 @@ def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
 
 
 def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
-    repo = gitrepo.init(tmp_path / "src" / "api")
-    first = gitrepo.commit(repo, api_files())
-    from tests.corpus import write_config
-    from indexer.config import RepoSpec
-
-    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])
-    run(cfg, show_progress=False)
+    built = build_corpus(tmp_path, {"api": api_files()})
+    cfg, first = built.cfg, built.commits["api"]
     svc = Service(cfg, embedder=HashEmbedder())
     errors, commits = [], []
     with Server(app(svc)) as url:
@@ -270,7 +266,9 @@ def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
         for t in threads:
             t.start()
         time.sleep(0.5)
-        second = gitrepo.commit(repo, {**api_files(), "NEWS.md": b"# News\n\nrenewals are monthly\n"})
+        second = gitrepo.commit(
+            Repo(str(tmp_path / "src" / "api")), {**api_files(), "NEWS.md": b"# News\n\nrenewals are monthly\n"}
+        )
         run(cfg, show_progress=False)
         deadline = time.time() + 20
         while time.time() < deadline and (not commits or commits[-1] != second):
@@ -285,13 +283,9 @@ def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
 
 def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path, caplog):
     from indexer import snapshot
-    from indexer.config import RepoSpec
-    from tests.corpus import write_config
 
-    repo = gitrepo.init(tmp_path / "src" / "api")
-    gitrepo.commit(repo, api_files())
-    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])
-    good = run(cfg, show_progress=False).snapshot_id
+    built = build_corpus(tmp_path, {"api": api_files()})
+    cfg, good = built.cfg, built.report.snapshot_id
     svc = Service(cfg, embedder=HashEmbedder())
     assert svc.reader().snapshot_id == good
     broken = snapshot.snapshots_dir(cfg.data_dir) / "20991231T000000000000Z-broken"
