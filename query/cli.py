@@ -330,7 +330,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     import uvicorn
 
     from query.surfaces.guard import is_local
-    from query.surfaces.api import app
+    from query.surfaces.app import app
     from query.service import Service
 
     if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):

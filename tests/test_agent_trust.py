@@ -16,7 +16,7 @@ from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.build import run
 from query.cli import cli
-from query.surfaces.api import app
+from query.surfaces.app import app
 from query.surfaces.mcp import build
 from query.service import Service, indexed_ref
 from tests import gitrepo

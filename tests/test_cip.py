@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from indexer.embed import HashEmbedder
 from query.surfaces.cip import AuthSettings, mint
-from query.surfaces.api import app
+from query.surfaces.app import app
 from query.service import Service
 from tests.corpus import INVOICE_PY, RENEW_PY, SETTINGS_PY
 from tests.test_server import Server

@@ -5,7 +5,7 @@ import pytest
 
 from indexer.embed import HashEmbedder
 from query.surfaces.codesearch import ignore_regex
-from query.surfaces.api import app
+from query.surfaces.app import app
 from query.service import Service
 from tests.corpus import RENEW_PY
 from tests.test_server import Server

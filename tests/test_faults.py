@@ -18,7 +18,7 @@ from indexer.embed import HashEmbedder
 from indexer.build import DiskFull, run
 from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.verify import verify
-from query.surfaces.api import app
+from query.surfaces.app import app
 from query.reader import SnapshotReader
 from query.service import Service
 from tests import gitrepo

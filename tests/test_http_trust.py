@@ -15,7 +15,8 @@ from mcp import Client
 from indexer.embed import HashEmbedder
 from query.cli import cli
 from query.get_file import CredentialFile
-from query.surfaces.api import MAX_BODY_BYTES, app
+from query.surfaces.app import app
+from query.surfaces.guard import MAX_BODY_BYTES
 from query.surfaces.mcp import build
 from query.service import Service
 from tests.test_get_file import big_mirror  # noqa: F401 (a fixture)

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from indexer.embed import HashEmbedder
-from query.surfaces.api import app
+from query.surfaces.app import app
 from query.service import Service
 from tests.test_server import Server
 

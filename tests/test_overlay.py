@@ -136,7 +136,7 @@ def test_session_tools_over_mcp(service):
 def test_session_endpoints_over_http(service):
     import httpx
 
-    from query.surfaces.api import app
+    from query.surfaces.app import app
     from tests.test_server import Server
 
     with Server(app(service)) as url:

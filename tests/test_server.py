@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from indexer.embed import HASH_MODEL, HashEmbedder
 from indexer.build import run
 from query.surfaces import bearer
-from query.surfaces.api import app
+from query.surfaces.app import app
 from query.surfaces.mcp import build
 from query.service import Service
 from tests import gitrepo

@@ -7,6 +7,7 @@ import contextvars
 import logging
 import re
 
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 
 from query.surfaces import bearer
@@ -23,6 +24,23 @@ current_org: contextvars.ContextVar[str] = contextvars.ContextVar("org", default
 def is_local(host: str) -> bool:
     """A bind address or host name that only this machine reaches (brackets around IPv6 or not)."""
     return host in LOCAL_HOSTS or f"[{host}]" in LOCAL_HOSTS
+
+
+def served_hosts(extra: list[str] | None = None) -> list[str]:
+    """The hosts (and origins) the server answers: this machine's names, then those allowed by --allow-host."""
+    return list(LOCAL_HOSTS) + list(extra or [])
+
+
+def mcp_security(allowed: list[str]) -> TransportSecuritySettings:
+    """The same hosts as the MCP transport states them (it checks again behind the Guard): any port of each,
+    origins over http or https."""
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[h + suffix for h in allowed for suffix in ("", ":*")],
+        allowed_origins=[
+            f"{scheme}://{h}{suffix}" for h in allowed for scheme in ("http", "https") for suffix in ("", ":*")
+        ],
+    )
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:

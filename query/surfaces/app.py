@@ -1,0 +1,70 @@
+"""The HTTP server's composition root: the Guard in front of the /v1 routes, the contract facades (codesearch,
+the Codebase Index Protocol, Lucos) and MCP at /mcp, over one query service.
+
+Binds to localhost by default and refuses requests whose Host or Origin is not local (DNS rebinding) unless
+more hosts are allowed. With tokens required, every request needs a bearer token minted by `blobdex token mint`;
+the token names the org the request runs in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from functools import partial
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.routing import Mount
+
+from query.service import Service
+from query.surfaces import api
+from query.surfaces.cip import AuthSettings, load_settings
+from query.surfaces.cip import app as cip_app
+from query.surfaces.codesearch import app as codesearch_app
+from query.surfaces.guard import MAX_BODY_BYTES, Guard, current_org, mcp_security, served_hosts
+from query.surfaces.lucos import app as lucos_app
+from query.surfaces.mcp import build as build_mcp
+
+LUCOS_PREFIX = "/api/v1"
+CIP_PREFIX = "/codebase-index"
+OPEN_PATHS = ("/healthz", "/readyz", LUCOS_PREFIX + "/health/")  # probes answer without a token
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(mcp, _app):
+    async with mcp.session_manager.run():
+        yield
+
+
+def app(
+    service: Service,
+    allowed_hosts: list[str] | None = None,
+    require_token: bool = False,
+    default_org: str = "default",
+    codesearch_prefix: str = "/codesearch",
+    lucos: bool = False,
+    cip_settings: AuthSettings | None = None,
+) -> Guard:
+    """The whole server as one ASGI app."""
+    allowed = served_hosts(allowed_hosts)
+    mcp = build_mcp(service, org=current_org.get)
+    mcp_app = mcp.streamable_http_app(transport_security=mcp_security(allowed), max_request_body_size=MAX_BODY_BYTES)
+    mcp_app.add_exception_handler(HTTPException, api.unrouted)  # every unknown path ends there
+    # The Lucos routes authenticate by the gateway's trusted headers, unless tokens are required: then
+    # they need one too, and its org must be the X-Org-Id they send.
+    token_org = current_org.get if require_token else None
+    routes = [
+        *api.ROUTES,
+        *([Mount(LUCOS_PREFIX, app=lucos_app(service, token_org))] if lucos else []),
+        Mount(codesearch_prefix, app=codesearch_app(service, current_org.get)),
+        Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg))),
+        Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
+    ]
+    root = Starlette(
+        routes=routes,
+        lifespan=partial(_lifespan, mcp),
+        exception_handlers={HTTPException: api.unrouted, Exception: api.internal},
+    )
+    root.state.service = service
+    # The Codebase Index Protocol has JWTs of its own.
+    exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos and not require_token else ())
+    return Guard(root, allowed, require_token, service.cfg.data_dir, default_org, exempt, OPEN_PATHS)
