@@ -1,5 +1,6 @@
-"""The query service: one live snapshot (swapped when CURRENT changes), one embedder, and every
-operation the surfaces (MCP, HTTP, CLI) expose, with the same semantics on each."""
+"""The query facade: every operation the surfaces (MCP, HTTP, the compatibility APIs, the CLI) expose,
+over one live snapshot (query.live), one embedder and reranker, one clip store (query.clips) and the
+session and pushed stores, with the same semantics on each."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from query.clips import ClipStore
 from query.expand_context import context
 from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
+from query.live import LiveSnapshot
 from query.localize import localize
 from query.reader import SnapshotReader
 from query.route_task import RepoRoute, route
@@ -26,7 +28,6 @@ from query.status import repo_status
 
 log = logging.getLogger(__name__)
 
-RETRY_REFUSED_SECONDS = 30.0  # how often a snapshot that failed to open is tried again
 SWEEP_EVERY_SECONDS = 60.0  # idle sessions are swept at most this often
 
 
@@ -39,16 +40,14 @@ class Service:
         self.cfg = cfg
         self._embedder = embedder
         self._reranker = None
-        self._reader: SnapshotReader | None = None
-        self._refused: tuple[str, float] | None = None
+        self.live = LiveSnapshot(cfg.data_dir, self.model_id)
         self._lock = threading.Lock()  # the embedder, the reranker and the stores
-        self._opening = threading.Lock()  # one request at a time opens a new snapshot
         self._clips = ClipStore()
         self._overlays: OverlayStore | None = None
         self._pushed: PushedStore | None = None
         self._swept = 0.0
 
-    # -- the live snapshot -------------------------------------------------------------
+    # -- what every operation reads ------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
         with self._lock:
@@ -70,54 +69,8 @@ class Service:
         return self._embedder.model_id if self._embedder else model_id_for(self.cfg.model)
 
     def reader(self) -> SnapshotReader:
-        """The snapshot CURRENT names, opened once; a request holds on to the one it got, so a swap
-        never disturbs it. While one request opens a new snapshot the others keep using the old one.
-        A new snapshot that cannot be opened is refused (logged) and the old one keeps serving; at start-up,
-        the newest kept snapshot that opens serves instead (logged), and CURRENT's is retried later."""
-        live = current_id(self.cfg.data_dir)
-        current = self._reader
-        if current is not None:
-            if live == current.snapshot_id:
-                return current
-            if (
-                self._refused
-                and self._refused[0] == live
-                and time.monotonic() - self._refused[1] < RETRY_REFUSED_SECONDS
-            ):
-                return current
-            if not self._opening.acquire(blocking=False):
-                return current
-        else:
-            self._opening.acquire()
-        try:
-            if self._reader is not None and self._reader.snapshot_id == live:
-                return self._reader
-            try:
-                fresh = SnapshotReader(self.cfg.data_dir, live)
-                fresh.check_model(self.model_id())
-            except SnapshotError as exc:
-                if self._reader is None:  # starting up: serve the newest kept snapshot that opens
-                    from query.reader import open_kept
-
-                    fresh = open_kept(self.cfg.data_dir, self.model_id())
-                    if fresh is None:
-                        raise
-                    log.error(
-                        "serving the older snapshot %s: the snapshot CURRENT names cannot be served: %s",
-                        fresh.snapshot_id,
-                        exc,
-                    )
-                    self._reader, self._refused = fresh, (live, time.monotonic())
-                    return fresh
-                log.error("keeping snapshot %s: the new one is refused: %s", self._reader.snapshot_id, exc)
-                self._refused = (live, time.monotonic())
-                return self._reader
-            if self._reader is not None:
-                log.info("swapped snapshot %s -> %s", self._reader.snapshot_id, fresh.snapshot_id)
-            self._reader, self._refused = fresh, None
-            return fresh
-        finally:
-            self._opening.release()
+        """The live snapshot (query.live): CURRENT's, or the one still served while CURRENT's is refused."""
+        return self.live.reader()
 
     # -- operations --------------------------------------------------------------------
     def search(self, req: SearchRequest, session_id: str | None = None) -> tuple[str, list[tuple[int, Hit]]]:
@@ -202,7 +155,7 @@ class Service:
     def _manifest(self) -> Manifest | None:
         """The served snapshot's manifest; before one is opened (the CLI's get-file needs no vectors), the
         live one's, read alone. None when nothing readable is published: get_file then needs no snapshot."""
-        if self._reader is not None:
+        if self.live.serving is not None:
             return self.reader().manifest
         try:
             return open_manifest(self.cfg.data_dir)[1] if current_id(self.cfg.data_dir) else None
@@ -222,7 +175,7 @@ class Service:
 
     def status(self, org: str) -> dict:
         snapshot_id, rows = repo_status(self.cfg, org, self._serving_manifest())
-        reader = self._reader
+        reader = self.live.serving
         return {
             "snapshot_id": snapshot_id,
             "serving": reader.snapshot_id if reader else None,
@@ -231,7 +184,8 @@ class Service:
         }
 
     def _serving_manifest(self) -> Manifest | None:
-        return self._reader.manifest if self._reader is not None else None
+        serving = self.live.serving
+        return serving.manifest if serving is not None else None
 
 
 def indexed_ref(cfg: Config, manifest: Manifest | None, org: str, repo: str) -> tuple[str | None, str | None]:
