@@ -174,8 +174,9 @@ def _last_row(node: Node) -> int:
     return row - 1 if column == 0 and row > node.start_point[0] else row  # a line comment may end on the next row
 
 
-def _text(node: Node | None, src: bytes) -> str:
-    # Sliced from our own copy: `node.text` re-reads through the parse callback, byte by chunk.
+def node_text(node: Node | None, src: bytes) -> str:
+    """The text of `node` ("" for None), sliced from the bytes it was parsed from: `node.text` re-reads
+    through the parse callback, chunk by chunk. Chunking and extraction both read nodes this way."""
     return src[node.start_byte : node.end_byte].decode("utf-8", "replace") if node is not None else ""
 
 
@@ -183,31 +184,31 @@ def _innermost_name(node: Node | None, src: bytes) -> str:
     """C/C++ declarators nest (`*f(int)`): follow `declarator` fields down to the name."""
     while node is not None and node.child_by_field_name("declarator") is not None:
         node = node.child_by_field_name("declarator")
-    return _text(node, src)
+    return node_text(node, src)
 
 
 def _name(node: Node, src: bytes) -> str:
     t = node.type
     if t == "impl_item":
-        return _text(node.child_by_field_name("type"), src)
+        return node_text(node.child_by_field_name("type"), src)
     if t == "type_declaration":
         spec = next((c for c in node.children if c.type in ("type_spec", "type_alias")), None)
-        return _text(spec.child_by_field_name("name"), src) if spec is not None else ""
+        return node_text(spec.child_by_field_name("name"), src) if spec is not None else ""
     if t == "method_declaration" and node.child_by_field_name("receiver") is not None:
-        receiver = _text(node.child_by_field_name("receiver"), src)
+        receiver = node_text(node.child_by_field_name("receiver"), src)
         types = IDENTIFIER_RE.findall(receiver)
-        name = _text(node.child_by_field_name("name"), src)
+        name = node_text(node.child_by_field_name("name"), src)
         return f"{types[-1]}.{name}" if types else name
     name = node.child_by_field_name("name")
     if name is not None:
-        return _text(name, src)
+        return node_text(name, src)
     declarator = node.child_by_field_name("declarator")
     if declarator is not None:
         return _innermost_name(declarator, src)
     for child in node.named_children:  # grammars without a `name` field (kotlin, …)
         if child.type in _NAME_NODES:
-            return _text(child, src)
-    first_line = _text(node, src).split("\n", 1)[0]
+            return node_text(child, src)
+    first_line = node_text(node, src).split("\n", 1)[0]
     words = [w for w in IDENTIFIER_RE.findall(first_line) if w not in _KEYWORDS]
     return words[0] if words else ""
 

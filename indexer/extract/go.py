@@ -1,0 +1,55 @@
+"""Go facts: functions, methods (scoped by their receiver type) and types, imports, os.Getenv keys,
+net/http handlers and router-style routes."""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from indexer.extract import HTTP_METHODS, Extraction, line
+
+CAPTURES = [
+    "function_declaration",
+    "method_declaration",
+    "type_spec",
+    "import_spec",
+    "call_expression",
+    "interpreted_string_literal",
+    "raw_string_literal",
+]
+
+
+def handle(x: Extraction, node: Node, scope: str) -> str | None:
+    t = node.type
+    if t in ("function_declaration", "method_declaration"):
+        name = x.text(node.child_by_field_name("name"))
+        receiver = node.child_by_field_name("receiver")
+        owner = re.findall(r"[A-Za-z_]\w*", x.text(receiver))[-1:] if receiver is not None else []
+        kind = "method" if owner else "function"
+        return x.symbol(node, name, kind, owner[0] if owner else scope, node.child_by_field_name("body"))
+    if t == "type_spec":
+        x.symbol(node, x.text(node.child_by_field_name("name")), "type", scope, None)
+    elif t == "import_spec":
+        path = x.string(node.child_by_field_name("path"))
+        if path:
+            x.facts.imports.append([path, "", line(node)])
+    elif t == "call_expression":
+        _call(x, node, scope)
+    elif t in ("interpreted_string_literal", "raw_string_literal"):
+        x.url(node)
+    return None
+
+
+def _call(x: Extraction, node: Node, scope: str) -> None:
+    call = x.call_site(node, scope)
+    callee, first, args = call.callee, call.first, call.args
+    if first and x.text(call.fn) in ("os.Getenv", "os.LookupEnv"):
+        x.facts.env_keys.append([first, x.text(call.fn), line(node)])
+    elif first and callee in ("HandleFunc", "Handle"):
+        method, _, pattern = first.partition(" ") if " " in first else ("ANY", "", first)
+        handler = x.text(args.named_children[-1]) if len(args.named_children) > 1 else ""
+        x.facts.routes.append([method, pattern, handler[:200], "net/http", line(node)])
+    elif first and first.startswith("/") and callee.lower() in HTTP_METHODS and len(args.named_children) > 1:
+        handler = x.text(args.named_children[-1])
+        x.facts.routes.append([callee.upper(), first, handler[:200], "go-router", line(node)])

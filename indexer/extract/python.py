@@ -1,0 +1,143 @@
+"""Python facts: definitions with docstrings, imports, os.environ / settings keys, Celery tasks,
+Flask/FastAPI decorator routes and Django urlpatterns."""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from indexer.extract import HTTP_METHODS, Extraction, line
+
+CAPTURES = [
+    "function_definition",
+    "class_definition",
+    "import_statement",
+    "import_from_statement",
+    "call",
+    "subscript",
+    "string",
+    "(attribute object: (identifier))",
+]
+ENV_GETTERS = ("os.getenv", "getenv", "os.environ.get", "environ.get", "os.environ.setdefault")
+SETTINGS_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]+$")
+
+
+def handle(x: Extraction, node: Node, scope: str) -> str | None:
+    t = node.type
+    if t in ("function_definition", "class_definition"):
+        return _definition(x, node, scope)
+    if t == "import_statement":
+        for child in node.named_children:
+            target = child.child_by_field_name("name") if child.type == "aliased_import" else child
+            x.facts.imports.append([x.text(target), "", line(node)])
+    elif t == "import_from_statement":
+        module = x.text(node.child_by_field_name("module_name"))
+        names = [c for c in node.children_by_field_name("name")]
+        for n in names or [None]:
+            target = n.child_by_field_name("name") if n is not None and n.type == "aliased_import" else n
+            x.facts.imports.append([module, x.text(target) if target is not None else "*", line(node)])
+    elif t == "call":
+        _call(x, node, scope)
+    elif t == "subscript":
+        value = node.child_by_field_name("value")
+        if x.text(value) in ("os.environ", "environ"):
+            key = x.string(node.child_by_field_name("subscript") or node.named_children[-1])
+            if key:
+                x.facts.env_keys.append([key, "os.environ[]", line(node)])
+    elif t == "attribute":
+        obj, attr = node.child_by_field_name("object"), x.text(node.child_by_field_name("attribute"))
+        if obj is not None and obj.type == "identifier" and x.text(obj) == "settings" and SETTINGS_KEY_RE.match(attr):
+            x.facts.env_keys.append([attr, "settings", line(node)])
+    elif t == "string":
+        x.url(node)
+    return None
+
+
+def _definition(x: Extraction, node: Node, scope: str) -> str:
+    name = x.text(node.child_by_field_name("name"))
+    body = node.child_by_field_name("body")
+    kind = "class" if node.type == "class_definition" else ("method" if _in_class(node) else "function")
+    qualified = x.symbol(node, name, kind, scope, body, _doc(x, body))
+    if node.parent is not None and node.parent.type == "decorated_definition":
+        for dec in node.parent.children:
+            if dec.type == "decorator":
+                _decorator(x, dec, name, qualified)
+    return qualified
+
+
+def _call(x: Extraction, node: Node, scope: str) -> None:
+    call = x.call_site(node, scope)
+    fn, callee, args, key = call.fn, call.callee, call.args, call.first
+    chain = x.text(fn)
+    if key and chain in ENV_GETTERS:
+        x.facts.env_keys.append([key, chain, line(node)])
+    elif key and callee == "send_task":
+        x.facts.tasks.append([key, "producer", "send_task", line(node)])
+    elif callee in ("delay", "apply_async") and fn.type == "attribute":
+        task = x.text(fn.child_by_field_name("object")).rsplit(".", 1)[-1]
+        x.facts.tasks.append([task, "producer", callee, line(node)])
+    elif (
+        key is not None
+        and callee in ("path", "re_path", "url")
+        and fn.type == "identifier"
+        and args is not None
+        and len(args.named_children) >= 2
+    ):
+        view = x.text(args.named_children[1])
+        pattern = key if key.startswith("/") else "/" + key
+        x.facts.routes.append(["ANY", pattern, view[:200], "django", line(node)])
+
+
+def _in_class(node: Node) -> bool:
+    p = node.parent
+    while p is not None and p.type in ("block", "decorated_definition"):
+        if p.type == "block" and p.parent is not None and p.parent.type == "class_definition":
+            return True
+        p = p.parent
+    return False
+
+
+def _doc(x: Extraction, body: Node | None) -> str:
+    if body is None or not body.named_children:
+        return ""
+    first = body.named_children[0]
+    if first.type == "expression_statement" and first.named_children:  # older grammars wrap it
+        first = first.named_children[0]
+    if first.type != "string":
+        return ""
+    value = x.string(first) or ""
+    return next((text.strip() for text in value.splitlines() if text.strip()), "")[:200]
+
+
+def _decorator(x: Extraction, dec: Node, name: str, qualified: str) -> None:
+    expr = dec.named_children[0] if dec.named_children else None
+    if expr is None:
+        return
+    fn, args = (
+        (expr.child_by_field_name("function"), expr.child_by_field_name("arguments"))
+        if expr.type == "call"
+        else (expr, None)
+    )
+    dotted = x.text(fn)
+    last = dotted.rsplit(".", 1)[-1]
+    if last in ("task", "shared_task", "periodic_task"):
+        task = name
+        for kw in args.named_children if args is not None else []:
+            if kw.type == "keyword_argument" and x.text(kw.child_by_field_name("name")) == "name":
+                task = x.string(kw.child_by_field_name("value")) or task
+        x.facts.tasks.append([task, "consumer", dotted, line(dec)])
+        return
+    pattern = x.first_arg(args)
+    if pattern is None or not pattern.startswith("/") or "." not in dotted:
+        return
+    if last in HTTP_METHODS:
+        x.facts.routes.append([last.upper(), pattern, qualified, "python", line(dec)])
+    elif last in ("route", "api_route", "websocket"):
+        methods = ["GET"]
+        for kw in args.named_children if args is not None else []:
+            if kw.type == "keyword_argument" and x.text(kw.child_by_field_name("name")) == "methods":
+                found = [x.string(c) for c in kw.child_by_field_name("value").named_children]
+                methods = [m.upper() for m in found if m] or methods
+        for m in methods:
+            x.facts.routes.append([m, pattern, qualified, "python", line(dec)])
