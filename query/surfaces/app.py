@@ -55,7 +55,7 @@ def app(
     routes = [
         *api.ROUTES,
         *([Mount(LUCOS_PREFIX, app=lucos_app(service, token_org))] if lucos else []),
-        Mount(codesearch_prefix, app=codesearch_app(service, current_org.get)),
+        Mount(codesearch_prefix, app=codesearch_app(service)),
         Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg))),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
