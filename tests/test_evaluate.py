@@ -11,7 +11,10 @@ from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.build import run
 from indexer.mirror import mirror_path, open_mirror
-from query.eval.commits import EvalError, Scores, commit_cases, eval_commits, load_queries, run_cases
+from query.eval import EvalError
+from query.eval.commits import commit_cases, eval_commits
+from query.eval.metrics import Scores, run_cases
+from query.eval.queries import load_queries
 from query.localize import (
     NAMED_FILE_BONUS,
     NAMED_SYMBOL_BONUS,
@@ -246,7 +249,7 @@ def test_eval_commits_indexes_parents_and_scores_all_modes(history):
 
 
 def test_eval_routing_scores_the_owner(tmp_path):
-    from query.eval.commits import eval_routing
+    from query.eval.routing import eval_routing
     from query.reader import SnapshotReader
 
     specs = []

@@ -10,7 +10,8 @@ import pytest
 from indexer import config as configmod
 from indexer.config import RepoSpec
 from indexer.embed import embed_text
-from query.eval.commits import load_queries, run_cases
+from query.eval.metrics import run_cases
+from query.eval.queries import load_queries
 from query.localize import localize
 from query.rerank import RERANK_POOL, RerankError, load_reranker
 from query.search import SearchRequest, rank, search

@@ -25,7 +25,8 @@ def eval_queries(ctx, path, org, as_json) -> None:
     from pathlib import Path
 
     from indexer.embed import load_embedder
-    from query.eval.commits import configuration, load_queries, render, run_cases
+    from query.eval.metrics import configuration, render, run_cases
+    from query.eval.queries import load_queries
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx)
@@ -62,7 +63,8 @@ MODEL_HELP = (
 @click.pass_context
 def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
     """Query each sampled commit's subject against its parent commit and score the files it changed."""
-    from query.eval.commits import eval_commits, render
+    from query.eval.commits import eval_commits
+    from query.eval.metrics import render
 
     cfg = cli_config(ctx, must_exist=True)
     report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
@@ -101,7 +103,8 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
     from pathlib import Path
 
     from query.eval import codesearchnet
-    from query.eval.commits import configuration, drop_scratch, index_scratch
+    from query.eval.metrics import configuration
+    from query.eval.scratch import drop_scratch, index_scratch
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx, must_exist=True)
@@ -150,7 +153,8 @@ def _per_model(cfg, models, as_json: bool, render, measure) -> None:
 def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
     """route_task on pooled commit subjects: top-1 accuracy and MRR of the owning repo (live snapshot)."""
     from indexer.embed import load_embedder
-    from query.eval.commits import configuration_line, eval_routing
+    from query.eval.metrics import configuration_line
+    from query.eval.routing import eval_routing
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx, must_exist=True)

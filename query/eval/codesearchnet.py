@@ -20,7 +20,7 @@ import numpy as np
 
 from indexer.embed import embed_text
 from indexer.errors import BlobdexError
-from query.eval.commits import configuration_line, modes
+from query.eval.metrics import configuration_line, modes
 from query.reader import SnapshotReader
 from query.search import SearchRequest, rank
 

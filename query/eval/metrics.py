@@ -1,0 +1,114 @@
+"""What an eval measures and how it prints: the labelled case, file-level scores per mode (each signal alone,
+hybrid, reranked), the configuration a run measured, and the summary table.
+
+Every run measures BM25-only, vector-only and hybrid side by side and prints the configuration it
+measured, so a change is judged as a ratio in one run, not against a remembered number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from query import localize as localize_module
+from query import search as search_module
+from query.localize import localize
+from query.reader import SnapshotReader
+from query.search import MODES, SearchRequest
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    query: str
+    expected: tuple[str, ...]  # repo-relative paths
+    repo: str | None = None
+    commit_id: str | None = None  # for commit cases: the commit whose parent is searched
+
+
+@dataclass
+class Scores:
+    ranks: list[int | None] = field(default_factory=list)  # rank of the first expected file, per case
+    recalls: list[float] = field(default_factory=list)  # share of expected files in the top 10
+
+    def add(self, ranked: list[str], expected: tuple[str, ...]) -> dict:
+        rank = next((i for i, p in enumerate(ranked, 1) if p in expected), None)
+        recall = len(set(ranked[:10]) & set(expected)) / len(expected)
+        self.ranks.append(rank)
+        self.recalls.append(recall)
+        return {"rank": rank, "recall@10": round(recall, 3)}
+
+    def summary(self) -> dict:
+        n = len(self.ranks) or 1
+        hit = lambda k: sum(1 for r in self.ranks if r is not None and r <= k) / n  # noqa: E731
+        return {
+            "n": len(self.ranks),
+            "hit@1": round(hit(1), 3),
+            "hit@5": round(hit(5), 3),
+            "hit@10": round(hit(10), 3),
+            "recall@10": round(sum(self.recalls) / n, 3),
+            "mrr": round(sum(1 / r for r in self.ranks if r) / n, 3),
+        }
+
+
+def configuration(reader: SnapshotReader, reranker=None) -> dict:
+    return {
+        "model": reader.manifest.model_id,
+        "reranker": reranker.model_id if reranker else "off",
+        "snapshot_id": reader.snapshot_id,
+        "chunker_version": reader.manifest.chunker_version,
+        "tokenizer_version": reader.manifest.tokenizer_version,
+        "rrf_k": search_module.RRF_K,
+        "weights": "/".join(f"{k}:{v:g}" for k, v in search_module.WEIGHTS.items()),
+        "candidates": search_module.CANDIDATES,
+        "symbol_boost": search_module.SYMBOL_BOOST,
+        "path_boost": search_module.PATH_BOOST,
+        "compound_boost": search_module.COMPOUND_BOOST,
+        "file_decay": localize_module.DECAY,
+        "non_source_weight": localize_module.NON_SOURCE_WEIGHT,
+        "off_topic_test_weight": localize_module.OFF_TOPIC_TEST_WEIGHT,
+        "off_topic_code_weight": localize_module.OFF_TOPIC_CODE_WEIGHT,
+    }
+
+
+def modes(reranker=None) -> tuple[str, ...]:
+    """The columns an eval measures: each signal alone, hybrid, and hybrid reranked when a reranker is set."""
+    return MODES + (("rerank",) if reranker is not None else ())
+
+
+def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "default", reranker=None) -> dict:
+    """Score file-level rankings of every case in each mode."""
+    columns = modes(reranker)
+    scores = {mode: Scores() for mode in columns}
+    rows = []
+    for case in cases:
+        row = {"query": case.query, "expected": list(case.expected), "repo": case.repo}
+        if case.commit_id:
+            row["commit_id"] = case.commit_id
+        for mode in columns:
+            req = SearchRequest(
+                case.query,
+                org,
+                (case.repo,) if case.repo else (),
+                limit=10,
+                mode="hybrid" if mode == "rerank" else mode,
+            )
+            ranked = [f.path for f in localize(reader, embedder, req, reranker if mode == "rerank" else None)]
+            row[mode] = {**scores[mode].add(ranked, case.expected), "top": ranked[:3]}
+        rows.append(row)
+    return {"summary": {mode: scores[mode].summary() for mode in columns}, "cases": rows}
+
+
+def configuration_line(result: dict) -> str:
+    return "configuration: " + ", ".join(f"{k}={v}" for k, v in result["configuration"].items())
+
+
+def render(result: dict) -> str:
+    lines = [
+        configuration_line(result),
+        "",
+        f"{'mode':<8} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'recall@10':>9} {'mrr':>6}",
+    ]
+    for mode, s in result["summary"].items():
+        lines.append(
+            f"{mode:<8} {s['n']:>4} {s['hit@1']:>6} {s['hit@5']:>6} {s['hit@10']:>6} {s['recall@10']:>9} {s['mrr']:>6}"
+        )
+    return "\n".join(lines)
