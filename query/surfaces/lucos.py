@@ -15,15 +15,13 @@ from datetime import datetime, timezone
 
 import anyio
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from indexer.errors import BlobdexError
-from query.surfaces import payload
 from query.overlays.pushed import PushedChunk
 from query.search import Overlay, SearchRequest, search_overlay
+from query.surfaces import SurfaceError, endpoint, read_body, route_errors
 
 SPACE = "lucos"
 MAX_CHUNKS = 200
@@ -32,24 +30,35 @@ MAX_TOP_K = 100
 REPO_ID_RE = re.compile(r"^lucos:ws:[0-9a-f]{16}$")
 SOURCE_TYPES = {"repo_code": "code", "repo_doc": "doc"}
 VERSION = "blobdex-lucos-1"
+# The contract's error code for a status, where the raiser names none.
+CODES = {400: "INVALID_PAYLOAD", 404: "NOT_FOUND", 500: "INTERNAL"}
 
 
-class LucosError(Exception):
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message)
-        self.status, self.code = status, code
+def shape(request: Request, status: int, message: str, code: str | None) -> JSONResponse:
+    """The contract's error body: {"code", "message", "request_id"}."""
+    return JSONResponse(
+        {
+            "code": code or CODES.get(status, "METHOD_NOT_ALLOWED"),
+            "message": message,
+            "request_id": request.headers.get("X-Request-Id"),
+        },
+        status_code=status,
+    )
 
 
-def _context(request: Request, token_org: Callable[[], str] | None) -> dict:
+def _context(request: Request) -> dict:
+    """Who asks, from the gateway's trusted headers; with tokens required (`token_org`), X-Org-Id must be the org
+    the Guard took from the request's bearer token."""
+    token_org: Callable[[], str] | None = request.app.state.token_org
     h = request.headers
     missing = [n for n in ("X-Request-Id", "X-Org-Id", "X-User-Id") if not h.get(n)]
     if missing:
-        raise LucosError(401, "TRUSTED_CONTEXT_REQUIRED", f"missing trusted headers: {', '.join(missing)}")
+        raise SurfaceError(401, f"missing trusted headers: {', '.join(missing)}", "TRUSTED_CONTEXT_REQUIRED")
     if token_org is not None and h["X-Org-Id"] != token_org():
-        raise LucosError(
+        raise SurfaceError(
             403,
-            "ORG_FORBIDDEN",
             f"X-Org-Id {h['X-Org-Id']!r} is not the org of the bearer token; send a token minted for that org",
+            "ORG_FORBIDDEN",
         )
     repos = h.get("X-Repo-Ids")
     return {
@@ -62,15 +71,15 @@ def _context(request: Request, token_org: Callable[[], str] | None) -> dict:
 
 def _repo(ctx: dict, repo_id) -> str:
     if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id):
-        raise LucosError(400, "INVALID_PAYLOAD", f"repo_id {repo_id!r} is not lucos:ws:<16 hex characters>")
+        raise SurfaceError(400, f"repo_id {repo_id!r} is not lucos:ws:<16 hex characters>")
     if ctx["repo_ids"] is not None and repo_id not in ctx["repo_ids"]:
-        raise LucosError(403, "REPO_FORBIDDEN", f"repo {repo_id} is not among this member's repos (X-Repo-Ids)")
+        raise SurfaceError(403, f"repo {repo_id} is not among this member's repos (X-Repo-Ids)", "REPO_FORBIDDEN")
     return repo_id
 
 
 def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
     if not isinstance(raw, dict):
-        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}] is not an object")
+        raise SurfaceError(400, f"chunks[{n}] is not an object")
     for name, kind in (
         ("chunk_id", str),
         ("chunk_hash", str),
@@ -81,14 +90,14 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
         ("end_line", int),
     ):
         if not isinstance(raw.get(name), kind) or isinstance(raw.get(name), bool):
-            raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].{name} is required ({kind.__name__})")
+            raise SurfaceError(400, f"chunks[{n}].{name} is required ({kind.__name__})")
     if raw["source_type"] not in SOURCE_TYPES:
-        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].source_type must be repo_code or repo_doc")
+        raise SurfaceError(400, f"chunks[{n}].source_type must be repo_code or repo_doc")
     if not 1 <= raw["start_line"] <= raw["end_line"] <= 10_000_000:
-        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}] needs 1 <= start_line <= end_line")
+        raise SurfaceError(400, f"chunks[{n}] needs 1 <= start_line <= end_line")
     path = raw["file_path"]
     if path.startswith("/") or ".." in path.split("/") or "\x00" in path:
-        raise LucosError(400, "INVALID_PAYLOAD", f"chunks[{n}].file_path must be repo-relative")
+        raise SurfaceError(400, f"chunks[{n}].file_path must be repo-relative")
     return PushedChunk(
         repo_id,
         raw["chunk_id"],
@@ -103,142 +112,105 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
     )
 
 
-async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    return JSONResponse(
-        {
-            "code": "NOT_FOUND" if exc.status_code == 404 else "METHOD_NOT_ALLOWED",
-            "message": f"{request.method} {request.url.path}: "
-            f"{'no such route' if exc.status_code == 404 else exc.detail}",
-            "request_id": request.headers.get("X-Request-Id"),
-        },
-        status_code=exc.status_code,
+@endpoint(shape)
+async def upload(request: Request):
+    ctx, service = _context(request), request.app.state.service
+    d = await read_body(request)
+    repo_id = _repo(ctx, d.get("repo_id"))
+    raw = d.get("chunks", [])
+    deleted = d.get("deleted_chunk_ids", [])
+    if not isinstance(raw, list) or not isinstance(deleted, list) or not all(isinstance(x, str) for x in deleted):
+        raise SurfaceError(400, "chunks and deleted_chunk_ids must be arrays")
+    if len(raw) > MAX_CHUNKS:
+        raise SurfaceError(400, f"{len(raw)} chunks in one request; at most {MAX_CHUNKS}")
+    chunks = [_chunk(repo_id, c, n) for n, c in enumerate(raw)]
+    oversized = [c for c in chunks if len(c.content.encode("utf-8")) > MAX_CONTENT_BYTES]
+    store = service.pushed
+    store.delete_ids(ctx["org"], SPACE, repo_id, deleted)
+    counts = await anyio.to_thread.run_sync(
+        store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder
     )
+    counts["failed"] += len(oversized)
+    if d.get("commit_sha"):
+        store.set_state(ctx["org"], SPACE, repo_id, "commit_sha", str(d["commit_sha"]))
+    return {"repo_id": repo_id, "counts": counts, "request_id": ctx["request_id"]}
 
 
-async def _internal(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(
-        {
-            "code": "INTERNAL",
-            "message": "the server failed on this request; see its log",
-            "request_id": request.headers.get("X-Request-Id"),
-        },
-        status_code=500,
-    )
+@endpoint(shape)
+async def status(request: Request):
+    ctx, service = _context(request), request.app.state.service
+    repo_id = _repo(ctx, request.query_params.get("repo_id"))
+    s = service.pushed.stats(ctx["org"], SPACE, repo_id)
+    last = datetime.fromtimestamp(s["updated"], timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if s["updated"] else None
+    return {
+        "repo_id": repo_id,
+        "state": "ready" if s["chunks"] else "pending",
+        "files_total": s["files"],
+        "files_indexed": s["files"],
+        "chunks_total": s["chunks"],
+        "stale_count": 0,
+        "last_indexed_at": last,
+    }
+
+
+@endpoint(shape)
+async def retrieve(request: Request):
+    ctx, service = _context(request), request.app.state.service
+    d = await read_body(request)
+    repo_ids = d.get("repo_ids")
+    if not isinstance(repo_ids, list) or not repo_ids:
+        raise SurfaceError(400, "repo_ids must be a non-empty array")
+    repos = tuple(_repo(ctx, r) for r in repo_ids)
+    top_k = d.get("top_k", 20)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise SurfaceError(400, f"top_k must be an integer from 1 to {MAX_TOP_K}")
+    filters = d.get("filters") or {}
+    paths = filters.get("paths", []) if isinstance(filters, dict) else None
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise SurfaceError(400, "filters.paths must be an array of globs")
+    chunks, vectors, meta = service.pushed.overlay(ctx["org"], SPACE, repos)
+    overlay = Overlay(SPACE, frozenset(), chunks, vectors)
+    req = SearchRequest(query=str(d.get("query") or ""), org=ctx["org"], repos=repos, paths=tuple(paths), limit=top_k)
+    found = await anyio.to_thread.run_sync(search_overlay, service.embedder, req, overlay)
+    results = []
+    for hit, score in found:
+        m = meta[hit.chunk_index]  # overlay chunks are numbered in the order meta lists them
+        results.append(
+            {
+                "file_path": hit.path,
+                "start_line": hit.line_start,
+                "end_line": hit.line_end,
+                "score": round(score, 4),
+                "chunk_hash": m.get("chunk_hash"),
+                "chunk_id": m.get("chunk_id"),
+                "snippet": hit.snippet,
+                "source_type": m.get("source_type"),
+                "repo_id": hit.repo,
+            }
+        )
+    return {"results": results, "request_id": ctx["request_id"]}
+
+
+async def health(request: Request):
+    return JSONResponse({"status": "ok"})
+
+
+async def version(request: Request):
+    return JSONResponse({"version": VERSION})
 
 
 def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
-    """The contract's routes; with `token_org` (tokens required) the org the Guard took from the request's
-    bearer token, which X-Org-Id must name."""
-
-    def handle(fn):
-        async def endpoint(request: Request):
-            try:
-                ctx = _context(request, token_org)
-                return JSONResponse(await fn(request, ctx))
-            except LucosError as exc:
-                return JSONResponse(
-                    {"code": exc.code, "message": str(exc), "request_id": request.headers.get("X-Request-Id")},
-                    status_code=exc.status,
-                )
-            except BlobdexError as exc:
-                return JSONResponse(
-                    {"code": "INVALID_PAYLOAD", "message": str(exc), "request_id": request.headers.get("X-Request-Id")},
-                    status_code=400,
-                )
-
-        return endpoint
-
-    async def body(request: Request) -> dict:
-        try:
-            return payload.parse(await request.body())
-        except payload.PayloadError as exc:
-            raise LucosError(400, "INVALID_PAYLOAD", str(exc)) from None
-
-    async def upload(request: Request, ctx: dict):
-        d = await body(request)
-        repo_id = _repo(ctx, d.get("repo_id"))
-        raw = d.get("chunks", [])
-        deleted = d.get("deleted_chunk_ids", [])
-        if not isinstance(raw, list) or not isinstance(deleted, list) or not all(isinstance(x, str) for x in deleted):
-            raise LucosError(400, "INVALID_PAYLOAD", "chunks and deleted_chunk_ids must be arrays")
-        if len(raw) > MAX_CHUNKS:
-            raise LucosError(400, "INVALID_PAYLOAD", f"{len(raw)} chunks in one request; at most {MAX_CHUNKS}")
-        chunks = [_chunk(repo_id, c, n) for n, c in enumerate(raw)]
-        oversized = [c for c in chunks if len(c.content.encode("utf-8")) > MAX_CONTENT_BYTES]
-        store = service.pushed
-        store.delete_ids(ctx["org"], SPACE, repo_id, deleted)
-        counts = await anyio.to_thread.run_sync(
-            store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder
-        )
-        counts["failed"] += len(oversized)
-        if d.get("commit_sha"):
-            store.set_state(ctx["org"], SPACE, repo_id, "commit_sha", str(d["commit_sha"]))
-        return {"repo_id": repo_id, "counts": counts, "request_id": ctx["request_id"]}
-
-    async def status(request: Request, ctx: dict):
-        repo_id = _repo(ctx, request.query_params.get("repo_id"))
-        s = service.pushed.stats(ctx["org"], SPACE, repo_id)
-        last = (
-            datetime.fromtimestamp(s["updated"], timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if s["updated"] else None
-        )
-        return {
-            "repo_id": repo_id,
-            "state": "ready" if s["chunks"] else "pending",
-            "files_total": s["files"],
-            "files_indexed": s["files"],
-            "chunks_total": s["chunks"],
-            "stale_count": 0,
-            "last_indexed_at": last,
-        }
-
-    async def retrieve(request: Request, ctx: dict):
-        d = await body(request)
-        repo_ids = d.get("repo_ids")
-        if not isinstance(repo_ids, list) or not repo_ids:
-            raise LucosError(400, "INVALID_PAYLOAD", "repo_ids must be a non-empty array")
-        repos = tuple(_repo(ctx, r) for r in repo_ids)
-        top_k = d.get("top_k", 20)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-            raise LucosError(400, "INVALID_PAYLOAD", f"top_k must be an integer from 1 to {MAX_TOP_K}")
-        filters = d.get("filters") or {}
-        paths = filters.get("paths", []) if isinstance(filters, dict) else None
-        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-            raise LucosError(400, "INVALID_PAYLOAD", "filters.paths must be an array of globs")
-        chunks, vectors, meta = service.pushed.overlay(ctx["org"], SPACE, repos)
-        overlay = Overlay(SPACE, frozenset(), chunks, vectors)
-        req = SearchRequest(str(d.get("query") or ""), ctx["org"], repos, (), tuple(paths), (), None, None, top_k)
-        found = await anyio.to_thread.run_sync(search_overlay, service.embedder, req, overlay)
-        results = []
-        for hit, score in found:
-            m = meta[hit.chunk_index]  # overlay chunks are numbered in the order meta lists them
-            results.append(
-                {
-                    "file_path": hit.path,
-                    "start_line": hit.line_start,
-                    "end_line": hit.line_end,
-                    "score": round(score, 4),
-                    "chunk_hash": m.get("chunk_hash"),
-                    "chunk_id": m.get("chunk_id"),
-                    "snippet": hit.snippet,
-                    "source_type": m.get("source_type"),
-                    "repo_id": hit.repo,
-                }
-            )
-        return {"results": results, "request_id": ctx["request_id"]}
-
-    async def health(request: Request):
-        return JSONResponse({"status": "ok"})
-
-    async def version(request: Request):
-        return JSONResponse({"version": VERSION})
-
-    return Starlette(
+    """The contract's routes over `service`; with `token_org` (tokens required) the org the Guard took from the
+    request's bearer token, which X-Org-Id must name."""
+    contract = Starlette(
         routes=[
-            Route("/indexing/chunks", handle(upload), methods=["POST"]),
-            Route("/indexing/status", handle(status)),
-            Route("/retrieval/search", handle(retrieve), methods=["POST"]),
+            Route("/indexing/chunks", upload, methods=["POST"]),
+            Route("/indexing/status", status),
+            Route("/retrieval/search", retrieve, methods=["POST"]),
             Route("/health/", health),
             Route("/version", version),
         ],
-        exception_handlers={HTTPException: _http_error, Exception: _internal},
+        exception_handlers=route_errors(shape),
     )
+    contract.state.service, contract.state.token_org = service, token_org
+    return contract
