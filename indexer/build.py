@@ -22,20 +22,18 @@ import numpy as np
 from indexer import mirror, snapshot
 from indexer.cache import Cache, text_id
 from indexer.cards import card_texts
-from indexer.chunk import CHUNKER_VERSION
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.embed import Embedder, embed_text, load_embedder, model_id_for
-from indexer.extract import EXTRACTOR_VERSION
-from indexer.ignore import POLICY_VERSION, SkipReason
+from indexer.ignore import SkipReason
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
 from indexer.report import Report, RepoReport
 from indexer.rows import Tables, add_repo, carried, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
 from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState
-from indexer.tokenize import TOKENIZER_VERSION
 from indexer.verify import open_check
+from indexer.versions import TOOLS
 from indexer.write import write_cards, write_chunks, write_graph, write_lexical
 
 log = logging.getLogger(__name__)
@@ -218,23 +216,8 @@ def _mark_stale(w: _RepoWork, error: str) -> None:
 
 def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
     """True when a rebuild would reproduce `prev`: same repos at the same commits, same tools."""
-    if (
-        prev.format_version,
-        prev.model_id,
-        prev.chunker_version,
-        prev.policy_version,
-        prev.tokenizer_version,
-        prev.extractor_version,
-        prev.max_blob_bytes,
-    ) != (
-        snapshot.FORMAT_VERSION,
-        model_id,
-        CHUNKER_VERSION,
-        POLICY_VERSION,
-        TOKENIZER_VERSION,
-        EXTRACTOR_VERSION,
-        cfg.max_blob_bytes,
-    ):
+    built_with = (prev.format_version, prev.model_id, prev.tools, prev.max_blob_bytes)
+    if built_with != (snapshot.FORMAT_VERSION, model_id, TOOLS, cfg.max_blob_bytes):
         return False
     if {(r.org, r.name) for r in prev.repos} != {w.spec.key for w in work}:
         return False
@@ -455,17 +438,14 @@ def _build(
 
         t0 = time.monotonic()
         manifest = Manifest(
-            snapshot_id,
-            snapshot.now_iso(),
-            model_id,
-            dim,
-            CHUNKER_VERSION,
-            POLICY_VERSION,
-            TOKENIZER_VERSION,
-            [states[w.spec.key] for w in work],
+            snapshot_id=snapshot_id,
+            created_at=snapshot.now_iso(),
+            model_id=model_id,
+            dim=dim,
+            repos=[states[w.spec.key] for w in work],
             max_blob_bytes=cfg.max_blob_bytes,
-            extractor_version=EXTRACTOR_VERSION,
             edges=edge_count,
+            **TOOLS.as_fields(),
         )
         snapshot.publish(cfg.data_dir, built, manifest)
     except BaseException:

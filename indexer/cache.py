@@ -19,10 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.chunk import CHUNKER_VERSION, Chunk
-from indexer.extract import EXTRACTOR_VERSION
-from indexer.ignore import POLICY_VERSION
+from indexer.chunk import Chunk
 from indexer.prepare import BlobEntry
+from indexer.versions import TOOLS, ToolVersions
 
 log = logging.getLogger(__name__)
 
@@ -106,16 +105,16 @@ class Cache:
         self.db.close()
 
     @staticmethod
-    def blob_key(blob_id: str, lang: str, max_bytes: int) -> str:
+    def blob_key(blob_id: str, lang: str, max_bytes: int, tools: ToolVersions = TOOLS) -> str:
         # Everything the entry depends on besides the bytes themselves.
-        return f"{blob_id}:{lang}:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:m{max_bytes}"
+        return f"{blob_id}:{lang}:{tools.blob_tag()}:m{max_bytes}"
 
     @_repairing
     def forget_other_versions(self) -> int:
         """Delete blob entries made under other tool versions, overwriting their bytes: nothing reads them
         again, and an entry from before a policy change may hold what the policy now holds back (policy 1
         stored the body of a private key)."""
-        current = f"%:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:%"
+        current = f"%:{TOOLS.blob_tag()}:%"
         self.db.execute("PRAGMA secure_delete=ON")
         with self.db:
             return self.db.execute("DELETE FROM blob WHERE key NOT LIKE ?", [current]).rowcount

@@ -1,6 +1,7 @@
 """Chunking: one blob's text into spans named by symbol (tree-sitter), heading (markdown) or lines.
 
-A pure function of (blob bytes, language, CHUNKER_VERSION): its output is cached by blob_id.
+A pure function of (blob bytes, language, CHUNKER_VERSION): its output is cached by blob_id, so a
+change to what it outputs for the same text bumps CHUNKER_VERSION in indexer/versions.py.
 """
 
 from __future__ import annotations
@@ -13,11 +14,6 @@ from tree_sitter import Node, Tree
 from tree_sitter_language_pack import get_parser
 
 from indexer.languages import GRAMMARS, IDENTIFIER_RE, NEEDS_BODY, Grammar
-
-# 1: initial chunker.
-# 2: comments directly above a definition (JSDoc, Javadoc, Go and Rust docs) belong to it; the
-#    `class` keyword no longer counts as a member, which split every JS/TS class header off alone.
-CHUNKER_VERSION = 2
 
 # all-MiniLM-L6-v2 reads 256 tokens, about 950 characters of code; a little over that keeps
 # whole small functions together while losing only a short tail to truncation.

@@ -1,8 +1,8 @@
 """What not to index, and why: the ignore policy over paths and blob bytes.
 
 Every skip is recorded as data with one of the reasons below (zoekt's SkipReason), so a
-report can say how many files were left out and for what. Bump POLICY_VERSION whenever a
-rule over *bytes* changes: content decisions are cached by blob_id under that version.
+report can say how many files were left out and for what. Bump POLICY_VERSION (indexer/versions.py)
+whenever a rule over *bytes* changes: content decisions are cached by blob_id under that version.
 """
 
 from __future__ import annotations
@@ -12,11 +12,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 import pathspec
-
-# 1: initial policy.
-# 2: private key blocks held back whole, random-looking assigned literals held back, facts of held-back
-#    spans and facts holding credentials dropped (cached entries from 1 may hold key bodies).
-POLICY_VERSION = 2
 
 BINARY_SNIFF_BYTES = 8000  # git's own heuristic looks for NUL in the first 8000 bytes
 MINIFIED_LINE_CHARS = 1000  # any line this long in a code/markup file means minified or generated

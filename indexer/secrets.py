@@ -1,5 +1,6 @@
 """Credential material inside text: a chunk that holds some is held back, never stored or embedded,
-and no fact (signature, docstring, literal) drawn from it is stored either."""
+and no fact (signature, docstring, literal) drawn from it is stored either. What is held back is cached
+per blob: a change to it bumps POLICY_VERSION (indexer/versions.py)."""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from indexer.errors import BlobdexError
+from indexer.versions import ToolVersions
 
 # Column names of each table's rows, in the order extraction appends them (GRAPH_SCHEMAS types them);
 # indexer/extract/__init__.py appends rows in this order.
@@ -238,6 +239,16 @@ class Manifest:
     @property
     def chunks(self) -> int:
         return sum(r.chunks for r in self.repos)
+
+    @property
+    def tools(self) -> ToolVersions:
+        """The tool versions it was built with (an old manifest without extractor_version reads 0)."""
+        return ToolVersions(
+            chunker_version=self.chunker_version,
+            policy_version=self.policy_version,
+            tokenizer_version=self.tokenizer_version,
+            extractor_version=self.extractor_version,
+        )
 
     def repo(self, org: str, name: str) -> RepoState | None:
         return next((r for r in self.repos if r.org == org and r.name == name), None)

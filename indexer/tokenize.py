@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 
-# 1: whole identifiers and dotted paths, plus their snake_case / camelCase / dotted parts.
-# 2: plurals folded to their singular (`tests` -> test, `dependencies` -> dependency).
-TOKENIZER_VERSION = 2
+from indexer.versions import TOKENIZER_VERSION  # bump it there when tokens() changes for the same text
+
 MAX_TOKEN_CHARS = 64
 
 WORD_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)*|[0-9]+")

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from indexer.cache import Cache
 from indexer.embed import HashEmbedder
-from indexer.snapshot import FORMAT_VERSION, READABLE_FORMATS, read_graph
+from indexer.snapshot import FORMAT_VERSION, READABLE_FORMATS, Manifest, read_graph
 from indexer.verify import verify
+from indexer.versions import CHUNKER_VERSION, EXTRACTOR_VERSION, POLICY_VERSION, TOOLS, ToolVersions
 from query.reader import SnapshotReader
 from query.search import SearchRequest, search
 
@@ -33,3 +35,16 @@ def test_the_committed_format_2_snapshot_opens_verifies_and_answers(data_dir):
     files = read_graph(reader.path, "files").to_pylist()
     assert sorted(f["path"] for f in files) == ["README.md", "shop/cart.py", "web/checkout.js"]
     assert all(f["held_back"] == [] for f in files)
+
+
+def test_tool_versions_keep_the_manifest_json_and_the_cache_keys_as_they_were():
+    manifest_json = next((COMMITTED / "snapshots").glob("*/manifest.json")).read_text(encoding="utf-8")
+    manifest = Manifest.from_json(manifest_json)
+    assert manifest.to_json() == manifest_json  # flat version keys, byte for byte
+    assert manifest.tools == ToolVersions(chunker_version=2, policy_version=2, tokenizer_version=2, extractor_version=1)
+    others = {k: v for k, v in manifest.__dict__.items() if k not in manifest.tools.as_fields()}
+    assert Manifest(**others, **manifest.tools.as_fields()).to_json() == manifest_json  # as build.py writes one
+    # Keys of entries an existing cache holds: the format every earlier version wrote.
+    assert Cache.blob_key("9f2c", "python", 16384, manifest.tools) == "9f2c:python:p2:c2:x1:m16384"
+    old_key = f"9f2c:python:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:m16384"
+    assert Cache.blob_key("9f2c", "python", 16384) == old_key and TOOLS.tokenizer_version >= 2

@@ -1,5 +1,6 @@
 """Structural facts of one blob from its syntax tree: symbols, imports, calls, routes, env keys,
-tasks and URL literals. A pure function of (bytes, language, EXTRACTOR_VERSION), cached by blob_id.
+tasks and URL literals. A pure function of (bytes, language, EXTRACTOR_VERSION), cached by blob_id:
+a change to what it finds in the same bytes bumps EXTRACTOR_VERSION in indexer/versions.py.
 
 Calls are matched by name, never resolved: resolution needs type inference, while a name match
 is cheap, has no failure modes, and answers who calls this and which other repo is coupled.
@@ -21,9 +22,6 @@ from tree_sitter_language_pack import get_language
 
 from indexer.chunk import node_text
 from indexer.snapshot import FACT_COLUMNS
-
-# 1: symbols, imports, calls, routes, env keys, tasks, URL literals for python, js/ts, go, java.
-EXTRACTOR_VERSION = 1
 
 # language -> the family module (indexer/extract/<family>.py) that extracts it
 FAMILY = {"python": "python", "javascript": "js", "typescript": "js", "tsx": "js", "go": "go", "java": "java"}

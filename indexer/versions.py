@@ -1,0 +1,59 @@
+"""The versions of the tools whose output a snapshot and the cache hold, each with its history, and the one
+record that composes them (zoekt's FeatureVersion, beside the format's own version in snapshot.py).
+
+Bump a tool's version when its output changes for the same bytes: cache entries made under another version
+are erased, and the next `blobdex index` rebuilds instead of reporting the snapshot unchanged. This module
+imports nothing, so the query side can read versions without loading a parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# indexer/chunk.py: what a blob's text chunks into.
+# 1: initial chunker.
+# 2: comments directly above a definition (JSDoc, Javadoc, Go and Rust docs) belong to it; the
+#    `class` keyword no longer counts as a member, which split every JS/TS class header off alone.
+CHUNKER_VERSION = 2
+
+# indexer/ignore.py and indexer/secrets.py: which bytes are skipped, which chunks and facts are held back.
+# 1: initial policy.
+# 2: private key blocks held back whole, random-looking assigned literals held back, facts of held-back
+#    spans and facts holding credentials dropped (cached entries from 1 may hold key bodies).
+POLICY_VERSION = 2
+
+# indexer/tokenize.py: the lexical index's tokens (a query against an older snapshot uses its version).
+# 1: whole identifiers and dotted paths, plus their snake_case / camelCase / dotted parts.
+# 2: plurals folded to their singular (`tests` -> test, `dependencies` -> dependency).
+TOKENIZER_VERSION = 2
+
+# indexer/extract/: the structural facts of a blob.
+# 1: symbols, imports, calls, routes, env keys, tasks, URL literals for python, js/ts, go, java.
+EXTRACTOR_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolVersions:
+    """The tool versions a snapshot was built with. Field names are the manifest's keys, so a manifest
+    stores them flat, as it always has."""
+
+    chunker_version: int
+    policy_version: int
+    tokenizer_version: int
+    extractor_version: int
+
+    def as_fields(self) -> dict[str, int]:
+        return asdict(self)
+
+    def blob_tag(self) -> str:
+        """The part of a cached blob entry's key naming the tools the entry depends on (not the tokenizer:
+        entries hold text and facts, never tokens). Changing this format misses every cached entry."""
+        return f"p{self.policy_version}:c{self.chunker_version}:x{self.extractor_version}"
+
+
+TOOLS = ToolVersions(
+    chunker_version=CHUNKER_VERSION,
+    policy_version=POLICY_VERSION,
+    tokenizer_version=TOKENIZER_VERSION,
+    extractor_version=EXTRACTOR_VERSION,
+)
