@@ -433,7 +433,7 @@ def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
     """Print a new token once. blobdex tokens are kept only as sha256; JWTs are signed, not stored."""
     cfg = cli_config(ctx)
     if as_jwt:
-        from query.surfaces.cip import load_settings, mint as mint_jwt
+        from query.surfaces.cip_auth import load_settings, mint as mint_jwt
 
         settings = load_settings(cfg)
         if not user:

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
 
 from indexer.embed import HashEmbedder
-from query.surfaces.cip import AuthSettings, mint
+from query.surfaces.cip_auth import AuthSettings, mint
 from query.surfaces.app import app
 from query.service import Service
 from tests.corpus import INVOICE_PY, RENEW_PY, SETTINGS_PY

@@ -71,7 +71,7 @@ def test_config_mistakes_are_one_sentence_naming_the_key_and_the_fix(tmp_path, b
 
 
 def test_every_key_the_auth_settings_read_from_the_file_is_known():
-    from query.surfaces.cip import AuthSettings
+    from query.surfaces.cip_auth import AuthSettings
 
     read = set(re.findall(r'raw\.get\("(\w+)"', inspect.getsource(AuthSettings.from_env)))
     assert read and read <= set(configmod.KNOWN_KEYS)
@@ -257,7 +257,7 @@ def test_a_repo_name_with_a_slash_points_at_org(tmp_path, blobdex, source):
 
 
 def test_the_protocol_auth_keys_are_read_through_the_one_config_parser(tmp_path, monkeypatch):
-    from query.surfaces.cip import load_settings
+    from query.surfaces.cip_auth import load_settings
 
     monkeypatch.delenv("BLOBDEX_JWT_SECRET", raising=False)
     path = tmp_path / "blobdex.toml"

@@ -17,8 +17,8 @@ from starlette.routing import Mount
 
 from query.service import Service
 from query.surfaces import api
-from query.surfaces.cip import AuthSettings, load_settings
 from query.surfaces.cip import app as cip_app
+from query.surfaces.cip_auth import AuthSettings, load_settings
 from query.surfaces.codesearch import app as codesearch_app
 from query.surfaces.guard import MAX_BODY_BYTES, Guard, current_org, mcp_security, served_hosts
 from query.surfaces.lucos import app as lucos_app
