@@ -10,9 +10,9 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 from indexer.errors import BlobdexError
 from query.search import MAX_LIMIT, SearchRequest, keep_similar
 from query.service import Service
+from query.surfaces import render
 
 FILE_LINES_PER_CALL = 500
 INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
@@ -28,6 +29,13 @@ order: route_task (which repos own a task) -> search_code (relevant code across 
 grep finds exact text. list_repos and index_status say what is indexed and how fresh it is. To search your own
 uncommitted edits, sync_workspace them into a session and pass session_id to search_code."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+DISCARDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+# The markdown renderers moved to query.surfaces.render (shared with the CLI); these names stay until
+# query.surfaces.api imports them from there.
+render_search = render.hits_markdown
+render_files = render.files_markdown
 
 
 # The same errors reach the CLI, where their advice names shell commands; the calling model can act
@@ -75,7 +83,13 @@ def argument_error(tool: str, exc: ValidationError, schema: dict) -> str:
 
 class Server(MCPServer):
     """MCPServer as the calling model should see it: descriptions without the docstrings' indentation,
-    and a rejected argument answered with one sentence (argument_error)."""
+    and a rejected argument answered with one sentence (argument_error). It holds the service the tools
+    call and `org`, which names the org of the current request."""
+
+    def __init__(self, service: Service, org: Callable[[], str], **kw):
+        super().__init__("blobdex", instructions=INSTRUCTIONS, log_level="WARNING", **kw)
+        self.service = service
+        self.org = org
 
     def add_tool(
         self,
@@ -99,381 +113,273 @@ class Server(MCPServer):
             raise ToolError(argument_error(name, exc.__cause__, tool.parameters if tool else {})) from exc.__cause__
 
 
-def _fence(text: str) -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return ticks
+def _scope(ctx: Context) -> tuple[Service, str]:
+    """The service the tools call and the org of the current request."""
+    server = ctx.mcp_server
+    return server.service, server.org()
 
 
-def _at(ref: str, commit_id: str) -> str:
-    """Where a hit was indexed, as its caption says it: the commit is what get_file reads back exactly."""
-    return f" @ {ref} ({commit_id[:12]})" if commit_id else ""
+def _fail(exc: BlobdexError) -> NoReturn:
+    raise ToolError(for_the_model(str(exc))) from exc
 
 
-def _read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | None = None) -> str:
-    span = f", start_line={lines[0]}, end_line={lines[1]}" if lines else ""
-    return (
-        f"get_file(repo={json.dumps(repo)}, path={json.dumps(path)}, ref_or_commit={json.dumps(commit_id[:12])}{span})"
+def search_code(
+    ctx: Context,
+    query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
+    repos: Annotated[list[str] | None, Field(description="Only these repos (names from list_repos).")] = None,
+    lang: Annotated[list[str] | None, Field(description="Only these languages, e.g. ['python'].")] = None,
+    paths: Annotated[list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")] = None,
+    ignore: Annotated[list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")] = None,
+    kind: Annotated[str | None, Field(description="'code', 'doc', or a chunk kind: function, method, class.")] = None,
+    ref: Annotated[str | None, Field(description="Only chunks reachable from this branch or tag.")] = None,
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many hits.")] = 10,
+    min_score: Annotated[
+        float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")
+    ] = None,
+    min_score_diff: Annotated[
+        float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")
+    ] = None,
+    session_id: Annotated[
+        str | None,
+        Field(
+            description="Include this session's uncommitted edits (from sync_workspace); files it touched "
+            "are searched in their edited form only."
+        ),
+    ] = None,
+    group_by: Annotated[
+        Literal["chunk", "file"],
+        Field(description="'file' ranks files for a task, issue or stack trace instead of chunks."),
+    ] = "chunk",
+    format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
+) -> str:
+    """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
+    with short ids; read a whole hit with get_chunk(ids), or the surrounding file with get_file.
+    With group_by='file', paste an issue text or a stack trace to get the files most likely involved."""
+    if min_score is not None and min_score_diff is not None:
+        raise ToolError("pass min_score or min_score_diff, not both")
+    service, org = _scope(ctx)
+    req = SearchRequest(
+        query,
+        org,
+        tuple(repos or ()),
+        tuple(lang or ()),
+        tuple(paths or ()),
+        tuple(ignore or ()),
+        kind,
+        ref,
+        limit,
     )
-
-
-def render_search(query: str, snapshot_id: str, hits: list, applied: list[str]) -> str:
-    lines = [
-        f'# Search: "{query}"',
-        "",
-        f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"),
-        "",
-    ]
-    for clip, h in hits:
-        lines.append(
-            f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}{_at(h.ref, h.commit_id)} • "
-            f"{h.symbol or '(file)'} • {h.score:.4f} • id {clip}" + (" • uncommitted" if h.uncommitted else "")
+    if group_by == "file":
+        try:
+            snapshot_id, files = service.localize(req)
+        except BlobdexError as exc:
+            _fail(exc)
+        if format == "json":
+            return json.dumps({"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}, indent=1)
+        return render.files_markdown(query, files)
+    try:
+        snapshot_id, hits = service.search(req, session_id)
+    except BlobdexError as exc:
+        _fail(exc)
+    named = (("repos", repos), ("lang", lang), ("paths", paths), ("ignore", ignore), ("kind", kind), ("ref", ref))
+    applied = [f"{name}={value}" for name, value in (*named, ("session", session_id)) if value]
+    hits, notes = keep_similar(hits, min_score, min_score_diff)
+    applied += notes
+    if format == "json":
+        return json.dumps(
+            {
+                "snapshot_id": snapshot_id,
+                "query": query,
+                "applied": applied,
+                "hits": [{"id": c, **h.to_dict()} for c, h in hits],
+            },
+            indent=1,
         )
-        fence = _fence(h.snippet)
-        lines += [f"{fence}{h.lang}", h.snippet, fence, ""]
-    committed = [h for _, h in hits if h.commit_id]
-    if committed:
-        h = committed[0]
-        lines.append(
-            "Next: get_chunk(ids=[...]) for whole hits; get_file with a hit's commit (in its caption) for "
-            "the code around it, e.g. " + _read_hint(h.repo, h.path, h.commit_id, (h.line_start, h.line_end))
+    return render.hits_markdown(query, snapshot_id, hits, applied)
+
+
+def get_chunk(
+    ctx: Context,
+    ids: Annotated[list[int], Field(min_length=1, max_length=50, description="Hit ids from search_code.")],
+) -> str:
+    """The full text of search hits by id, with repo, path, lines and commit. An unknown id is reported
+    in place and does not fail the others."""
+    service, org = _scope(ctx)
+    out = []
+    for clip in ids:
+        try:
+            out.append(render.chunk_markdown(clip, service.get_chunk(clip, org)))
+        except BlobdexError as exc:
+            out.append(f"## id {clip}\n\nerror: {exc}\n")
+    return "\n".join(out)
+
+
+def grep(
+    ctx: Context,
+    pattern: Annotated[
+        str, Field(description="RE2 regular expression (no backreferences), or text with literal=true.")
+    ],
+    repos: Annotated[list[str] | None, Field(description="Only these repos.")] = None,
+    paths: Annotated[list[str] | None, Field(description="Only paths matching these globs.")] = None,
+    ref: Annotated[str | None, Field(description="Only files reachable from this branch or tag.")] = None,
+    limit: Annotated[int, Field(ge=1, le=500, description="At most this many matching lines.")] = 100,
+    literal: Annotated[bool, Field(description="Match the pattern as plain text.")] = False,
+    ignore_case: bool = False,
+) -> str:
+    """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
+    identifiers, error strings and config keys; use search_code for behaviour described in words."""
+    service, org = _scope(ctx)
+    try:
+        snapshot_id, matches, more = service.grep(
+            pattern,
+            org,
+            repos=tuple(repos or ()),
+            paths=tuple(paths or ()),
+            ref=ref,
+            limit=limit,
+            literal=literal,
+            ignore_case=ignore_case,
         )
-    elif hits:
-        lines.append("Next: get_chunk(ids=[...]) for whole hits (uncommitted hits exist only in your session).")
-    else:
-        lines.append("No hits: broaden the query, drop filters, or try grep for an exact identifier.")
-    return "\n".join(lines)
+    except BlobdexError as exc:
+        _fail(exc)
+    return render.grep_markdown(snapshot_id, matches, more, limit)
 
 
-def render_files(query: str, files: list) -> str:
-    lines = [f'# Files: "{query}"', ""]
-    for n, f in enumerate(files, 1):
-        why = "; ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
-        lines.append(f"{n}. {f.repo}:{f.path}{_at(f.ref, f.commit_id)} • {f.score:.4f} • {why}")
-    if files:
-        f = files[0]
-        lines += [
-            "",
-            "Next: get_file with a file's commit (in its line) to read it, e.g. "
-            + _read_hint(f.repo, f.path, f.commit_id),
-        ]
-    else:
-        lines += ["", "No files: broaden the text, drop filters, or try grep for an exact identifier."]
-    return "\n".join(lines)
+def get_file(
+    ctx: Context,
+    repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
+    path: Annotated[str, Field(description="Repo-relative path.")],
+    ref_or_commit: Annotated[
+        str | None,
+        Field(
+            description="Branch, tag, commit id (short is fine) or main~1; pass the commit a search hit shows "
+            "to read exactly its lines. Default: the commit that was indexed."
+        ),
+    ] = None,
+    start_line: Annotated[int | None, Field(ge=1, description="First line, 1-based.")] = None,
+    end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
+) -> str:
+    """Read a file of any repo at any commit straight from git objects (no clone). At most 500 lines per
+    call; the reply says how to continue."""
+    start = start_line or 1
+    end = end_line if end_line is not None else start + FILE_LINES_PER_CALL - 1
+    if end < start:
+        raise ToolError(f"end_line {end} is before start_line {start}")
+    end = min(end, start + FILE_LINES_PER_CALL - 1)
+    service, org = _scope(ctx)
+    try:
+        return render.file_markdown(service.get_file(repo, path, ref_or_commit, org, start, end))
+    except BlobdexError as exc:
+        _fail(exc)
+
+
+def route_task(
+    ctx: Context,
+    task: Annotated[str, Field(description="The task in words: an issue title, a bug report, a feature request.")],
+    limit: Annotated[int, Field(ge=1, le=20, description="At most this many repos.")] = 5,
+) -> str:
+    """Which repos own a task: ranked with the score broken down (peak, depth, spread, prior, substance),
+    the evidence chunks, coupling edges the evidence touches, and a sparse-checkout plan. Call this first
+    for a new task, then search_code inside the top repos."""
+    service, org = _scope(ctx)
+    try:
+        snapshot_id, routes = service.route(task, org, limit)
+    except BlobdexError as exc:
+        _fail(exc)
+    return render.routes_markdown(task, snapshot_id, routes)
+
+
+def expand_context(
+    ctx: Context,
+    symbol: Annotated[str, Field(description="A name like `renew` or `Billing.renew` (as hits show it).")],
+    repo: Annotated[
+        str | None, Field(description="Only definitions in this repo; callers come from every repo.")
+    ] = None,
+) -> str:
+    """What else a symbol touches: where it is defined, who calls it in every repo, routes and environment
+    keys inside it, and cross-repo coupling edges. Use it before changing a symbol."""
+    service, org = _scope(ctx)
+    try:
+        data = service.context(symbol, org, repo)
+    except BlobdexError as exc:
+        _fail(exc)
+    return json.dumps(data, indent=1)
+
+
+def sync_workspace(
+    ctx: Context,
+    session_id: Annotated[
+        str, Field(description="A name for your working session, e.g. the task or branch; reuse it.")
+    ],
+    repo: Annotated[str, Field(description="The repo the edits belong to.")],
+    files: Annotated[
+        dict[str, str] | None, Field(description="Edited or new files: repo-relative path -> full new content.")
+    ] = None,
+    deleted: Annotated[list[str] | None, Field(description="Paths you deleted.")] = None,
+) -> str:
+    """Make your uncommitted edits searchable: send the full content of each file you changed (and the
+    paths you deleted), then pass session_id to search_code. Only this session sees them; the committed
+    index is never changed. Sync again after further edits; end_session when done."""
+    service, org = _scope(ctx)
+    try:
+        result = service.sync_workspace(org, session_id, repo, files or {}, deleted or [])
+    except BlobdexError as exc:
+        _fail(exc)
+    return json.dumps(result, indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})"
+
+
+def session_status(ctx: Context, session_id: Annotated[str, Field(description="The session to inspect.")]) -> str:
+    """The files a session has edited or deleted, its chunk count, and when it expires if left idle."""
+    service, org = _scope(ctx)
+    try:
+        return json.dumps(service.session_status(org, session_id), indent=1)
+    except BlobdexError as exc:
+        _fail(exc)
+
+
+def end_session(ctx: Context, session_id: Annotated[str, Field(description="The session to discard.")]) -> str:
+    """Discard a session's overlay (its edits stay in your working tree; only the index forgets them)."""
+    service, org = _scope(ctx)
+    try:
+        existed = service.end_session(org, session_id)
+    except BlobdexError as exc:
+        _fail(exc)
+    return f"session {session_id!r} ended" if existed else f"no session {session_id!r} (nothing to end)"
+
+
+def list_repos(ctx: Context) -> str:
+    """The indexed repos: refs, commits, file and chunk counts, and whether each is stale."""
+    service, org = _scope(ctx)
+    snapshot_id, rows = service.repos(org)
+    return json.dumps({"snapshot_id": snapshot_id, "repos": rows}, indent=1)
+
+
+def index_status(ctx: Context) -> str:
+    """The snapshot being served, the model, and per repo: indexed commit, when, and whether the mirror
+    has moved on since (behind) or the last run failed (stale, with the error)."""
+    service, org = _scope(ctx)
+    return json.dumps(service.status(org), indent=1)
+
+
+# Every tool, in the order list_tools shows them, with what it may do to the server's state.
+TOOLS = (
+    (search_code, READ_ONLY),
+    (get_chunk, READ_ONLY),
+    (grep, READ_ONLY),
+    (get_file, READ_ONLY),
+    (route_task, READ_ONLY),
+    (expand_context, READ_ONLY),
+    (sync_workspace, WRITES),
+    (session_status, READ_ONLY),
+    (end_session, DISCARDS),
+    (list_repos, READ_ONLY),
+    (index_status, READ_ONLY),
+)
 
 
 def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPServer:
     """An MCP server whose every tool runs inside the org that `org()` names for the current request."""
-    mcp = Server("blobdex", instructions=INSTRUCTIONS, log_level="WARNING")
-
-    def fail(exc: BlobdexError):
-        raise ToolError(for_the_model(str(exc))) from exc
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def search_code(
-        query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
-        repos: Annotated[list[str] | None, Field(description="Only these repos (names from list_repos).")] = None,
-        lang: Annotated[list[str] | None, Field(description="Only these languages, e.g. ['python'].")] = None,
-        paths: Annotated[
-            list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")
-        ] = None,
-        ignore: Annotated[
-            list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")
-        ] = None,
-        kind: Annotated[
-            str | None, Field(description="'code', 'doc', or a chunk kind: function, method, class.")
-        ] = None,
-        ref: Annotated[str | None, Field(description="Only chunks reachable from this branch or tag.")] = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many hits.")] = 10,
-        min_score: Annotated[
-            float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")
-        ] = None,
-        min_score_diff: Annotated[
-            float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")
-        ] = None,
-        session_id: Annotated[
-            str | None,
-            Field(
-                description="Include this session's uncommitted edits (from sync_workspace); files it touched "
-                "are searched in their edited form only."
-            ),
-        ] = None,
-        group_by: Annotated[
-            Literal["chunk", "file"],
-            Field(description="'file' ranks files for a task, issue or stack trace instead of chunks."),
-        ] = "chunk",
-        format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
-    ) -> str:
-        """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
-        with short ids; read a whole hit with get_chunk(ids), or the surrounding file with get_file.
-        With group_by='file', paste an issue text or a stack trace to get the files most likely involved."""
-        if min_score is not None and min_score_diff is not None:
-            raise ToolError("pass min_score or min_score_diff, not both")
-        req = SearchRequest(
-            query,
-            org(),
-            tuple(repos or ()),
-            tuple(lang or ()),
-            tuple(paths or ()),
-            tuple(ignore or ()),
-            kind,
-            ref,
-            limit,
-        )
-        if group_by == "file":
-            try:
-                snapshot_id, files = service.localize(req)
-            except BlobdexError as exc:
-                fail(exc)
-            if format == "json":
-                return json.dumps(
-                    {
-                        "snapshot_id": snapshot_id,
-                        "files": [
-                            {
-                                "repo": f.repo,
-                                "path": f.path,
-                                "ref": f.ref,
-                                "commit_id": f.commit_id,
-                                "score": f.score,
-                                "signals": f.signals,
-                                "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence],
-                            }
-                            for f in files
-                        ],
-                    },
-                    indent=1,
-                )
-            return render_files(query, files)
-        try:
-            snapshot_id, hits = service.search(req, session_id)
-        except BlobdexError as exc:
-            fail(exc)
-        applied = [
-            f"{name}={value}"
-            for name, value in (
-                ("repos", repos),
-                ("lang", lang),
-                ("paths", paths),
-                ("ignore", ignore),
-                ("kind", kind),
-                ("ref", ref),
-                ("session", session_id),
-            )
-            if value
-        ]
-        hits, notes = keep_similar(hits, min_score, min_score_diff)
-        applied += notes
-        if format == "json":
-            return json.dumps(
-                {
-                    "snapshot_id": snapshot_id,
-                    "query": query,
-                    "applied": applied,
-                    "hits": [{"id": c, **h.to_dict()} for c, h in hits],
-                },
-                indent=1,
-            )
-        return render_search(query, snapshot_id, hits, applied)
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def get_chunk(
-        ids: Annotated[list[int], Field(min_length=1, max_length=50, description="Hit ids from search_code.")],
-    ) -> str:
-        """The full text of search hits by id, with repo, path, lines and commit. An unknown id is reported
-        in place and does not fail the others."""
-        out = []
-        for clip in ids:
-            try:
-                c = service.get_chunk(clip, org())
-            except BlobdexError as exc:
-                out.append(f"## id {clip}\n\nerror: {exc}\n")
-                continue
-            fence = _fence(c["text"])
-            out.append(
-                f"## id {clip}: {c['repo']}:{c['path']}:{c['line_start']}-{c['line_end']} • "
-                f"{c['symbol'] or '(file)'} • {c['ref']} @ {c['commit_id'][:12]}\n\n"
-                f"{fence}{c['lang']}\n{c['text']}\n{fence}\n"
-            )
-        return "\n".join(out)
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def grep(
-        pattern: Annotated[
-            str, Field(description="RE2 regular expression (no backreferences), or text with literal=true.")
-        ],
-        repos: Annotated[list[str] | None, Field(description="Only these repos.")] = None,
-        paths: Annotated[list[str] | None, Field(description="Only paths matching these globs.")] = None,
-        ref: Annotated[str | None, Field(description="Only files reachable from this branch or tag.")] = None,
-        limit: Annotated[int, Field(ge=1, le=500, description="At most this many matching lines.")] = 100,
-        literal: Annotated[bool, Field(description="Match the pattern as plain text.")] = False,
-        ignore_case: bool = False,
-    ) -> str:
-        """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
-        identifiers, error strings and config keys; use search_code for behaviour described in words."""
-        try:
-            snapshot_id, matches, more = service.grep(
-                pattern,
-                org(),
-                repos=tuple(repos or ()),
-                paths=tuple(paths or ()),
-                ref=ref,
-                limit=limit,
-                literal=literal,
-                ignore_case=ignore_case,
-            )
-        except BlobdexError as exc:
-            fail(exc)
-        lines = [f"{m.repo}:{m.path}:{m.line}: {m.text}" for m in matches]
-        tail = (
-            f"\n(stopped at {limit} matches: narrow with repos/paths or raise limit)"
-            if more
-            else f"\n({len(matches)} matches in snapshot {snapshot_id})"
-        )
-        return ("\n".join(lines) or "no matches") + tail
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def get_file(
-        repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
-        path: Annotated[str, Field(description="Repo-relative path.")],
-        ref_or_commit: Annotated[
-            str | None,
-            Field(
-                description="Branch, tag, commit id (short is fine) or main~1; pass the commit a search hit shows "
-                "to read exactly its lines. Default: the commit that was indexed."
-            ),
-        ] = None,
-        start_line: Annotated[int | None, Field(ge=1, description="First line, 1-based.")] = None,
-        end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
-    ) -> str:
-        """Read a file of any repo at any commit straight from git objects (no clone). At most 500 lines per
-        call; the reply says how to continue."""
-        start = start_line or 1
-        end = end_line if end_line is not None else start + FILE_LINES_PER_CALL - 1
-        if end < start:
-            raise ToolError(f"end_line {end} is before start_line {start}")
-        end = min(end, start + FILE_LINES_PER_CALL - 1)
-        try:
-            f = service.get_file(repo, path, ref_or_commit, org(), start, end)
-        except BlobdexError as exc:
-            fail(exc)
-        text = f.content.decode("utf-8", "replace")
-        numbered = "\n".join(f"{f.line_start + i:>6}  {line}" for i, line in enumerate(text.splitlines()))
-        head = (
-            f"{f.repo}:{f.path} at {f.ref} ({f.commit_id[:12]}), lines {f.line_start}-{f.line_end} of {f.total_lines}"
-        )
-        more = f"\n\n(more: call get_file again with start_line={f.line_end + 1})" if f.line_end < f.total_lines else ""
-        return f"{head}\n\n{numbered}{more}"
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def route_task(
-        task: Annotated[str, Field(description="The task in words: an issue title, a bug report, a feature request.")],
-        limit: Annotated[int, Field(ge=1, le=20, description="At most this many repos.")] = 5,
-    ) -> str:
-        """Which repos own a task: ranked with the score broken down (peak, depth, spread, prior, substance),
-        the evidence chunks, coupling edges the evidence touches, and a sparse-checkout plan. Call this first
-        for a new task, then search_code inside the top repos."""
-        try:
-            snapshot_id, routes = service.route(task, org(), limit)
-        except BlobdexError as exc:
-            fail(exc)
-        if not routes:
-            return f"No repo matched {task!r}. Check list_repos, or rephrase the task."
-        lines = [f'# Route: "{task}"', "", f"snapshot {snapshot_id}", ""]
-        for n, r in enumerate(routes, 1):
-            s = r.signals
-            lines.append(
-                f"{n}. **{r.repo}** {r.score:.3f} (peak {s['peak']:.2f}, depth {s['depth']:.2f}, "
-                f"spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']:.1f})"
-            )
-            for e in r.evidence:
-                lines.append(
-                    f"   - {e['path']}:{e['line_start']}-{e['line_end']} {e['symbol'] or ''} ({e['relevance']:.3f})"
-                )
-            lines.append(
-                f"   - coupling: {len(r.edges)} here of {r.edges_total}"
-                + "".join(
-                    f"\n     - {e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']} -> "
-                    f"{e['to_repo']}:{e['to_path']}:{e['to_line']}"
-                    for e in r.edges[:5]
-                )
-            )
-            lines.append(f"   - checkout: `{r.checkout['command']}`")
-        return "\n".join(lines)
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def expand_context(
-        symbol: Annotated[str, Field(description="A name like `renew` or `Billing.renew` (as hits show it).")],
-        repo: Annotated[
-            str | None, Field(description="Only definitions in this repo; callers come from every repo.")
-        ] = None,
-    ) -> str:
-        """What else a symbol touches: where it is defined, who calls it in every repo, routes and environment
-        keys inside it, and cross-repo coupling edges. Use it before changing a symbol."""
-        try:
-            data = service.context(symbol, org(), repo)
-        except BlobdexError as exc:
-            fail(exc)
-        return json.dumps(data, indent=1)
-
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        ),
-        structured_output=False,
-    )
-    def sync_workspace(
-        session_id: Annotated[
-            str, Field(description="A name for your working session, e.g. the task or branch; reuse it.")
-        ],
-        repo: Annotated[str, Field(description="The repo the edits belong to.")],
-        files: Annotated[
-            dict[str, str] | None, Field(description="Edited or new files: repo-relative path -> full new content.")
-        ] = None,
-        deleted: Annotated[list[str] | None, Field(description="Paths you deleted.")] = None,
-    ) -> str:
-        """Make your uncommitted edits searchable: send the full content of each file you changed (and the
-        paths you deleted), then pass session_id to search_code. Only this session sees them; the committed
-        index is never changed. Sync again after further edits; end_session when done."""
-        try:
-            result = service.sync_workspace(org(), session_id, repo, files or {}, deleted or [])
-        except BlobdexError as exc:
-            fail(exc)
-        return json.dumps(result, indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})"
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def session_status(session_id: Annotated[str, Field(description="The session to inspect.")]) -> str:
-        """The files a session has edited or deleted, its chunk count, and when it expires if left idle."""
-        try:
-            return json.dumps(service.session_status(org(), session_id), indent=1)
-        except BlobdexError as exc:
-            fail(exc)
-
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-        ),
-        structured_output=False,
-    )
-    def end_session(session_id: Annotated[str, Field(description="The session to discard.")]) -> str:
-        """Discard a session's overlay (its edits stay in your working tree; only the index forgets them)."""
-        try:
-            existed = service.end_session(org(), session_id)
-        except BlobdexError as exc:
-            fail(exc)
-        return f"session {session_id!r} ended" if existed else f"no session {session_id!r} (nothing to end)"
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def list_repos() -> str:
-        """The indexed repos: refs, commits, file and chunk counts, and whether each is stale."""
-        snapshot_id, rows = service.repos(org())
-        return json.dumps({"snapshot_id": snapshot_id, "repos": rows}, indent=1)
-
-    @mcp.tool(annotations=READ_ONLY, structured_output=False)
-    def index_status() -> str:
-        """The snapshot being served, the model, and per repo: indexed commit, when, and whether the mirror
-        has moved on since (behind) or the last run failed (stale, with the error)."""
-        return json.dumps(service.status(org()), indent=1)
-
+    mcp = Server(service, org)
+    for tool, hints in TOOLS:
+        mcp.add_tool(tool, annotations=hints, structured_output=False)
     return mcp

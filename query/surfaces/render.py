@@ -1,0 +1,264 @@
+"""How answers read as text: markdown for the calling model (MCP, /v1) and plain lines for the terminal (CLI).
+
+Each answer is rendered here once per audience, so MCP, /v1 and the CLI cannot drift apart. The terminal
+renderers take `bold`, the CLI's styling of a heading (identity elsewhere: this module knows no terminal).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from query.get_file import FileText
+from query.grep import GrepMatch
+from query.route_task import RepoRoute
+from query.search import Hit
+
+
+def plain(text: str) -> str:
+    return text
+
+
+def fence(text: str) -> str:
+    """A markdown code fence longer than any run of backticks inside `text`, so the text cannot close it."""
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return ticks
+
+
+def at(ref: str, commit_id: str) -> str:
+    """Where a hit was indexed, as its caption says it: the commit is what get_file reads back exactly."""
+    return f" @ {ref} ({commit_id[:12]})" if commit_id else ""
+
+
+def read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | None = None) -> str:
+    span = f", start_line={lines[0]}, end_line={lines[1]}" if lines else ""
+    return (
+        f"get_file(repo={json.dumps(repo)}, path={json.dumps(path)}, ref_or_commit={json.dumps(commit_id[:12])}{span})"
+    )
+
+
+# -- markdown, for the calling model ---------------------------------------------------
+
+
+def hits_markdown(query: str, snapshot_id: str, hits: list[tuple[int, Hit]], applied: list[str]) -> str:
+    """search_code's answer: each hit's caption and snippet, then what to call next."""
+    lines = [
+        f'# Search: "{query}"',
+        "",
+        f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"),
+        "",
+    ]
+    for clip, h in hits:
+        lines.append(
+            f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}{at(h.ref, h.commit_id)} • "
+            f"{h.symbol or '(file)'} • {h.score:.4f} • id {clip}" + (" • uncommitted" if h.uncommitted else "")
+        )
+        ticks = fence(h.snippet)
+        lines += [f"{ticks}{h.lang}", h.snippet, ticks, ""]
+    committed = [h for _, h in hits if h.commit_id]
+    if committed:
+        h = committed[0]
+        lines.append(
+            "Next: get_chunk(ids=[...]) for whole hits; get_file with a hit's commit (in its caption) for "
+            "the code around it, e.g. " + read_hint(h.repo, h.path, h.commit_id, (h.line_start, h.line_end))
+        )
+    elif hits:
+        lines.append("Next: get_chunk(ids=[...]) for whole hits (uncommitted hits exist only in your session).")
+    else:
+        lines.append("No hits: broaden the query, drop filters, or try grep for an exact identifier.")
+    return "\n".join(lines)
+
+
+def files_markdown(query: str, files: list) -> str:
+    """search_code's answer with group_by='file': files ranked, each with its evidence."""
+    lines = [f'# Files: "{query}"', ""]
+    for n, f in enumerate(files, 1):
+        why = "; ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
+        lines.append(f"{n}. {f.repo}:{f.path}{at(f.ref, f.commit_id)} • {f.score:.4f} • {why}")
+    if files:
+        f = files[0]
+        lines += [
+            "",
+            "Next: get_file with a file's commit (in its line) to read it, e.g. "
+            + read_hint(f.repo, f.path, f.commit_id),
+        ]
+    else:
+        lines += ["", "No files: broaden the text, drop filters, or try grep for an exact identifier."]
+    return "\n".join(lines)
+
+
+def file_record(f, evidence_in_full: bool = False) -> dict:
+    """A ranked file as JSON: its evidence as `path:lines symbol` lines (MCP, /v1), or whole hits (CLI)."""
+    return {
+        "repo": f.repo,
+        "path": f.path,
+        "ref": f.ref,
+        "commit_id": f.commit_id,
+        "score": f.score,
+        "signals": f.signals,
+        "evidence": [
+            h.to_dict() if evidence_in_full else f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence
+        ],
+    }
+
+
+def chunk_markdown(clip: int, c: dict) -> str:
+    """get_chunk's answer for one id: the caption, then the chunk's whole text."""
+    ticks = fence(c["text"])
+    return (
+        f"## id {clip}: {c['repo']}:{c['path']}:{c['line_start']}-{c['line_end']} • "
+        f"{c['symbol'] or '(file)'} • {c['ref']} @ {c['commit_id'][:12]}\n\n"
+        f"{ticks}{c['lang']}\n{c['text']}\n{ticks}\n"
+    )
+
+
+def grep_markdown(snapshot_id: str, matches: list[GrepMatch], more: bool, limit: int) -> str:
+    lines = [f"{m.repo}:{m.path}:{m.line}: {m.text}" for m in matches]
+    tail = (
+        f"\n(stopped at {limit} matches: narrow with repos/paths or raise limit)"
+        if more
+        else f"\n({len(matches)} matches in snapshot {snapshot_id})"
+    )
+    return ("\n".join(lines) or "no matches") + tail
+
+
+def file_markdown(f: FileText) -> str:
+    """get_file's answer: where the lines come from, the numbered lines, and how to read on."""
+    text = f.content.decode("utf-8", "replace")
+    numbered = "\n".join(f"{f.line_start + i:>6}  {line}" for i, line in enumerate(text.splitlines()))
+    head = f"{f.repo}:{f.path} at {f.ref} ({f.commit_id[:12]}), lines {f.line_start}-{f.line_end} of {f.total_lines}"
+    more = f"\n\n(more: call get_file again with start_line={f.line_end + 1})" if f.line_end < f.total_lines else ""
+    return f"{head}\n\n{numbered}{more}"
+
+
+def routes_markdown(task: str, snapshot_id: str, routes: list[RepoRoute]) -> str:
+    """route_task's answer: repos ranked, each with its score broken down, evidence, coupling and checkout."""
+    if not routes:
+        return f"No repo matched {task!r}. Check list_repos, or rephrase the task."
+    lines = [f'# Route: "{task}"', "", f"snapshot {snapshot_id}", ""]
+    for n, r in enumerate(routes, 1):
+        s = r.signals
+        lines.append(
+            f"{n}. **{r.repo}** {r.score:.3f} (peak {s['peak']:.2f}, depth {s['depth']:.2f}, "
+            f"spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']:.1f})"
+        )
+        for e in r.evidence:
+            lines.append(
+                f"   - {e['path']}:{e['line_start']}-{e['line_end']} {e['symbol'] or ''} ({e['relevance']:.3f})"
+            )
+        lines.append(
+            f"   - coupling: {len(r.edges)} here of {r.edges_total}"
+            + "".join(
+                f"\n     - {e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']} -> "
+                f"{e['to_repo']}:{e['to_path']}:{e['to_line']}"
+                for e in r.edges[:5]
+            )
+        )
+        lines.append(f"   - checkout: `{r.checkout['command']}`")
+    return "\n".join(lines)
+
+
+# -- plain lines, for the terminal -----------------------------------------------------
+
+
+def hits_text(hits: list[Hit], bold: Callable[[str], str] = plain) -> list[str]:
+    """`blobdex search`: each hit's caption with its signals, the numbered snippet, a blank line."""
+    if not hits:
+        return ["no hits"]
+    lines = []
+    for n, h in enumerate(hits, 1):
+        s = h.signals
+        vec = f"vec #{s['vector_rank']} {s['vector_score']:.3f}" if s["vector_rank"] else "vec -"
+        lex = f"bm25 #{s['bm25_rank']} {s['bm25_score']:.2f}" if s["bm25_rank"] else "bm25 -"
+        lines.append(
+            bold(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}")
+            + f" @ {h.ref} ({h.commit_id[:12]})  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]"
+            + f"  score {h.score:.4f}  ({vec} | {lex})"
+        )
+        first = s["snippet_lines"][0]
+        lines += [f"  {first + i:>5}  {line}" for i, line in enumerate(h.snippet.split("\n"))]
+        lines.append("")
+    return lines
+
+
+def files_text(files: list) -> list[str]:
+    """`blobdex search --files`: one line per file with its evidence."""
+    lines = []
+    for n, f in enumerate(files, 1):
+        why = ", ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
+        lines.append(f"{n}. {f.repo}:{f.path} @ {f.ref} ({f.commit_id[:12]})  {f.score:.4f}  ({why})")
+    return lines
+
+
+def routes_text(routes: list[RepoRoute], bold: Callable[[str], str] = plain) -> list[str]:
+    """`blobdex route`: repos ranked, each with its score broken down, evidence, coupling and checkout."""
+    lines = []
+    for n, r in enumerate(routes, 1):
+        s = r.signals
+        lines.append(
+            bold(f"{n}. {r.repo}  {r.score:.3f}") + f"  (peak {s['peak']:.2f}, depth "
+            f"{s['depth']:.2f}, spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']})"
+        )
+        for e in r.evidence:
+            lines.append(f"     {e['path']}:{e['line_start']}-{e['line_end']}  {e['symbol']}  {e['relevance']:.3f}")
+        lines.append(f"     coupling: {len(r.edges)} here of {r.edges_total}; checkout: {r.checkout['command']}")
+    return lines or ["no repo matched"]
+
+
+def status_text(snapshot_id: str | None, rows: list[dict]) -> list[str]:
+    """`blobdex status`: the snapshot, then one line per repo."""
+    lines = [f"snapshot {snapshot_id or '(none published)'}"]
+    for r in rows:
+        refs = (
+            ", ".join(
+                f"{x['ref']}@{(x['commit_id'] or '-')[:12]}" + (" (behind mirror)" if x["behind"] else "")
+                for x in r["refs"]
+            )
+            or "-"
+        )
+        state = r["status"] + (f": {r['error']}" if r["error"] else "")
+        held = f"  secrets held back {r['secrets_held_back']} (see 'blobdex secrets')" if r["secrets_held_back"] else ""
+        lines.append(
+            f"{r['org']}/{r['name']}  {refs}  indexed {r['indexed_at'] or '-'}  files {r['files']}  "
+            f"chunks {r['chunks']}{held}  {state}"
+        )
+    return lines
+
+
+def _route_line(r: dict) -> str:
+    return f"{r['method']} {r['pattern']} -> {r['handler']}  ({r['repo']}:{r['path']}:{r['line']})"
+
+
+def _env_key_line(e: dict) -> str:
+    return f"{e['key']} via {e['how']}  ({e['repo']}:{e['path']}:{e['line']})"
+
+
+def _edge_line(e: dict) -> str:
+    return (
+        f"{e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']}"
+        f" -> {e['to_repo']}:{e['to_path']}:{e['to_line']}"
+    )
+
+
+def context_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
+    """`blobdex context`: definitions, callers by repo, then routes, env keys and coupling edges."""
+    lines = []
+    for d in data["definitions"]:
+        lines.append(
+            bold(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}") + f"  {d['qualified_name']} ({d['kind']})"
+        )
+        lines.append(f"    {d['signature']}" + (f"\n    {d['doc']}" if d["doc"] else ""))
+    by_repo = ", ".join(f"{r} {n}" for r, n in data["callers_by_repo"].items()) or "none"
+    lines.append(f"\ncallers: {data['callers_total']} ({by_repo})")
+    for c in data["callers"][:50]:
+        lines.append(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}")
+    for title, rows, line in (
+        ("routes", data["routes"], _route_line),
+        ("env keys", data["env_keys"], _env_key_line),
+        ("edges", data["edges"], _edge_line),
+    ):
+        lines.append(f"\n{title}: {len(rows)}")
+        lines += [f"  {line(r)}" for r in rows]
+    return lines
