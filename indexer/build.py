@@ -188,7 +188,18 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
     cache = Cache(cfg.data_dir / "cache")
     try:
         cache.forget_other_versions()
-        return _build(cfg, report, work, wanted, cache, prev_path, prev, embedder, model_id, show_progress)
+        run = Run(
+            cfg=cfg,
+            report=report,
+            cache=cache,
+            work=work,
+            model_id=model_id,
+            prev_path=prev_path,
+            prev=prev,
+            show_progress=show_progress,
+            embedder=embedder,
+        )
+        return _build(run, wanted)
     finally:
         if cache.moved_aside is not None:  # the cache logged it already
             report.notes.append(cache.moved_aside)
@@ -263,17 +274,37 @@ def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, st
     return wanted
 
 
-def _chunk_stage(
-    cfg: Config, report: Report, wanted: dict[str, tuple[Path, str, str]], cache: Cache, show_progress: bool
-) -> dict[str, BlobEntry]:
-    """Each wanted blob's entry, from the cache or chunked now (new blobs only)."""
+@dataclass(kw_only=True)
+class Run:
+    """What every stage of one build reads: the config, the report it fills, the cache, the model and the
+    previous snapshot. Not frozen: the embedder is loaded at most once, by the first stage that needs it."""
+
+    cfg: Config
+    report: Report
+    cache: Cache
+    work: list[_RepoWork]
+    model_id: str
+    prev_path: Path | None
+    prev: Manifest | None
+    show_progress: bool
+    embedder: Embedder | None = None
+
+    def loaded_embedder(self) -> Embedder:
+        if self.embedder is None:
+            self.embedder = load_embedder(self.cfg.model)
+        return self.embedder
+
+
+def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str, BlobEntry]:
+    """Each wanted blob's entry, from the cache or prepared now (new blobs only)."""
+    cache, report = run.cache, run.report
     entries = cache.get_blobs(list(wanted))
     missing = [k for k in wanted if k not in entries]
     report.blobs_new = len(missing)
     by_mirror: dict[Path, list[str]] = defaultdict(list)
     for key in missing:
         by_mirror[wanted[key][0]].append(key)
-    with Progress("chunk", len(missing), show_progress) as bar:
+    with Progress("chunk", len(missing), run.show_progress) as bar:
         for mirror_path, keys in by_mirror.items():
             with mirror.open_mirror(mirror_path) as repo:
                 pending: dict[str, BlobEntry] = {}
@@ -281,7 +312,7 @@ def _chunk_stage(
                     _, blob_id, lang = wanted[key]
                     try:
                         data = repo.object_store[blob_id.encode()].as_raw_string()
-                        pending[key] = prepare(data, lang, cfg.max_blob_bytes, seconds=report.seconds)
+                        pending[key] = prepare(data, lang, run.cfg.max_blob_bytes, seconds=report.seconds)
                     except Exception as exc:  # one bad file is recorded, never aborts a repo
                         log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
                         # Recorded for this run only, never cached: a missing object may be fetched later,
@@ -297,11 +328,11 @@ def _chunk_stage(
     return entries
 
 
-def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry]) -> tuple[Tables, dict]:
+def _rows(run: Run, entries: dict[str, BlobEntry]) -> tuple[Tables, dict]:
     """Rows of every repo scanned this run, and their manifest states."""
     tables, states = Tables(), {}
-    entry_of = entry_lookup(entries, cfg.max_blob_bytes)
-    for w in work:
+    entry_of = entry_lookup(entries, run.cfg.max_blob_bytes)
+    for w in run.work:
         if w.report.status != "ok":
             continue
         state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, w.scans, entry_of, snapshot.now_iso())
@@ -311,43 +342,27 @@ def _rows(cfg: Config, work: list[_RepoWork], entries: dict[str, BlobEntry]) -> 
     return tables, states
 
 
-def _embed_stage(
-    cfg: Config,
-    report: Report,
-    cols: dict[str, list],
-    cache: Cache,
-    embedder: Embedder | None,
-    model_id: str,
-    dim_hint: int | None,
-    show_progress: bool,
-) -> tuple[np.ndarray, Embedder | None]:
+def _embed_stage(run: Run, cols: dict[str, list], dim_hint: int | None) -> np.ndarray:
     texts = [embed_text(s, t) for s, t in zip(cols["symbol"], cols["text"])]
-    vectors, embedder, embedded = _vectors(cfg, texts, cache, embedder, model_id, dim_hint, show_progress)
-    report.chunks_embedded = embedded
-    report.chunks_reused = len(texts) - embedded
-    return vectors, embedder
+    vectors, embedded = _vectors(run, texts, dim_hint, run.show_progress)
+    run.report.chunks_embedded = embedded
+    run.report.chunks_reused = len(texts) - embedded
+    return vectors
 
 
 def _vectors(
-    cfg: Config,
-    texts: list[str],
-    cache: Cache,
-    embedder: Embedder | None,
-    model_id: str,
-    dim_hint: int | None,
-    show_progress: bool,
-    label: str = "embed",
-) -> tuple[np.ndarray, Embedder | None, int]:
+    run: Run, texts: list[str], dim_hint: int | None, show_progress: bool, label: str = "embed"
+) -> tuple[np.ndarray, int]:
     """Vectors for `texts` from the cache, embedding only the texts it lacks (the model loads only then).
-    Returns the vectors, the embedder if it was loaded, and how many distinct texts were embedded."""
+    Returns the vectors and how many distinct texts were embedded."""
+    cache, model_id = run.cache, run.model_id
     ids = [text_id(t) for t in texts]
     unique = list(dict.fromkeys(ids))
-    dim = embedder.dim if embedder else dim_hint
+    dim = run.embedder.dim if run.embedder else dim_hint
     found = cache.get_vectors(model_id, unique, dim) if dim else {}
     missing = [i for i in unique if i not in found]
     if missing or dim is None:
-        embedder = embedder or load_embedder(cfg.model)
-        dim = embedder.dim
+        dim = run.loaded_embedder().dim
         if not found:
             found = cache.get_vectors(model_id, unique, dim)
             missing = [i for i in unique if i not in found]
@@ -355,28 +370,21 @@ def _vectors(
     with Progress(label, len(missing), show_progress) as bar:
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start : start + EMBED_BATCH]
-            new = dict(zip(batch, embedder.embed([text_of[i] for i in batch])))
+            new = dict(zip(batch, run.embedder.embed([text_of[i] for i in batch])))
             cache.put_vectors(model_id, new)
             found.update(new)
             bar.advance(len(batch))
     matrix = np.stack([found[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
-    return matrix.astype(np.float32, copy=False), embedder, len(missing)
+    return matrix.astype(np.float32, copy=False), len(missing)
 
 
-def _carry_forward(
-    tables: Tables,
-    vectors: np.ndarray,
-    prev_path: Path | None,
-    prev: Manifest | None,
-    work: list[_RepoWork],
-    model_id: str,
-    states: dict,
-) -> np.ndarray:
+def _carry_forward(run: Run, tables: Tables, vectors: np.ndarray, states: dict) -> np.ndarray:
     """Append the previous snapshot's rows of repos that failed this run, so they keep serving."""
-    stale = [w for w in work if w.report.status != "ok" and prev is not None and prev.repo(*w.spec.key)]
-    if not stale or prev.model_id != model_id:
+    prev = run.prev
+    stale = [w for w in run.work if w.report.status != "ok" and prev is not None and prev.repo(*w.spec.key)]
+    if not stale or prev.model_id != run.model_id:
         return vectors
-    chunks, others = carried(prev_path, [w.spec.key for w in stale])
+    chunks, others = carried(run.prev_path, [w.spec.key for w in stale])
     tables.extend(tables.chunks, chunks)
     tables.extend(tables.files, others["files"])
     for name, table in others.items():
@@ -393,45 +401,34 @@ def _carry_forward(
     return np.concatenate([vectors, old]) if len(vectors) else old
 
 
-def _build(
-    cfg: Config,
-    report: Report,
-    work: list[_RepoWork],
-    wanted: dict,
-    cache: Cache,
-    prev_path: Path | None,
-    prev: Manifest | None,
-    embedder: Embedder | None,
-    model_id: str,
-    show_progress: bool,
-) -> Report:
+def _build(run: Run, wanted: dict) -> Report:
+    cfg, report, prev = run.cfg, run.report, run.prev
     t0 = time.monotonic()
-    entries = _chunk_stage(cfg, report, wanted, cache, show_progress)
-    tables, states = _rows(cfg, work, entries)
+    entries = _chunk_stage(run, wanted)
+    tables, states = _rows(run, entries)
     report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
 
     t0 = time.monotonic()
-    dim_hint = prev.dim if prev is not None and prev.model_id == model_id else None
-    vectors, embedder = _embed_stage(cfg, report, tables.chunks, cache, embedder, model_id, dim_hint, show_progress)
+    dim_hint = prev.dim if prev is not None and prev.model_id == run.model_id else None
+    vectors = _embed_stage(run, tables.chunks, dim_hint)
     report.seconds["embed"] = time.monotonic() - t0
 
     t0 = time.monotonic()
-    vectors = _carry_forward(tables, vectors, prev_path, prev, work, model_id, states)
-    for w in work:
+    vectors = _carry_forward(run, tables, vectors, states)
+    for w in run.work:
         if w.spec.key not in states:  # failed, and nothing earlier to keep serving
             states[w.spec.key] = RepoState(w.spec.org, w.spec.name, w.report.url, "stale", w.report.error, None)
     snapshot_id = snapshot.new_snapshot_id()
     built = snapshot.build_dir(cfg.data_dir, snapshot_id)
     try:
-        dim = vectors.shape[1] if len(vectors) else (embedder.dim if embedder else (dim_hint or 0))
+        dim = vectors.shape[1] if len(vectors) else (run.embedder.dim if run.embedder else (dim_hint or 0))
         if dim == 0:
-            embedder = embedder or load_embedder(cfg.model)
-            dim = embedder.dim
+            dim = run.loaded_embedder().dim
         table = write_chunks(built, tables.chunks, vectors.reshape(-1, dim))
         cards = card_texts(tables)
-        card_vectors, embedder, _ = _vectors(cfg, list(cards.values()), cache, embedder, model_id, dim, False)
+        card_vectors, _ = _vectors(run, list(cards.values()), dim, False)
         write_cards(built, cards, card_vectors.reshape(-1, dim))
-        with Progress("lexical", table.num_rows, show_progress) as bar:
+        with Progress("lexical", table.num_rows, run.show_progress) as bar:
             write_lexical(built, table, bar)
         edge_count = write_graph(built, tables)
         report.seconds["write"] = time.monotonic() - t0
@@ -440,9 +437,9 @@ def _build(
         manifest = Manifest(
             snapshot_id=snapshot_id,
             created_at=snapshot.now_iso(),
-            model_id=model_id,
+            model_id=run.model_id,
             dim=dim,
-            repos=[states[w.spec.key] for w in work],
+            repos=[states[w.spec.key] for w in run.work],
             max_blob_bytes=cfg.max_blob_bytes,
             edges=edge_count,
             **TOOLS.as_fields(),
