@@ -200,3 +200,21 @@ def test_endpoint_answers_a_status_its_error_carries_and_hides_a_bug(tmp_path):
     bug = client.post("/refuse", json={"name": "bug"})
     assert bug.status_code == 500 and "secret" not in bug.text and bug.json()["code"] is None
     assert client.get("/answer").json() == {"ok": True}
+
+
+def test_the_guard_and_mcp_allow_the_same_hosts(corpus, tmp_path):
+    shutil.copytree(corpus.cfg.data_dir, tmp_path / "data")
+    service = Service(replace(corpus.cfg, data_dir=tmp_path / "data"), embedder=HashEmbedder())
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    headers = {"Accept": "application/json, text/event-stream", "Origin": "https://code.example.org"}
+    with TestClient(
+        server_app(service, allowed_hosts=["code.example.org"]), base_url="http://code.example.org:8080"
+    ) as c:
+        assert c.post("/mcp", json=initialize, headers=headers).status_code == 200  # past the Guard and MCP's check
+        refused = c.post("/mcp", json=initialize, headers={**headers, "Origin": "https://elsewhere.example"})
+        assert_v1_error(refused, 403, "bad_origin")  # the Guard answers first, in the one shape

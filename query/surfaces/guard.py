@@ -1,5 +1,6 @@
 """The door of the HTTP server, before any route: Host and Origin checks (DNS rebinding), the body cap
-(bytes as they arrive), bearer tokens -> the org a request runs in, and a JSON 500 for a native panic."""
+(bytes as they arrive), bearer tokens -> the org a request runs in, and a JSON 500 for a native panic.
+The hosts it serves are also the ones MCP's transport is told (`served_hosts`, `mcp_security`)."""
 
 from __future__ import annotations
 

@@ -45,6 +45,38 @@ def _op(summary: str, body: dict | None = None, params: list[str] | None = None,
     return op
 
 
+def _search() -> dict:
+    """POST /v1/search: search_code's options over HTTP."""
+    return _op(
+        "Hybrid search",
+        {
+            "query": {"type": "string"},
+            "repos": STRINGS,
+            "lang": STRINGS,
+            "paths": STRINGS,
+            "ignore": STRINGS,
+            "kind": {"type": "string"},
+            "ref": {"type": "string"},
+            "session_id": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+            "group_by": {"enum": ["chunk", "file"], "default": "chunk"},
+            "min_score": {"type": "number", "minimum": 0, "maximum": 1},
+            "min_score_diff": {"type": "number", "minimum": 0, "maximum": 1},
+            "mode": {"enum": ["hybrid", "vector", "bm25"], "default": "hybrid"},
+            "format": {"enum": ["json", "markdown"], "default": "json"},
+        },
+        extra={
+            "200": {
+                "description": "Hits (or files with group_by 'file'); markdown as search_code renders it",
+                "content": {
+                    "application/json": {"schema": {"type": "object"}},
+                    "text/markdown": {"schema": {"type": "string"}},
+                },
+            }
+        },
+    )
+
+
 def document() -> dict:
     return {
         "openapi": "3.1.0",
@@ -55,36 +87,7 @@ def document() -> dict:
         },
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "paths": {
-            "/v1/search": {
-                "post": _op(
-                    "Hybrid search",
-                    {
-                        "query": {"type": "string"},
-                        "repos": STRINGS,
-                        "lang": STRINGS,
-                        "paths": STRINGS,
-                        "ignore": STRINGS,
-                        "kind": {"type": "string"},
-                        "ref": {"type": "string"},
-                        "session_id": {"type": "string"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 200},
-                        "group_by": {"enum": ["chunk", "file"], "default": "chunk"},
-                        "min_score": {"type": "number", "minimum": 0, "maximum": 1},
-                        "min_score_diff": {"type": "number", "minimum": 0, "maximum": 1},
-                        "mode": {"enum": ["hybrid", "vector", "bm25"], "default": "hybrid"},
-                        "format": {"enum": ["json", "markdown"], "default": "json"},
-                    },
-                    extra={
-                        "200": {
-                            "description": "Hits (or files with group_by 'file'); markdown as search_code renders it",
-                            "content": {
-                                "application/json": {"schema": {"type": "object"}},
-                                "text/markdown": {"schema": {"type": "string"}},
-                            },
-                        }
-                    },
-                )
-            },
+            "/v1/search": {"post": _search()},
             "/v1/chunks": {"get": _op("Full chunks of search hits by id", params=["ids"])},
             "/v1/grep": {
                 "post": _op(
