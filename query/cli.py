@@ -76,75 +76,45 @@ for command in COMMANDS:
 @click.pass_context
 def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_file, mode, as_json) -> None:
     """Hybrid search (vectors + BM25, fused by RRF) over the live snapshot."""
-    from indexer.embed import load_embedder, model_id_for
-    from query.reader import SnapshotReader
-    from query.search import SearchRequest, check_org, search as run_search, validate
+    from query.search import SearchRequest
+    from query.surfaces import render
 
-    cfg = cli_config(ctx)
-    reader = SnapshotReader(cfg.data_dir)
-    reader.check_model(model_id_for(cfg.model))
+    service = _service(ctx)
     req = SearchRequest(
         query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit, mode=mode
     )
-    check_org(reader, org)
-    validate(req, reader)  # before loading the model: bad input answers at once
-    from query.rerank import load_reranker
-
-    reranker = load_reranker(cfg.reranker)
+    service.check_org(org)
     if by_file:
-        from query.localize import localize
-
-        files = localize(reader, load_embedder(cfg.model), req, reranker)
+        snapshot_id, files = service.localize(req)
         if as_json:
-            click.echo(
-                json.dumps(
-                    {
-                        "snapshot_id": reader.snapshot_id,
-                        "query": query,
-                        "files": [
-                            {
-                                "repo": f.repo,
-                                "path": f.path,
-                                "ref": f.ref,
-                                "commit_id": f.commit_id,
-                                "score": f.score,
-                                "signals": f.signals,
-                                "evidence": [h.to_dict() for h in f.evidence],
-                            }
-                            for f in files
-                        ],
-                    },
-                    indent=2,
-                )
-            )
-            return
-        for n, f in enumerate(files, 1):
-            why = ", ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
-            click.echo(f"{n}. {f.repo}:{f.path} @ {f.ref} ({f.commit_id[:12]})  {f.score:.4f}  ({why})")
+            records = [render.file_record(f, evidence_in_full=True) for f in files]
+            click.echo(json.dumps({"snapshot_id": snapshot_id, "query": query, "files": records}, indent=2))
+        else:
+            _echo(render.files_text(files))
         return
-    hits = run_search(reader, load_embedder(cfg.model), req, reranker=reranker)
+    snapshot_id, hits = service.search(req)
     if as_json:
         click.echo(
-            json.dumps(
-                {"snapshot_id": reader.snapshot_id, "query": query, "hits": [h.to_dict() for h in hits]}, indent=2
-            )
+            json.dumps({"snapshot_id": snapshot_id, "query": query, "hits": [h.to_dict() for _, h in hits]}, indent=2)
         )
         return
-    if not hits:
-        click.echo("no hits")
-    for n, h in enumerate(hits, 1):
-        s = h.signals
-        vec = f"vec #{s['vector_rank']} {s['vector_score']:.3f}" if s["vector_rank"] else "vec -"
-        lex = f"bm25 #{s['bm25_rank']} {s['bm25_score']:.2f}" if s["bm25_rank"] else "bm25 -"
-        click.echo(
-            click.style(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}", bold=True)
-            + f" @ {h.ref} ({h.commit_id[:12]})  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]"
-            + f"  score {h.score:.4f}  ({vec} | {lex})"
-        )
-        first = s["snippet_lines"][0]
-        for i, line in enumerate(h.snippet.split("\n")):
-            click.echo(f"  {first + i:>5}  {line}")
-        click.echo("")
+    _echo(render.hits_text([h for _, h in hits], _bold))
+
+
+def _service(ctx: click.Context):
+    """The facade every surface calls (query.service), over this command's config."""
+    from query.service import Service
+
+    return Service(cli_config(ctx))
+
+
+def _bold(text: str) -> str:
+    return click.style(text, bold=True)
+
+
+def _echo(lines: list[str]) -> None:
+    if lines:
+        click.echo("\n".join(lines))
 
 
 @cli.command("get-file")
@@ -162,10 +132,9 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
 def get_file(ctx, repo, path, ref, lines, org) -> None:
     """Print a file (or its lines) at any ref or commit, from the mirror: like `git show REF:PATH`."""
     from query.get_file import parse_lines
-    from query.service import Service
 
     start, end = parse_lines(lines)
-    result = Service(cli_config(ctx)).get_file(repo, path, ref, org, start, end)
+    result = _service(ctx).get_file(repo, path, ref, org, start, end)
     sys.stdout.buffer.write(result.content)
     sys.stdout.buffer.flush()
 
@@ -176,28 +145,13 @@ def get_file(ctx, repo, path, ref, lines, org) -> None:
 @click.pass_context
 def status(ctx, org, as_json) -> None:
     """Per repo: refs, indexed commit, when, files, chunks, and whether it is stale or behind its mirror."""
-    from query.status import repo_status
+    from query.surfaces import render
 
-    cfg = cli_config(ctx)
-    snapshot_id, rows = repo_status(cfg, org)
+    snapshot_id, rows = _service(ctx).repos(org)
     if as_json:
         click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": rows}, indent=2))
         return
-    click.echo(f"snapshot {snapshot_id or '(none published)'}")
-    for r in rows:
-        refs = (
-            ", ".join(
-                f"{x['ref']}@{(x['commit_id'] or '-')[:12]}" + (" (behind mirror)" if x["behind"] else "")
-                for x in r["refs"]
-            )
-            or "-"
-        )
-        state = r["status"] + (f": {r['error']}" if r["error"] else "")
-        held = f"  secrets held back {r['secrets_held_back']} (see 'blobdex secrets')" if r["secrets_held_back"] else ""
-        click.echo(
-            f"{r['org']}/{r['name']}  {refs}  indexed {r['indexed_at'] or '-'}  files {r['files']}  "
-            f"chunks {r['chunks']}{held}  {state}"
-        )
+    _echo(render.status_text(snapshot_id, rows))
 
 
 @cli.command()
@@ -208,9 +162,7 @@ def status(ctx, org, as_json) -> None:
 def secrets(ctx, org, repo, as_json) -> None:
     """Where the live snapshot held chunks back as credentials: repo, ref, path, lines and the kind of
     credential, never its text. Rotate what is real; the rest stays out of search either way."""
-    from query.status import held_back
-
-    snapshot_id, rows = held_back(cli_config(ctx), org, repo)
+    snapshot_id, rows = _service(ctx).held_back(org, repo)
     if as_json:
         click.echo(json.dumps({"snapshot_id": snapshot_id, "held_back": rows}, indent=2))
         return
@@ -230,10 +182,7 @@ def secrets(ctx, org, repo, as_json) -> None:
 def sql(ctx, query, as_json, as_csv) -> None:
     """Run read-only SQL (DuckDB) over the live snapshot's tables: files, symbols, imports, calls,
     routes, env_keys, tasks, url_literals, edges, and chunks (text, no vectors)."""
-    from query.sql import run
-
-    cfg = cli_config(ctx)
-    _, columns, rows = run(cfg.data_dir, query)
+    _, columns, rows = _service(ctx).sql(query)
     if as_json:
         click.echo(json.dumps([dict(zip(columns, r)) for r in rows], indent=2, default=str))
     elif as_csv:
@@ -262,42 +211,13 @@ def _table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
 @click.pass_context
 def context(ctx, symbol, repo, org, as_json) -> None:
     """Where SYMBOL is defined, who calls it (in every repo), routes and env keys in it, coupling edges."""
-    from query.expand_context import context as run_context
+    from query.surfaces import render
 
-    cfg = cli_config(ctx)
-    data = run_context(cfg.data_dir, symbol, org, repo)
+    data = _service(ctx).context(symbol, org, repo)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    for d in data["definitions"]:
-        click.echo(
-            click.style(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}", bold=True)
-            + f"  {d['qualified_name']} ({d['kind']})"
-        )
-        click.echo(f"    {d['signature']}" + (f"\n    {d['doc']}" if d["doc"] else ""))
-    by_repo = ", ".join(f"{r} {n}" for r, n in data["callers_by_repo"].items()) or "none"
-    click.echo(f"\ncallers: {data['callers_total']} ({by_repo})")
-    for c in data["callers"][:50]:
-        click.echo(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}")
-    for title, rows, fmt in (
-        (
-            "routes",
-            data["routes"],
-            lambda r: f"{r['method']} {r['pattern']} -> {r['handler']}  ({r['repo']}:{r['path']}:{r['line']})",
-        ),
-        ("env keys", data["env_keys"], lambda e: f"{e['key']} via {e['how']}  ({e['repo']}:{e['path']}:{e['line']})"),
-        (
-            "edges",
-            data["edges"],
-            lambda e: (
-                f"{e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']}"
-                f" -> {e['to_repo']}:{e['to_path']}:{e['to_line']}"
-            ),
-        ),
-    ):
-        click.echo(f"\n{title}: {len(rows)}")
-        for r in rows:
-            click.echo(f"  {fmt(r)}")
+    _echo(render.context_text(data, _bold))
 
 
 @cli.command()
@@ -397,24 +317,14 @@ def mcp(ctx, org) -> None:
 @click.pass_context
 def route_cmd(ctx, task, limit, org, as_json) -> None:
     """Which repos own TASK (the route_task tool, without a server)."""
-    from query.service import Service, route_dict
+    from query.service import route_dict
+    from query.surfaces import render
 
-    service = Service(cli_config(ctx))
-    snapshot_id, routes = service.route(task, org, limit)
+    snapshot_id, routes = _service(ctx).route(task, org, limit)
     if as_json:
         click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}, indent=2))
         return
-    for n, r in enumerate(routes, 1):
-        s = r.signals
-        click.echo(
-            click.style(f"{n}. {r.repo}  {r.score:.3f}", bold=True) + f"  (peak {s['peak']:.2f}, depth "
-            f"{s['depth']:.2f}, spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']})"
-        )
-        for e in r.evidence:
-            click.echo(f"     {e['path']}:{e['line_start']}-{e['line_end']}  {e['symbol']}  {e['relevance']:.3f}")
-        click.echo(f"     coupling: {len(r.edges)} here of {r.edges_total}; checkout: {r.checkout['command']}")
-    if not routes:
-        click.echo("no repo matched")
+    _echo(render.routes_text(routes, _bold))
 
 
 @cli.group()

@@ -23,8 +23,9 @@ from query.reader import SnapshotReader
 from query.route_task import RepoRoute, route
 from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound
 from query.overlays.pushed import PushedStore
-from query.search import Hit, Overlay, SearchRequest, search
-from query.status import repo_status
+from query.search import Hit, Overlay, SearchRequest, candidates, check_org, validate
+from query.sql import run as run_sql
+from query.status import held_back, repo_status
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +74,20 @@ class Service:
         return self.live.reader()
 
     # -- operations --------------------------------------------------------------------
+    def check_org(self, org: str) -> None:
+        """An org a person names (the CLI's --org) must hold indexed repos (see search.check_org)."""
+        check_org(self.reader(), org)
+
     def search(self, req: SearchRequest, session_id: str | None = None) -> tuple[str, list[tuple[int, Hit]]]:
         reader = self.reader()
         overlay = self._overlay(req.org, session_id) if session_id else None
-        hits = search(reader, self.embedder, req, overlay, self.reranker)
+        validate(req, reader, overlay)  # before the model loads: bad input answers at once
+        hits = candidates(reader, self.embedder, req, overlay, self.reranker, req.limit)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
 
     def localize(self, req: SearchRequest) -> tuple[str, list]:
         reader = self.reader()
+        validate(req, reader)  # before the model loads, as search does (localize checks again, cheaply)
         return reader.snapshot_id, localize(reader, self.embedder, req, self.reranker)
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
@@ -168,7 +175,20 @@ class Service:
         return reader.snapshot_id, route(reader, self.embedder, task, org, limit)
 
     def context(self, symbol: str, org: str, repo: str | None = None) -> dict:
-        return context(self.cfg.data_dir, symbol, org, repo, self.reader().snapshot_id)
+        return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id())
+
+    def _snapshot_id(self) -> str | None:
+        """The served snapshot's id; before one is opened (the CLI reads Parquet tables, no vectors), None:
+        the table readers then open CURRENT's themselves."""
+        return self.reader().snapshot_id if self.live.serving is not None else None
+
+    def held_back(self, org: str | None, repo: str | None) -> tuple[str, list[dict]]:
+        """Where the live snapshot held chunks back as credentials (never their text)."""
+        return held_back(self.cfg, org, repo)
+
+    def sql(self, query: str) -> tuple[str, list[str], list[tuple]]:
+        """(snapshot_id, columns, rows) of one read-only SQL query over the live snapshot's tables."""
+        return run_sql(self.cfg.data_dir, query)
 
     def repos(self, org: str) -> tuple[str | None, list[dict]]:
         return repo_status(self.cfg, org, self._serving_manifest())
