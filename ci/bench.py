@@ -123,24 +123,11 @@ def query_latency(data_dir: Path, repo_name: str) -> dict:
 
 def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], repo_name: str) -> dict:
     """search, route and get_file through `blobdex serve` on a real socket; RSS of that process."""
-    import socket
-
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    from tests.servers import serve_subprocess
+
+    with serve_subprocess(work, env) as (base, proc):
         client = httpx.Client(base_url=base, timeout=60)
         client.post("/v1/search", json={"query": "warm up"})
 
@@ -165,9 +152,6 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
         out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
         out["peak_rss_mib"] = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) // 1024
         return out
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def extraction_throughput(data_dir: Path) -> dict:

@@ -23,7 +23,7 @@ from query.surfaces.cip_auth import AuthSettings, mint
 from query.surfaces.app import app
 from query.service import Service
 from tests.corpus import INVOICE_PY, RENEW_PY, SETTINGS_PY
-from tests.test_server import Server
+from tests.servers import Server
 
 SECRET = "test-secret-for-hs256-signing-0123456789"
 # The contract as published, copied into the repo so a fresh clone tests against it with nothing beside it.

@@ -8,7 +8,7 @@ from query.surfaces.codesearch import ignore_regex
 from query.surfaces.app import app
 from query.service import Service
 from tests.corpus import RENEW_PY
-from tests.test_server import Server
+from tests.servers import Server
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from query.surfaces.guard import MAX_BODY_BYTES
 from query.surfaces.mcp import build
 from query.service import Service
 from tests.test_get_file import big_mirror  # noqa: F401 (a fixture)
-from tests.test_server import Server
+from tests.servers import Server
 
 CHUNK = 64 * 1024
 

@@ -8,7 +8,7 @@ import pytest
 from indexer.embed import HashEmbedder
 from query.surfaces.app import app
 from query.service import Service
-from tests.test_server import Server
+from tests.servers import Server
 
 REPO = "lucos:ws:" + hashlib.sha256(b"/home/dev/shop").hexdigest()[:16]
 OTHER = "lucos:ws:" + "0" * 16

@@ -137,7 +137,7 @@ def test_session_endpoints_over_http(service):
     import httpx
 
     from query.surfaces.app import app
-    from tests.test_server import Server
+    from tests.servers import Server
 
     with Server(app(service)) as url:
         c = httpx.Client(base_url=url)

@@ -5,16 +5,15 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import gitrepo
 from tests.corpus import RENEW_PY, tools_files
+from tests.servers import BLOBDEX, serve_subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
-BLOBDEX = str(Path(sys.executable).parent / "blobdex")
 # Hosts and paths in the README that do not exist here, and the fixture repos that stand in for them.
 STAND_INS = {"https://host/acme/api.git": "{api}", "/srv/git/tools.git": "{tools}"}
 
@@ -171,7 +170,6 @@ def test_readme_mcp_config_starts_a_working_stdio_server(workdir):
 
 def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
     import socket
-    import time
 
     import httpx
 
@@ -182,22 +180,10 @@ def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as s:
         free = s.connect_ex(("127.0.0.1", port)) != 0
-    if not free:  # the documented port is taken on this machine: serve the same path on another one
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [BLOBDEX, "serve", "--port", str(port)], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    # the documented port, unless it is taken on this machine: then serve the same path on another one
+    with serve_subprocess(work, env, port if free else None) as (base, _):
         r = httpx.post(
-            f"http://127.0.0.1:{port}/mcp",
+            f"{base}/mcp",
             json={
                 "jsonrpc": "2.0",
                 "id": 1,
@@ -211,6 +197,3 @@ def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
             headers={"Accept": "application/json, text/event-stream"},
         )
         assert r.status_code == 200 and "blobdex" in r.text
-    finally:
-        proc.terminate()
-        proc.wait(10)

@@ -3,16 +3,12 @@
 import asyncio
 import json
 import os
-import socket
-import sys
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from dulwich.repo import Repo
 from mcp import Client, StdioServerParameters
 
@@ -24,8 +20,7 @@ from query.surfaces.mcp import build
 from query.service import Service
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus
-
-BLOBDEX = str(Path(sys.executable).parent / "blobdex")
+from tests.servers import BLOBDEX, Server
 
 
 @pytest.fixture(scope="module")
@@ -139,33 +134,6 @@ def test_grep_route_context_list_and_status(service, corpus):
     assert {r["name"] for r in repos["repos"]} == {"api", "tools"}  # org default only
     status = json.loads(text(call(server, "index_status", {})))
     assert status["serving"] == repos["snapshot_id"] and status["model"] == HASH_MODEL
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """The real ASGI app on a real socket, in a thread."""
-
-    def __init__(self, asgi):
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        for _ in range(200):
-            if self.server.started:
-                return f"http://127.0.0.1:{self.port}"
-            time.sleep(0.05)
-        raise RuntimeError("server did not start")
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 def test_mcp_over_streamable_http_on_a_socket(service):

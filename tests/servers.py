@@ -1,0 +1,78 @@
+"""Servers on a real local socket, for tests and ci/bench.py: the ASGI app under uvicorn in a thread, and
+`blobdex serve` as its own process. Each returns only once the server answers."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+BLOBDEX = str(Path(sys.executable).parent / "blobdex")
+READY_SECONDS = 60  # a cold `blobdex serve` imports the web stack and opens the snapshot before /readyz answers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The real ASGI app on a real socket, in a thread: `with Server(app) as url: …`."""
+
+    def __init__(self, asgi):
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        for _ in range(200):
+            if self.server.started:
+                return f"http://127.0.0.1:{self.port}"
+            time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@contextmanager
+def serve_subprocess(cwd: Path, env: dict, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Run `blobdex serve --port PORT` (a free port by default) in `cwd` until the block ends; yields its base URL
+    and process once GET /readyz answers 200. Its stderr goes to a file (a pipe nobody reads can fill and stall
+    the server) and is quoted if it exits or never becomes ready."""
+    port = port or free_port()
+    base = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(
+            [BLOBDEX, "serve", "--port", str(port)], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        try:
+            deadline = time.monotonic() + READY_SECONDS
+            while not _ready(f"{base}/readyz"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    stderr.seek(0)
+                    raise RuntimeError(f"blobdex serve on {base} never became ready: {stderr.read().decode()[-2000:]}")
+                time.sleep(0.1)
+            yield base, proc
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False
