@@ -4,6 +4,7 @@ builders they use live in tests/corpus.py; only fixtures live here)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -13,7 +14,7 @@ from indexer.build import run
 from indexer.config import RepoSpec
 from query.cli import main
 from tests import gitrepo
-from tests.corpus import INVOICE_PY_DEV, REFUND_PY, Corpus, api_files, tools_files, write_config
+from tests.corpus import INVOICE_PY_DEV, REFUND_PY, Corpus, api_files, tools_files, tree_state, write_config
 
 
 @pytest.fixture
@@ -54,7 +55,8 @@ def blobdex(monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def corpus(tmp_path_factory) -> Corpus:
+def corpus(tmp_path_factory) -> Iterator[Corpus]:
+    """The session's snapshot, read by many tests and written by none: its files are checked unchanged at the end."""
     root = tmp_path_factory.mktemp("corpus")
     api = gitrepo.init(root / "src" / "api")
     commits = {"api_main": gitrepo.commit(api, api_files(), "main", "first")}
@@ -73,7 +75,11 @@ def corpus(tmp_path_factory) -> Corpus:
         ],
     )
     report = run(cfg, show_progress=False)
-    return Corpus(root=root, cfg=cfg, report=report, commits=commits)
+    built = tree_state(root)
+    yield Corpus(root=root, cfg=cfg, report=report, commits=commits)
+    after = tree_state(root)
+    changed = sorted(k for k in built.keys() | after.keys() if built.get(k) != after.get(k))
+    assert not changed, f"tests wrote into the shared corpus (use tests.corpus.private_copy): {changed[:10]}"
 
 
 @pytest.fixture(scope="session")

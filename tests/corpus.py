@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from indexer import config as configmod
@@ -184,3 +185,20 @@ def build_corpus(root: Path, repos: dict[str, dict], model: str = HASH_MODEL, em
     cfg = write_config(root, specs, model=model, **config)
     report = run(cfg, embedder=embedder, show_progress=False)
     return Corpus(root=root, cfg=cfg, report=report, commits=commits)
+
+
+def private_copy(corpus: Corpus, tmp_path: Path) -> Config:
+    """The corpus's config over a copy of its data dir, for a test that writes (tokens, overlays, stores): the
+    session corpus is shared, and a write there would make the order of tests matter."""
+    data = tmp_path / "data"
+    shutil.copytree(corpus.cfg.data_dir, data, symlinks=True)
+    return replace(corpus.cfg, data_dir=data)
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root with its size and modification time: equal states mean nothing was written."""
+    return {
+        p.relative_to(root).as_posix(): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if not p.is_dir() or p.is_symlink()
+    }

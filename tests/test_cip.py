@@ -3,9 +3,7 @@ the GitHub sign-in flow against a local stand-in provider (no outside host is re
 and schemathesis against the seed's OpenAPI document."""
 
 import hashlib
-import shutil
 import time
-from dataclasses import replace
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,7 +20,7 @@ from indexer.embed import HashEmbedder
 from query.surfaces.cip_auth import AuthSettings, mint
 from query.surfaces.app import app
 from query.service import Service
-from tests.corpus import INVOICE_PY, RENEW_PY, SETTINGS_PY
+from tests.corpus import INVOICE_PY, RENEW_PY, SETTINGS_PY, private_copy
 from tests.servers import Server
 
 SECRET = "test-secret-for-hs256-signing-0123456789"
@@ -60,9 +58,7 @@ def provider():
 
 @pytest.fixture(scope="module")
 def server(corpus, tmp_path_factory, provider):
-    data = tmp_path_factory.mktemp("cip") / "data"
-    shutil.copytree(corpus.cfg.data_dir, data)
-    svc = Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder())
+    svc = Service(private_copy(corpus, tmp_path_factory.mktemp("cip")), embedder=HashEmbedder())
     auth = AuthSettings(
         secret=SECRET,
         allowed_users=frozenset({"alice", "bob"}),

@@ -7,7 +7,7 @@ from indexer.embed import HashEmbedder
 from query.surfaces.codesearch import ignore_regex
 from query.surfaces.app import app
 from query.service import Service
-from tests.corpus import RENEW_PY
+from tests.corpus import RENEW_PY, private_copy
 from tests.servers import Server
 
 
@@ -130,15 +130,11 @@ def test_health_and_stats(client):
 
 
 def test_clip_ids_of_another_org_are_plainly_not_found(corpus, tmp_path):
-    import shutil
-    from dataclasses import replace
-
     from query.surfaces import bearer
 
-    data = tmp_path / "data"
-    shutil.copytree(corpus.cfg.data_dir, data)
-    default, acme = bearer.mint(data, "default", "default"), bearer.mint(data, "acme", "acme")
-    with Server(app(Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder()), require_token=True)) as url:
+    cfg = private_copy(corpus, tmp_path)
+    default, acme = bearer.mint(cfg.data_dir, "default", "default"), bearer.mint(cfg.data_dir, "acme", "acme")
+    with Server(app(Service(cfg, embedder=HashEmbedder()), require_token=True)) as url:
         ours = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {default}"})
         theirs = httpx.Client(base_url=f"{url}/codesearch", headers={"Authorization": f"Bearer {acme}"})
         hits = ours.post(

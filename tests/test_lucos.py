@@ -8,6 +8,7 @@ import pytest
 from indexer.embed import HashEmbedder
 from query.surfaces.app import app
 from query.service import Service
+from tests.corpus import private_copy
 from tests.servers import Server
 
 REPO = "lucos:ws:" + hashlib.sha256(b"/home/dev/shop").hexdigest()[:16]
@@ -31,30 +32,18 @@ def chunk(cid, path, content, start=1, source="repo_code", **kw):
 
 @pytest.fixture
 def client(corpus, tmp_path):
-    from dataclasses import replace
-
-    import shutil
-
-    data = tmp_path / "data"
-    shutil.copytree(corpus.cfg.data_dir, data)
-    svc = Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder())
+    svc = Service(private_copy(corpus, tmp_path), embedder=HashEmbedder())
     with Server(app(svc, lucos=True)) as url:  # gateway mode: the trusted headers are the whole context
         yield httpx.Client(base_url=f"{url}/api/v1", headers=HEADERS)
 
 
 def test_require_token_covers_the_lucos_routes_and_pins_the_org(corpus, tmp_path):
-    from dataclasses import replace
-
-    import shutil
     from query.surfaces import bearer
 
-    data = tmp_path / "data"
-    shutil.copytree(corpus.cfg.data_dir, data)
-    default, acme = bearer.mint(data, "gateway", "default"), bearer.mint(data, "acme gateway", "acme")
+    cfg = private_copy(corpus, tmp_path)
+    default, acme = bearer.mint(cfg.data_dir, "gateway", "default"), bearer.mint(cfg.data_dir, "acme gateway", "acme")
     body = {"repo_id": REPO, "chunks": [chunk("c1", "a.ts", "export const tokenOnly = 1;")]}
-    with Server(
-        app(Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder()), require_token=True, lucos=True)
-    ) as url:
+    with Server(app(Service(cfg, embedder=HashEmbedder()), require_token=True, lucos=True)) as url:
         c = httpx.Client(base_url=f"{url}/api/v1", headers=HEADERS)
         r = c.post("/indexing/chunks", json=body)  # forged trusted headers alone no longer do
         assert r.status_code == 401 and r.json()["error"]["code"] == "token_required"
@@ -165,12 +154,7 @@ def test_health_and_version(client):
 
 
 def test_pushed_chunks_survive_a_restart_and_big_bodies_are_413(corpus, tmp_path):
-    import shutil
-    from dataclasses import replace
-
-    data = tmp_path / "data"
-    shutil.copytree(corpus.cfg.data_dir, data)
-    cfg = replace(corpus.cfg, data_dir=data)
+    cfg = private_copy(corpus, tmp_path)
     with Server(app(Service(cfg, embedder=HashEmbedder()), lucos=True)) as url:
         c = httpx.Client(base_url=f"{url}/api/v1", headers=HEADERS)
         c.post("/indexing/chunks", json={"repo_id": REPO, "chunks": [chunk("k", "k.ts", "export const kept = 1;")]})

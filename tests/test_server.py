@@ -5,7 +5,6 @@ import json
 import os
 import threading
 import time
-from dataclasses import replace
 
 import httpx
 import pytest
@@ -19,7 +18,7 @@ from query.surfaces.app import app
 from query.surfaces.mcp import build
 from query.service import Service
 from tests import gitrepo
-from tests.corpus import api_files, build_corpus
+from tests.corpus import api_files, build_corpus, private_copy
 from tests.servers import BLOBDEX, Server
 
 
@@ -180,11 +179,11 @@ def test_http_api_answers_and_errors_share_one_shape(service, corpus):
             assert r.json()["error"]["message"]
 
 
-def test_tokens_are_stored_hashed_and_name_the_org(service, corpus, tmp_path):
-    cfg = replace(corpus.cfg, data_dir=corpus.cfg.data_dir)
+def test_tokens_are_stored_hashed_and_name_the_org(corpus, tmp_path):
+    cfg = private_copy(corpus, tmp_path)
     acme = bearer.mint(cfg.data_dir, "acme ci", "acme")
     assert acme not in (cfg.data_dir / bearer.TOKENS_FILE).read_text()
-    with Server(app(service, require_token=True)) as url:
+    with Server(app(Service(cfg, embedder=HashEmbedder()), require_token=True)) as url:
         c = httpx.Client(base_url=url)
         assert c.get("/v1/repos").status_code == 401
         assert c.get("/v1/repos", headers={"Authorization": "Bearer bdx_wrong"}).json()["error"]["code"] == "bad_token"
@@ -268,9 +267,10 @@ def test_a_broken_new_snapshot_is_refused_and_the_old_one_keeps_serving(tmp_path
     assert "the new one is refused" in caplog.text
 
 
-def test_mcp_over_http_runs_in_the_org_of_its_token(service, corpus):
-    acme = bearer.mint(corpus.cfg.data_dir, "acme agent", "acme")
-    with Server(app(service, require_token=True)) as url:
+def test_mcp_over_http_runs_in_the_org_of_its_token(corpus, tmp_path):
+    cfg = private_copy(corpus, tmp_path)
+    acme = bearer.mint(cfg.data_dir, "acme agent", "acme")
+    with Server(app(Service(cfg, embedder=HashEmbedder()), require_token=True)) as url:
 
         async def go(headers):
             from mcp.client.streamable_http import streamable_http_client
