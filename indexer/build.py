@@ -58,7 +58,7 @@ class DiskFull(RunError):
     exit_code = 1  # a failed run, like a failed repo; 2 stays for bad input
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _RepoWork:
     spec: RepoSpec
     report: RepoReport
@@ -127,7 +127,10 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
     _sweep(cfg, report)
     prev_path, prev = _previous(cfg.data_dir)
     report.previous_snapshot_id = prev.snapshot_id if prev else None
-    work = [_RepoWork(s, RepoReport(s.org, s.name, mirror.redact(s.url), "ok")) for s in cfg.repos]
+    work = [
+        _RepoWork(spec=s, report=RepoReport(org=s.org, name=s.name, url=mirror.redact(s.url), status="ok"))
+        for s in cfg.repos
+    ]
     report.repos = [w.report for w in work]
 
     t0 = time.monotonic()
@@ -246,15 +249,15 @@ def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str
 def _fill_from_manifest(report: Report, prev: Manifest) -> None:
     report.repos = [
         RepoReport(
-            r.org,
-            r.name,
-            r.url,
-            r.status,
-            r.error,
-            [{"ref": x.ref, "commit_id": x.commit_id} for x in r.refs],
-            r.files,
-            r.files_indexed,
-            r.chunks,
+            org=r.org,
+            name=r.name,
+            url=r.url,
+            status=r.status,
+            error=r.error,
+            refs=[{"ref": x.ref, "commit_id": x.commit_id} for x in r.refs],
+            files=r.files,
+            files_indexed=r.files_indexed,
+            chunks=r.chunks,
         )
         for r in prev.repos
     ]
@@ -417,7 +420,14 @@ def _build(run: Run, wanted: dict) -> Report:
     vectors = _carry_forward(run, tables, vectors, states)
     for w in run.work:
         if w.spec.key not in states:  # failed, and nothing earlier to keep serving
-            states[w.spec.key] = RepoState(w.spec.org, w.spec.name, w.report.url, "stale", w.report.error, None)
+            states[w.spec.key] = RepoState(
+                org=w.spec.org,
+                name=w.spec.name,
+                url=w.report.url,
+                status="stale",
+                error=w.report.error,
+                indexed_at=None,
+            )
     snapshot_id = snapshot.new_snapshot_id()
     built = snapshot.build_dir(cfg.data_dir, snapshot_id)
     try:

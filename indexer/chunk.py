@@ -23,7 +23,7 @@ PARSE_TIMEOUT_SECONDS = 2.0  # tree-sitter parses 3-7 MB/s; a 1 MiB file needs w
 READ_CALLBACK_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Chunk:
     """A span of one blob; (blob_id, index) is its identity everywhere."""
 
@@ -35,7 +35,7 @@ class Chunk:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Span:
     start: int  # 0-based line numbers, inclusive
     end: int
@@ -81,7 +81,16 @@ def chunk_and_parse(text: str, lang: str) -> tuple[list[Chunk], str | None, tupl
             end -= 1
         body = "\n".join(lines[start : end + 1])
         if body.strip():
-            chunks.append(Chunk(len(chunks), span.symbol, span.kind, start + 1, end + 1, body))
+            chunks.append(
+                Chunk(
+                    index=len(chunks),
+                    symbol=span.symbol,
+                    kind=span.kind,
+                    line_start=start + 1,
+                    line_end=end + 1,
+                    text=body,
+                )
+            )
     return chunks, fallback, parsed
 
 
@@ -91,10 +100,10 @@ def _windows(lines: list[str], start: int, end: int, symbol: str, kind: str) -> 
     for i in range(start, end + 1):
         size += len(lines[i]) + 1
         if i > first and (size > MAX_CHUNK_CHARS or i - first >= MAX_CHUNK_LINES):
-            spans.append(Span(first, i - 1, symbol, kind))
+            spans.append(Span(start=first, end=i - 1, symbol=symbol, kind=kind))
             first, size = i, len(lines[i]) + 1
     if first <= end:
-        spans.append(Span(first, end, symbol, kind))
+        spans.append(Span(start=first, end=end, symbol=symbol, kind=kind))
     return spans
 
 
@@ -290,7 +299,7 @@ def _syntax_spans(tree: Tree, src: bytes, lines: list[str], g: Grammar) -> list[
             elif _size(lines, start, end) > MAX_CHUNK_CHARS or end - start >= MAX_CHUNK_LINES:
                 spans.extend(_windows(lines, start, end, qname, kind))
             else:
-                spans.append(Span(start, end, qname, kind))
+                spans.append(Span(start=start, end=end, symbol=qname, kind=kind))
 
     visit(tree.root_node, "")
     spans.extend(_gap_spans(lines, spans, containers))

@@ -83,7 +83,7 @@ class RepoSpec:
         return (self.org, self.name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Config:
     path: Path | None
     data_dir: Path

@@ -106,7 +106,7 @@ def category(lang: str) -> str:
     return "doc" if lang in DOC_LANGS else "code"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Grammar:
     """How to find definitions in one tree-sitter grammar."""
 
@@ -137,30 +137,40 @@ GRAMMARS = {
     g.name: g
     for g in [
         Grammar(
-            "python",
-            frozenset({"function_definition"}),
-            frozenset({"class_definition"}),
-            frozenset({"decorated_definition"}),
+            name="python",
+            functions=frozenset({"function_definition"}),
+            containers=frozenset({"class_definition"}),
+            wrappers=frozenset({"decorated_definition"}),
         ),
         Grammar(
-            "javascript",
-            frozenset(_JS_FUNCS),
-            frozenset({"class_declaration", "class"}),
-            frozenset(_JS_WRAPPERS),
-            frozenset(_JS_ARROWS),
+            name="javascript",
+            functions=frozenset(_JS_FUNCS),
+            containers=frozenset({"class_declaration", "class"}),
+            wrappers=frozenset(_JS_WRAPPERS),
+            arrow_values=frozenset(_JS_ARROWS),
         ),
         Grammar(
-            "typescript",
-            frozenset(_TS_FUNCS),
-            frozenset(_TS_CONTAINERS),
-            frozenset(_JS_WRAPPERS),
-            frozenset(_JS_ARROWS),
+            name="typescript",
+            functions=frozenset(_TS_FUNCS),
+            containers=frozenset(_TS_CONTAINERS),
+            wrappers=frozenset(_JS_WRAPPERS),
+            arrow_values=frozenset(_JS_ARROWS),
         ),
-        Grammar("tsx", frozenset(_TS_FUNCS), frozenset(_TS_CONTAINERS), frozenset(_JS_WRAPPERS), frozenset(_JS_ARROWS)),
-        Grammar("go", frozenset({"function_declaration", "method_declaration", "type_declaration"}), frozenset()),
         Grammar(
-            "rust",
-            frozenset(
+            name="tsx",
+            functions=frozenset(_TS_FUNCS),
+            containers=frozenset(_TS_CONTAINERS),
+            wrappers=frozenset(_JS_WRAPPERS),
+            arrow_values=frozenset(_JS_ARROWS),
+        ),
+        Grammar(
+            name="go",
+            functions=frozenset({"function_declaration", "method_declaration", "type_declaration"}),
+            containers=frozenset(),
+        ),
+        Grammar(
+            name="rust",
+            functions=frozenset(
                 {
                     "function_item",
                     "struct_item",
@@ -171,12 +181,12 @@ GRAMMARS = {
                     "static_item",
                 }
             ),
-            frozenset({"impl_item", "trait_item", "mod_item"}),
+            containers=frozenset({"impl_item", "trait_item", "mod_item"}),
         ),
         Grammar(
-            "java",
-            frozenset({"method_declaration", "constructor_declaration"}),
-            frozenset(
+            name="java",
+            functions=frozenset({"method_declaration", "constructor_declaration"}),
+            containers=frozenset(
                 {
                     "class_declaration",
                     "interface_declaration",
@@ -187,21 +197,25 @@ GRAMMARS = {
             ),
         ),
         Grammar(
-            "c",
-            frozenset({"function_definition", "struct_specifier", "enum_specifier", "type_definition"}),
-            frozenset(),
+            name="c",
+            functions=frozenset({"function_definition", "struct_specifier", "enum_specifier", "type_definition"}),
+            containers=frozenset(),
         ),
         Grammar(
-            "cpp",
-            frozenset({"function_definition", "enum_specifier", "type_definition", "alias_declaration"}),
-            frozenset({"class_specifier", "struct_specifier", "namespace_definition"}),
-            frozenset({"template_declaration"}),
+            name="cpp",
+            functions=frozenset({"function_definition", "enum_specifier", "type_definition", "alias_declaration"}),
+            containers=frozenset({"class_specifier", "struct_specifier", "namespace_definition"}),
+            wrappers=frozenset({"template_declaration"}),
         ),
-        Grammar("ruby", frozenset({"method", "singleton_method"}), frozenset({"class", "module", "singleton_class"})),
         Grammar(
-            "php",
-            frozenset({"function_definition", "method_declaration"}),
-            frozenset(
+            name="ruby",
+            functions=frozenset({"method", "singleton_method"}),
+            containers=frozenset({"class", "module", "singleton_class"}),
+        ),
+        Grammar(
+            name="php",
+            functions=frozenset({"function_definition", "method_declaration"}),
+            containers=frozenset(
                 {
                     "class_declaration",
                     "interface_declaration",
@@ -212,9 +226,9 @@ GRAMMARS = {
             ),
         ),
         Grammar(
-            "csharp",
-            frozenset({"method_declaration", "constructor_declaration", "property_declaration"}),
-            frozenset(
+            name="csharp",
+            functions=frozenset({"method_declaration", "constructor_declaration", "property_declaration"}),
+            containers=frozenset(
                 {
                     "class_declaration",
                     "interface_declaration",
@@ -225,19 +239,23 @@ GRAMMARS = {
                 }
             ),
         ),
-        Grammar("kotlin", frozenset({"function_declaration"}), frozenset({"class_declaration", "object_declaration"})),
         Grammar(
-            "scala",
-            frozenset({"function_definition"}),
-            frozenset({"class_definition", "object_definition", "trait_definition"}),
+            name="kotlin",
+            functions=frozenset({"function_declaration"}),
+            containers=frozenset({"class_declaration", "object_declaration"}),
         ),
         Grammar(
-            "swift",
-            frozenset({"function_declaration", "init_declaration"}),
-            frozenset({"class_declaration", "protocol_declaration"}),
+            name="scala",
+            functions=frozenset({"function_definition"}),
+            containers=frozenset({"class_definition", "object_definition", "trait_definition"}),
         ),
-        Grammar("bash", frozenset({"function_definition"}), frozenset()),
-        Grammar("lua", frozenset({"function_declaration"}), frozenset()),
+        Grammar(
+            name="swift",
+            functions=frozenset({"function_declaration", "init_declaration"}),
+            containers=frozenset({"class_declaration", "protocol_declaration"}),
+        ),
+        Grammar(name="bash", functions=frozenset({"function_definition"}), containers=frozenset()),
+        Grammar(name="lua", functions=frozenset({"function_declaration"}), containers=frozenset()),
     ]
 }
 

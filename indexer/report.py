@@ -10,8 +10,10 @@ from dataclasses import asdict, dataclass, field
 STAGES = ("mirror", "scan", "chunk", "extract", "embed", "write", "publish")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RepoReport:
+    """One repo's part of the report. Not frozen, like Report: the run fills it in stage by stage."""
+
     org: str
     name: str
     url: str
@@ -23,7 +25,7 @@ class RepoReport:
     chunks: int = 0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Report:
     snapshot_id: str | None = None
     published: bool = False

@@ -66,7 +66,8 @@ def add_repo(
     tables: Tables, org: str, name: str, url: str, scans: list[RefScan], entry_of, indexed_at: str
 ) -> RepoState:
     """Append one scanned repo's rows; `entry_of(blob_id, lang)` gives a blob's cache entry."""
-    state = RepoState(org, name, url, "ok", None, indexed_at, [RefState(s.ref, s.commit_id) for s in scans])
+    refs = [RefState(ref=s.ref, commit_id=s.commit_id) for s in scans]
+    state = RepoState(org=org, name=name, url=url, status="ok", error=None, indexed_at=indexed_at, refs=refs)
     refs_of: dict[tuple[str, str], list[str]] = defaultdict(list)
     lang_of: dict[tuple[str, str], str] = {}
     skipped: Counter = Counter()

@@ -24,7 +24,7 @@ class ScanError(BlobdexError):
     """A ref or commit of a repo cannot be scanned; the message says what to do."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FileEntry:
     path: str  # validated, or the raw path's repr when `skip` is bad_path
     blob_id: str
@@ -139,7 +139,7 @@ def scan_commit(
     files = []
     for raw_path, mode, blob_id, path in listed:
         if path is None:
-            files.append(FileEntry(repr(raw_path)[2:-1], blob_id, "text", SkipReason.BAD_PATH))
+            files.append(FileEntry(path=repr(raw_path)[2:-1], blob_id=blob_id, lang="text", skip=SkipReason.BAD_PATH))
             continue
         if stat.S_ISDIR(mode):
             skip = SkipReason.TOO_DEEP
@@ -151,5 +151,5 @@ def scan_commit(
             skip = SkipReason.EXCLUDED
         else:
             skip = attributes.skip_for(path, skip_for_path(path))
-        files.append(FileEntry(path, blob_id, language_for(path), skip))
+        files.append(FileEntry(path=path, blob_id=blob_id, lang=language_for(path), skip=skip))
     return RefScan(ref, commit_id, tuple(files))

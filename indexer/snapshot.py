@@ -200,8 +200,10 @@ class RefState:
     commit_id: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RepoState:
+    """One repo as a snapshot holds it. Not frozen: rows.add_repo counts into it while it appends the rows."""
+
     org: str
     name: str
     url: str  # redacted: never carries credentials
@@ -221,7 +223,7 @@ class RepoState:
     exclude: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     snapshot_id: str
     created_at: str

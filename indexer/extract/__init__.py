@@ -31,7 +31,7 @@ URL_RE = re.compile(r"^(?:https?://[^\s/]+)?(/[^\s\"'<>]*)$")
 PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}|\$\{[^{}]*\}")
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Facts:
     """Rows per table (columns as FACT_COLUMNS says; lines 1-based). Plain lists so they cache as JSON."""
 

@@ -147,7 +147,16 @@ class PushedStore:
         rows = self.db.execute(query + " ORDER BY repo, path, line_start", args).fetchall()
         chunks = [
             OverlayChunk(
-                r[0], r[1], r[2].removeprefix("sha256:")[:40], i, r[4] or "", "pushed", r[5] or "text", r[6], r[7], r[8]
+                repo=r[0],
+                path=r[1],
+                blob_id=r[2].removeprefix("sha256:")[:40],
+                chunk_index=i,
+                symbol=r[4] or "",
+                kind="pushed",
+                lang=r[5] or "text",
+                line_start=r[6],
+                line_end=r[7],
+                text=r[8],
             )
             for i, r in enumerate(rows)
         ]

@@ -37,7 +37,7 @@ class SessionNotFound(OverlayError):
     status = 404
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OverlayChunk:
     repo: str
     path: str
@@ -124,7 +124,18 @@ class OverlayStore:
                 continue
             held_back += entry.secrets_held_back
             rows += [
-                OverlayChunk(repo, path, blob_id, c.index, c.symbol, c.kind, lang, c.line_start, c.line_end, c.text)
+                OverlayChunk(
+                    repo=repo,
+                    path=path,
+                    blob_id=blob_id,
+                    chunk_index=c.index,
+                    symbol=c.symbol,
+                    kind=c.kind,
+                    lang=lang,
+                    line_start=c.line_start,
+                    line_end=c.line_end,
+                    text=c.text,
+                )
                 for c in entry.chunks
             ]
             touched.append((path, 0, blob_id, None))
@@ -202,7 +213,21 @@ class OverlayStore:
             "text, vector FROM chunk WHERE org = ? AND session_id = ? ORDER BY rowid",
             [org, session_id],
         ).fetchall()
-        chunks = [OverlayChunk(*r[:10]) for r in rows]
+        chunks = [
+            OverlayChunk(
+                repo=r[0],
+                path=r[1],
+                blob_id=r[2],
+                chunk_index=r[3],
+                symbol=r[4],
+                kind=r[5],
+                lang=r[6],
+                line_start=r[7],
+                line_end=r[8],
+                text=r[9],
+            )
+            for r in rows
+        ]
         vectors = np.stack([np.frombuffer(r[10], dtype=np.float32) for r in rows]) if rows else np.zeros((0, 0))
         return chunks, vectors
 
