@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from indexer import KERNEL, SANCTIONED
+from indexer.versions import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +53,16 @@ def test_the_snapshot_reader_loads_no_parser_and_no_model():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_tool_versions_load_no_parser():
+    # The query side (a manifest's tools, the eval's configuration) reads tool versions without a parser.
+    code = (
+        "import json, sys; from indexer.versions import TOOLS; from indexer.snapshot import Manifest; "
+        "print(json.dumps([TOOLS.blob_tag(), sorted(m for m in sys.modules if m.startswith('tree_sitter'))]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [TOOLS.blob_tag(), []]
 
 
 def test_only_the_format_module_reads_a_snapshots_stores():
