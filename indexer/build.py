@@ -134,39 +134,10 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
     report.repos = [w.report for w in work]
 
     t0 = time.monotonic()
-    for w in work:
-        try:
-            w.mirror_path = mirror.fetch(cfg.data_dir, w.spec)
-        except mirror.MirrorError as exc:
-            _mark_stale(w, str(exc))
-        except Exception as exc:  # a hostile or broken remote must not stop the other repos
-            log.debug("fetch of %s failed", w.spec.name, exc_info=True)
-            _mark_stale(
-                w,
-                f"cannot fetch repo {w.spec.name!r} from {w.report.url}: unexpected "
-                f"{type(exc).__name__}: {exc}; run 'blobdex -v index' for details",
-            )
+    _mirror_stage(cfg, work)
     report.seconds["mirror"] = time.monotonic() - t0
-
     t0 = time.monotonic()
-    for w in work:
-        if w.report.status != "ok":
-            continue
-        try:
-            with mirror.open_mirror(w.mirror_path) as repo:
-                for ref in w.spec.refs or (None,):
-                    full_ref, commit_id = resolve_ref(repo, ref, w.spec.name)
-                    w.scans.append(scan_commit(repo, full_ref, commit_id, w.spec.include, w.spec.exclude))
-                    w.report.refs.append({"ref": full_ref, "commit_id": commit_id})
-        except (ScanError, mirror.MirrorError) as exc:
-            _mark_stale(w, str(exc))
-        except Exception as exc:  # corrupt objects in a mirror: this repo only
-            log.debug("scan of %s failed", w.spec.name, exc_info=True)
-            _mark_stale(
-                w,
-                f"cannot scan repo {w.spec.name!r}: {type(exc).__name__}: {exc}; delete its mirror "
-                f"({w.mirror_path}) and run 'blobdex index' to fetch it again",
-            )
+    _scan_stage(work)
     report.seconds["scan"] = time.monotonic() - t0
 
     if all(w.report.status != "ok" for w in work):
@@ -207,6 +178,44 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
         if cache.moved_aside is not None:  # the cache logged it already
             report.notes.append(cache.moved_aside)
         cache.close()
+
+
+def _mirror_stage(cfg: Config, work: list[_RepoWork]) -> None:
+    """Fetch every repo's mirror; a repo that cannot be fetched is marked stale, the others go on."""
+    for w in work:
+        try:
+            w.mirror_path = mirror.fetch(cfg.data_dir, w.spec)
+        except mirror.MirrorError as exc:
+            _mark_stale(w, str(exc))
+        except Exception as exc:  # a hostile or broken remote must not stop the other repos
+            log.debug("fetch of %s failed", w.spec.name, exc_info=True)
+            _mark_stale(
+                w,
+                f"cannot fetch repo {w.spec.name!r} from {w.report.url}: unexpected "
+                f"{type(exc).__name__}: {exc}; run 'blobdex -v index' for details",
+            )
+
+
+def _scan_stage(work: list[_RepoWork]) -> None:
+    """Resolve and scan every configured ref of each fetched repo; a repo that cannot be scanned is marked stale."""
+    for w in work:
+        if w.report.status != "ok":
+            continue
+        try:
+            with mirror.open_mirror(w.mirror_path) as repo:
+                for ref in w.spec.refs or (None,):
+                    full_ref, commit_id = resolve_ref(repo, ref, w.spec.name)
+                    w.scans.append(scan_commit(repo, full_ref, commit_id, w.spec.include, w.spec.exclude))
+                    w.report.refs.append({"ref": full_ref, "commit_id": commit_id})
+        except (ScanError, mirror.MirrorError) as exc:
+            _mark_stale(w, str(exc))
+        except Exception as exc:  # corrupt objects in a mirror: this repo only
+            log.debug("scan of %s failed", w.spec.name, exc_info=True)
+            _mark_stale(
+                w,
+                f"cannot scan repo {w.spec.name!r}: {type(exc).__name__}: {exc}; delete its mirror "
+                f"({w.mirror_path}) and run 'blobdex index' to fetch it again",
+            )
 
 
 def _note(report: Report, sentence: str) -> None:

@@ -22,7 +22,7 @@ from indexer.embed import Embedder, embed_text
 from indexer.errors import BlobdexError
 from indexer.ignore import skip_for_path, validate_path
 from indexer.languages import language_for
-from indexer.prepare import prepare
+from indexer.prepare import BlobEntry, prepare
 
 SESSION_IDLE_SECONDS = 24 * 3600
 MAX_FILES_PER_SYNC = 200
@@ -54,6 +54,24 @@ class OverlayChunk:
 def git_blob_id(data: bytes) -> str:
     """The id git would give these bytes: overlay content keeps git's identity too."""
     return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+
+
+def _overlay_chunks(repo: str, path: str, blob_id: str, lang: str, entry: BlobEntry) -> list[OverlayChunk]:
+    return [
+        OverlayChunk(
+            repo=repo,
+            path=path,
+            blob_id=blob_id,
+            chunk_index=c.index,
+            symbol=c.symbol,
+            kind=c.kind,
+            lang=lang,
+            line_start=c.line_start,
+            line_end=c.line_end,
+            text=c.text,
+        )
+        for c in entry.chunks
+    ]
 
 
 class OverlayStore:
@@ -123,21 +141,7 @@ class OverlayStore:
                 touched.append((path, 0, blob_id, skip))
                 continue
             held_back += entry.secrets_held_back
-            rows += [
-                OverlayChunk(
-                    repo=repo,
-                    path=path,
-                    blob_id=blob_id,
-                    chunk_index=c.index,
-                    symbol=c.symbol,
-                    kind=c.kind,
-                    lang=lang,
-                    line_start=c.line_start,
-                    line_end=c.line_end,
-                    text=c.text,
-                )
-                for c in entry.chunks
-            ]
+            rows += _overlay_chunks(repo, path, blob_id, lang, entry)
             touched.append((path, 0, blob_id, None))
         touched += [(path, 1, None, None) for path in clean_deleted]
         vectors = embedder.embed([embed_text(r.symbol, r.text) for r in rows]) if rows else []
