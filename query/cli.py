@@ -134,7 +134,7 @@ def get_file(ctx, repo, path, ref, lines, org) -> None:
     from query.get_file import parse_lines
 
     start, end = parse_lines(lines)
-    result = _service(ctx).get_file(repo, path, ref, org, start, end)
+    result = _service(ctx).get_file(org, repo, path, ref, start, end)
     sys.stdout.buffer.write(result.content)
     sys.stdout.buffer.flush()
 
@@ -149,7 +149,7 @@ def status(ctx, org, as_json) -> None:
 
     snapshot_id, rows = _service(ctx).repos(org)
     if as_json:
-        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": rows}, indent=2))
+        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": [r.to_dict() for r in rows]}, indent=2))
         return
     _echo(render.status_text(snapshot_id, rows))
 
@@ -213,7 +213,7 @@ def context(ctx, symbol, repo, org, as_json) -> None:
     """Where SYMBOL is defined, who calls it (in every repo), routes and env keys in it, coupling edges."""
     from query.surfaces import render
 
-    data = _service(ctx).context(symbol, org, repo)
+    data = _service(ctx).context(org, symbol, repo)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -320,7 +320,7 @@ def route_cmd(ctx, task, limit, org, as_json) -> None:
     from query.service import route_dict
     from query.surfaces import render
 
-    snapshot_id, routes = _service(ctx).route(task, org, limit)
+    snapshot_id, routes = _service(ctx).route(org, task, limit)
     if as_json:
         click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}, indent=2))
         return

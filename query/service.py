@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 from indexer.config import Config
 from indexer.embed import Embedder, load_embedder, model_id_for
@@ -25,7 +25,7 @@ from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound
 from query.overlays.pushed import PushedStore
 from query.search import Hit, Overlay, SearchRequest, candidates, check_org, validate
 from query.sql import run as run_sql
-from query.status import held_back, repo_status
+from query.status import RepoStatus, held_back, repo_status
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,64 @@ SWEEP_EVERY_SECONDS = 60.0  # idle sessions are swept at most this often
 
 class ChunkNotFound(BlobdexError):
     status = 404
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkText:
+    """A search hit read back by its clip id: the hit as search showed it, and its chunk's whole text."""
+
+    id: int
+    hit: Hit
+    text: str
+    snapshot_id: str  # the snapshot the hit came from
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, **self.hit.to_dict(), "text": self.text, "snapshot_id": self.snapshot_id}
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexStatus:
+    """index_status's answer: CURRENT's snapshot, the one being served (they differ while one is refused),
+    the model queries are embedded with, and each repo's status."""
+
+    snapshot_id: str | None
+    serving: str | None
+    model: str
+    repos: tuple[RepoStatus, ...]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "repos": [r.to_dict() for r in self.repos]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSync:
+    """sync_workspace's answer: what one sync of a session's edits stored (query.overlays.sessions)."""
+
+    session_id: str
+    repo: str
+    files: int
+    deleted: int
+    chunks: int
+    secrets_held_back: int
+    skipped: dict  # path -> why it was not chunked
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionStatus:
+    """session_status's answer: the session's age, idle time, chunk count and the files it touched."""
+
+    session_id: str
+    created: float
+    idle_seconds: float
+    expires_in_seconds: float
+    chunks: int
+    files: tuple[dict, ...]  # {"repo", "path", "deleted", "skip"}
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "files": list(self.files)}
 
 
 class Service:
@@ -93,16 +151,17 @@ class Service:
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
         text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]
         key = (reader.snapshot_id, hit.ref, hit.repo, hit.path, hit.blob_id, hit.chunk_index)
-        return self._clips.add(hit.org, key, {**hit.to_dict(), "text": text, "snapshot_id": reader.snapshot_id})
+        return self._clips.add(hit.org, key, (hit, text, reader.snapshot_id))
 
-    def get_chunk(self, clip: int, org: str) -> dict:
+    def get_chunk(self, org: str, clip: int) -> ChunkText:
         found = self._clips.get(clip, org)
         if found is None:
             raise ChunkNotFound(
                 f"no chunk with id {clip}: ids come from search results of this server "
                 f"(the oldest are forgotten); run search_code again"
             )
-        return {"id": clip, **found}
+        hit, text, snapshot_id = found
+        return ChunkText(id=clip, hit=hit, text=text, snapshot_id=snapshot_id)
 
     # -- session overlays --------------------------------------------------------------
     @property
@@ -131,26 +190,32 @@ class Service:
         chunks, vectors = store.chunks(org, session_id)
         return Overlay(session_id, frozenset(store.shadowed(org, session_id)), chunks, vectors)
 
-    def sync_workspace(self, org: str, session_id: str, repo: str, files: dict[str, str], deleted: list[str]) -> dict:
+    def sync_workspace(
+        self, org: str, session_id: str, repo: str, files: dict[str, str], deleted: list[str]
+    ) -> SessionSync:
         known = {r.name for r in self.reader().manifest.repos if r.org == org}
         if repo not in known:
             raise OverlayError(
                 f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(sorted(known)) or 'none'}"
             )
-        return self.overlays.sync(org, session_id, repo, files, deleted, self.embedder, self.cfg.max_blob_bytes)
+        stored = self.overlays.sync(org, session_id, repo, files, deleted, self.embedder, self.cfg.max_blob_bytes)
+        return SessionSync(**stored)
 
-    def session_status(self, org: str, session_id: str) -> dict:
-        return self.overlays.status(org, session_id)
+    def session_status(self, org: str, session_id: str) -> SessionStatus:
+        found = self.overlays.status(org, session_id)
+        return SessionStatus(**{**found, "files": tuple(found["files"])})
 
     def end_session(self, org: str, session_id: str) -> bool:
         return self.overlays.end(org, session_id)
 
-    def grep(self, pattern: str, org: str, **kw) -> tuple[str, list[GrepMatch], bool]:
+    def grep(self, org: str, pattern: str, **kw) -> tuple[str, list[GrepMatch], bool]:
         reader = self.reader()
         matches, more = grep(reader, pattern, org, **kw)
         return reader.snapshot_id, matches, more
 
-    def get_file(self, repo: str, path: str, ref: str | None, org: str, start: int | None, end: int | None) -> FileText:
+    def get_file(
+        self, org: str, repo: str, path: str, ref: str | None = None, start: int | None = None, end: int | None = None
+    ) -> FileText:
         """A file's lines at `ref`; without one, at the commit that was indexed (see indexed_ref), so the
         lines of a search hit read back exactly as the hit shows them."""
         if ref:
@@ -170,11 +235,11 @@ class Service:
             log.warning("reading files at their configured refs: %s", exc)
             return None
 
-    def route(self, task: str, org: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
+    def route(self, org: str, task: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
         reader = self.reader()
         return reader.snapshot_id, route(reader, self.embedder, task, org, limit)
 
-    def context(self, symbol: str, org: str, repo: str | None = None) -> dict:
+    def context(self, org: str, symbol: str, repo: str | None = None) -> dict:
         return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id())
 
     def _snapshot_id(self) -> str | None:
@@ -190,18 +255,18 @@ class Service:
         """(snapshot_id, columns, rows) of one read-only SQL query over the live snapshot's tables."""
         return run_sql(self.cfg.data_dir, query)
 
-    def repos(self, org: str) -> tuple[str | None, list[dict]]:
+    def repos(self, org: str) -> tuple[str | None, list[RepoStatus]]:
         return repo_status(self.cfg, org, self._serving_manifest())
 
-    def status(self, org: str) -> dict:
+    def status(self, org: str) -> IndexStatus:
         snapshot_id, rows = repo_status(self.cfg, org, self._serving_manifest())
         reader = self.live.serving
-        return {
-            "snapshot_id": snapshot_id,
-            "serving": reader.snapshot_id if reader else None,
-            "model": self.model_id(),
-            "repos": rows,
-        }
+        return IndexStatus(
+            snapshot_id=snapshot_id,
+            serving=reader.snapshot_id if reader else None,
+            model=self.model_id(),
+            repos=tuple(rows),
+        )
 
     def _serving_manifest(self) -> Manifest | None:
         serving = self.live.serving

@@ -3,6 +3,8 @@ credentials were held back."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import pyarrow.compute as pc
 
 from indexer.config import Config
@@ -11,7 +13,38 @@ from indexer.scan import ScanError, resolve_ref
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
 
 
-def repo_status(cfg: Config, org: str | None = None, serving: Manifest | None = None) -> tuple[str | None, list[dict]]:
+@dataclass(frozen=True, kw_only=True)
+class RefStatus:
+    ref: str
+    commit_id: str
+    behind: bool | None  # the mirror has moved on since; None when the mirror cannot say
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepoStatus:
+    """One configured or indexed repo as status, list_repos and /v1/repos show it."""
+
+    org: str
+    name: str
+    url: str
+    configured: bool
+    status: str  # the last run's verdict, or "not indexed"
+    error: str | None
+    indexed_at: str | None
+    files: int
+    files_indexed: int
+    chunks: int
+    files_skipped: dict
+    secrets_held_back: int
+    refs: tuple[RefStatus, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "refs": [asdict(r) for r in self.refs]}
+
+
+def repo_status(
+    cfg: Config, org: str | None = None, serving: Manifest | None = None
+) -> tuple[str | None, list[RepoStatus]]:
     """(snapshot_id, one row per configured or indexed repo); a missing snapshot is not an error here.
     A server passes the manifest it serves: when CURRENT's cannot be read, that is what it answers from."""
     manifest = None
@@ -29,26 +62,27 @@ def repo_status(cfg: Config, org: str | None = None, serving: Manifest | None = 
         if org and key[0] != org:
             continue
         state, spec = indexed.get(key), configured.get(key)
-        row = {
-            "org": key[0],
-            "name": key[1],
-            "url": state.url if state else redact(spec.url),
-            "configured": spec is not None,
-            "status": state.status if state else "not indexed",
-            "error": state.error if state else None,
-            "indexed_at": state.indexed_at if state else None,
-            "files": state.files if state else 0,
-            "files_indexed": state.files_indexed if state else 0,
-            "chunks": state.chunks if state else 0,
-            "files_skipped": state.files_skipped if state else {},
-            "secrets_held_back": state.secrets_held_back if state else 0,
-            "refs": [],
-        }
-        for ref in state.refs if state else []:
-            row["refs"].append(
-                {"ref": ref.ref, "commit_id": ref.commit_id, "behind": _behind(cfg, spec, ref.ref, ref.commit_id)}
+        refs = tuple(
+            RefStatus(ref=r.ref, commit_id=r.commit_id, behind=_behind(cfg, spec, r.ref, r.commit_id))
+            for r in (state.refs if state else ())
+        )
+        rows.append(
+            RepoStatus(
+                org=key[0],
+                name=key[1],
+                url=state.url if state else redact(spec.url),
+                configured=spec is not None,
+                status=state.status if state else "not indexed",
+                error=state.error if state else None,
+                indexed_at=state.indexed_at if state else None,
+                files=state.files if state else 0,
+                files_indexed=state.files_indexed if state else 0,
+                chunks=state.chunks if state else 0,
+                files_skipped=state.files_skipped if state else {},
+                secrets_held_back=state.secrets_held_back if state else 0,
+                refs=refs,
             )
-        rows.append(row)
+        )
     return (manifest.snapshot_id if manifest else None), rows
 
 

@@ -34,7 +34,7 @@ def test_session_edits_are_searched_and_deleted_files_shadowed_inside_the_query(
     result = service.sync_workspace(
         "default", "fix-1", "api", {"src/billing/renew.py": EDITED}, ["src/billing/invoice.py"]
     )
-    assert result["chunks"] > 0 and result["deleted"] == 1
+    assert result.chunks > 0 and result.deleted == 1
     with_session = paths(service, "pause_subscription total_with_tax Invoice", "fix-1")
     assert ("src/billing/renew.py", True, "Billing.pause_subscription") in with_session
     assert not any(p == "src/billing/invoice.py" for p, _, _ in with_session)  # deleted: never its committed chunks
@@ -50,7 +50,7 @@ def test_overlay_hits_carry_git_identity_and_read_back_by_id(service):
     _, hits = service.search(SearchRequest("refund flow rework"), "s")
     clip, hit = next((c, h) for c, h in hits if h.uncommitted)
     assert hit.blob_id == git_blob_id(b"# Todo\n\nrefund flow rework\n") and hit.ref == "session:s"
-    assert service.get_chunk(clip, "default")["text"].endswith("refund flow rework")
+    assert service.get_chunk("default", clip).text.endswith("refund flow rework")
 
 
 def test_sessions_are_per_org_and_end(service):
@@ -58,7 +58,7 @@ def test_sessions_are_per_org_and_end(service):
     with pytest.raises(OverlayError, match="no session 's'"):
         service.search(SearchRequest("only_in_default_session", org="acme"), "s")
     status = service.session_status("default", "s")
-    assert [f["path"] for f in status["files"]] == ["new.py"] and status["chunks"] == 1
+    assert [f["path"] for f in status.files] == ["new.py"] and status.chunks == 1
     assert service.end_session("default", "s") is True
     with pytest.raises(OverlayError, match="no session 's'"):
         service.search(SearchRequest("x"), "s")
@@ -98,7 +98,7 @@ def test_secrets_in_synced_files_are_held_back(service):
         },
         [],
     )
-    assert result["secrets_held_back"] == 1 and result["skipped"] == {".env": "credentials"}
+    assert result.secrets_held_back == 1 and result.skipped == {".env": "credentials"}
     _, hits = service.search(SearchRequest("key fine AKIAABCDEFGHIJKLMNOP"), "s")
     assert not any("AKIA" in (h.text or "") for _, h in hits)
 

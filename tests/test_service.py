@@ -6,6 +6,7 @@ from indexer.embed import HashEmbedder
 from query.clips import ClipStore
 from query.search import SearchRequest
 from query.service import ChunkNotFound, Service
+from tests.corpus import api_files, build_corpus
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +50,37 @@ def test_the_oldest_clips_are_forgotten_first():
 def test_search_hits_get_clip_ids_that_read_back_only_in_their_org(service):
     _, hits = service.search(SearchRequest("renew subscription", "default"))
     clip, hit = hits[0]
-    chunk = service.get_chunk(clip, "default")
-    assert (chunk["id"], chunk["repo"], chunk["path"], chunk["line_start"]) == (
-        clip,
-        hit.repo,
-        hit.path,
-        hit.line_start,
-    )
-    assert "renew" in chunk["text"]
+    chunk = service.get_chunk("default", clip)
+    assert (chunk.id, chunk.hit, chunk.snapshot_id) == (clip, hit, service.reader().snapshot_id)
+    assert "renew" in chunk.text
+    assert chunk.to_dict() == {"id": clip, **hit.to_dict(), "text": chunk.text, "snapshot_id": chunk.snapshot_id}
     _, again = service.search(SearchRequest("renew subscription", "default"))
     assert again[0][0] == clip  # the same chunk found again keeps its id
     with pytest.raises(ChunkNotFound, match=f"no chunk with id {clip}"):
-        service.get_chunk(clip, "acme")
+        service.get_chunk("acme", clip)
+
+
+def test_status_and_repos_are_records_with_one_json_shape(service, corpus):
+    status = service.status("default")
+    data = status.to_dict()
+    assert list(data) == ["snapshot_id", "serving", "model", "repos"] and data["model"] == "blobdex:hash"
+    assert [r["name"] for r in data["repos"]] == ["api", "tools"]
+    api = status.repos[0]
+    assert api.refs[0].ref == "refs/heads/main" and api.refs[0].commit_id == corpus.commits["api_main"]
+    assert data["repos"][0]["refs"][0] == {
+        "ref": "refs/heads/main",
+        "commit_id": api.refs[0].commit_id,
+        "behind": False,
+    }
+    assert list(data["repos"][0])[:3] == ["org", "name", "url"] and isinstance(data["repos"][0]["refs"], list)
+    snapshot_id, rows = service.repos("acme")
+    assert snapshot_id == status.snapshot_id and [(r.org, r.name) for r in rows] == [("acme", "api")]
+
+
+def test_session_answers_are_records(tmp_path):
+    service = Service(build_corpus(tmp_path, {"api": api_files()}).cfg, embedder=HashEmbedder())
+    stored = service.sync_workspace("default", "records", "api", {"notes.md": "# Notes\n\nrefund flow\n"}, [])
+    assert (stored.session_id, stored.repo, stored.files, stored.deleted) == ("records", "api", 1, 0)
+    status = service.session_status("default", "records")
+    assert status.to_dict()["files"] == [{"repo": "api", "path": "notes.md", "deleted": False, "skip": None}]
+    assert service.end_session("default", "records") is True

@@ -201,7 +201,7 @@ async def chunks(request: Request):
     found, errors = [], []
     for raw in ids:
         try:
-            found.append(service.get_chunk(_int(raw, "ids"), org))
+            found.append(service.get_chunk(org, _int(raw, "ids")).to_dict())
         except BlobdexError as exc:
             errors.append({"id": raw, "message": str(exc)})
     return {"chunks": found, "errors": errors}
@@ -216,7 +216,7 @@ async def grep(request: Request):
 
     def run():
         return service.grep(
-            pattern, org, repos=repos, paths=paths, ref=ref, limit=limit, literal=literal, ignore_case=ignore_case
+            org, pattern, repos=repos, paths=paths, ref=ref, limit=limit, literal=literal, ignore_case=ignore_case
         )
 
     snapshot_id, matches, more = await anyio.to_thread.run_sync(run)
@@ -230,7 +230,7 @@ async def file(request: Request):
     if not q.get("repo") or not q.get("path"):
         raise SurfaceError(400, "give repo and path (and optionally ref, start, end)")
     start, end = _int(q.get("start"), "start"), _int(q.get("end"), "end")
-    f = await anyio.to_thread.run_sync(lambda: service.get_file(q["repo"], q["path"], q.get("ref"), org, start, end))
+    f = await anyio.to_thread.run_sync(lambda: service.get_file(org, q["repo"], q["path"], q.get("ref"), start, end))
     return {
         **{k: v for k, v in asdict(f).items() if k != "content"},
         "content": f.content.decode("utf-8", "replace"),
@@ -242,7 +242,7 @@ async def route(request: Request):
     service, org = _service(request), current_org.get()
     d = await read_body(request, ROUTE_FIELDS)
     snapshot_id, routes = await anyio.to_thread.run_sync(
-        service.route, _text(d, "task") or "", org, _int(d.get("limit"), "limit", 5)
+        service.route, org, _text(d, "task") or "", _int(d.get("limit"), "limit", 5)
     )
     return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}
 
@@ -251,7 +251,7 @@ async def route(request: Request):
 async def context(request: Request):
     q = _params(request, CONTEXT_PARAMS)
     return await anyio.to_thread.run_sync(
-        _service(request).context, q.get("symbol", ""), current_org.get(), q.get("repo")
+        _service(request).context, current_org.get(), q.get("symbol", ""), q.get("repo")
     )
 
 
@@ -261,7 +261,7 @@ async def session_sync(request: Request):
     files = d.get("files") or {}
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise SurfaceError(400, "'files' must be an object of path -> content strings")
-    return await anyio.to_thread.run_sync(
+    stored = await anyio.to_thread.run_sync(
         _service(request).sync_workspace,
         current_org.get(),
         request.path_params["session_id"],
@@ -269,6 +269,7 @@ async def session_sync(request: Request):
         files,
         list(_strs(d, "deleted")),
     )
+    return stored.to_dict()
 
 
 @endpoint(shape)
@@ -276,18 +277,18 @@ async def session(request: Request):
     service, org, session_id = _service(request), current_org.get(), request.path_params["session_id"]
     if request.method == "DELETE":
         return {"session_id": session_id, "ended": service.end_session(org, session_id)}
-    return service.session_status(org, session_id)
+    return service.session_status(org, session_id).to_dict()
 
 
 @endpoint(shape)
 async def repos(request: Request):
     snapshot_id, rows = _service(request).repos(current_org.get())
-    return {"snapshot_id": snapshot_id, "repos": rows}
+    return {"snapshot_id": snapshot_id, "repos": [r.to_dict() for r in rows]}
 
 
 @endpoint(shape)
 async def status(request: Request):
-    return _service(request).status(current_org.get())
+    return _service(request).status(current_org.get()).to_dict()
 
 
 async def healthz(request: Request):

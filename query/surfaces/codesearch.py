@@ -157,7 +157,7 @@ def _split_path(file_path) -> tuple[str, str]:
 def _read(service, org: str, file_path, start: int, end: int, ref: str | None = None) -> dict:
     repo, path = _split_path(file_path)
     try:
-        f = service.get_file(repo, path, ref, org, start, end)
+        f = service.get_file(org, repo, path, ref, start, end)
     except GetFileError as exc:
         # The contract answers 404 only for a file or repo that is not there; another plain GetFileError (a
         # directory, a bad ref) is the caller's request, 400. BadRange, CredentialFile, FileTooLarge keep theirs.

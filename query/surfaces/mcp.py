@@ -208,7 +208,7 @@ def get_chunk(
     out = []
     for clip in ids:
         try:
-            out.append(render.chunk_markdown(clip, service.get_chunk(clip, org)))
+            out.append(render.chunk_markdown(service.get_chunk(org, clip)))
         except BlobdexError as exc:
             out.append(f"## id {clip}\n\nerror: {exc}\n")
     return "\n".join(out)
@@ -231,8 +231,8 @@ def grep(
     service, org = _scope(ctx)
     try:
         snapshot_id, matches, more = service.grep(
-            pattern,
             org,
+            pattern,
             repos=tuple(repos or ()),
             paths=tuple(paths or ()),
             ref=ref,
@@ -268,7 +268,7 @@ def get_file(
     end = min(end, start + FILE_LINES_PER_CALL - 1)
     service, org = _scope(ctx)
     try:
-        return render.file_markdown(service.get_file(repo, path, ref_or_commit, org, start, end))
+        return render.file_markdown(service.get_file(org, repo, path, ref_or_commit, start, end))
     except BlobdexError as exc:
         _fail(exc)
 
@@ -283,7 +283,7 @@ def route_task(
     for a new task, then search_code inside the top repos."""
     service, org = _scope(ctx)
     try:
-        snapshot_id, routes = service.route(task, org, limit)
+        snapshot_id, routes = service.route(org, task, limit)
     except BlobdexError as exc:
         _fail(exc)
     return render.routes_markdown(task, snapshot_id, routes)
@@ -300,7 +300,7 @@ def expand_context(
     keys inside it, and cross-repo coupling edges. Use it before changing a symbol."""
     service, org = _scope(ctx)
     try:
-        data = service.context(symbol, org, repo)
+        data = service.context(org, symbol, repo)
     except BlobdexError as exc:
         _fail(exc)
     return json.dumps(data, indent=1)
@@ -325,14 +325,14 @@ def sync_workspace(
         result = service.sync_workspace(org, session_id, repo, files or {}, deleted or [])
     except BlobdexError as exc:
         _fail(exc)
-    return json.dumps(result, indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})"
+    return json.dumps(result.to_dict(), indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})"
 
 
 def session_status(ctx: Context, session_id: Annotated[str, Field(description="The session to inspect.")]) -> str:
     """The files a session has edited or deleted, its chunk count, and when it expires if left idle."""
     service, org = _scope(ctx)
     try:
-        return json.dumps(service.session_status(org, session_id), indent=1)
+        return json.dumps(service.session_status(org, session_id).to_dict(), indent=1)
     except BlobdexError as exc:
         _fail(exc)
 
@@ -351,14 +351,14 @@ def list_repos(ctx: Context) -> str:
     """The indexed repos: refs, commits, file and chunk counts, and whether each is stale."""
     service, org = _scope(ctx)
     snapshot_id, rows = service.repos(org)
-    return json.dumps({"snapshot_id": snapshot_id, "repos": rows}, indent=1)
+    return json.dumps({"snapshot_id": snapshot_id, "repos": [r.to_dict() for r in rows]}, indent=1)
 
 
 def index_status(ctx: Context) -> str:
     """The snapshot being served, the model, and per repo: indexed commit, when, and whether the mirror
     has moved on since (behind) or the last run failed (stale, with the error)."""
     service, org = _scope(ctx)
-    return json.dumps(service.status(org), indent=1)
+    return json.dumps(service.status(org).to_dict(), indent=1)
 
 
 # Every tool, in the order list_tools shows them, with what it may do to the server's state.

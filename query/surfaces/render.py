@@ -13,6 +13,8 @@ from query.get_file import FileText
 from query.grep import GrepMatch
 from query.route_task import RepoRoute
 from query.search import Hit
+from query.service import ChunkText
+from query.status import RepoStatus
 
 
 def plain(text: str) -> str:
@@ -104,13 +106,13 @@ def file_record(f, evidence_in_full: bool = False) -> dict:
     }
 
 
-def chunk_markdown(clip: int, c: dict) -> str:
+def chunk_markdown(c: ChunkText) -> str:
     """get_chunk's answer for one id: the caption, then the chunk's whole text."""
-    ticks = fence(c["text"])
+    h, ticks = c.hit, fence(c.text)
     return (
-        f"## id {clip}: {c['repo']}:{c['path']}:{c['line_start']}-{c['line_end']} • "
-        f"{c['symbol'] or '(file)'} • {c['ref']} @ {c['commit_id'][:12]}\n\n"
-        f"{ticks}{c['lang']}\n{c['text']}\n{ticks}\n"
+        f"## id {c.id}: {h.repo}:{h.path}:{h.line_start}-{h.line_end} • "
+        f"{h.symbol or '(file)'} • {h.ref} @ {h.commit_id[:12]}\n\n"
+        f"{ticks}{h.lang}\n{c.text}\n{ticks}\n"
     )
 
 
@@ -207,22 +209,19 @@ def routes_text(routes: list[RepoRoute], bold: Callable[[str], str] = plain) -> 
     return lines or ["no repo matched"]
 
 
-def status_text(snapshot_id: str | None, rows: list[dict]) -> list[str]:
+def status_text(snapshot_id: str | None, rows: list[RepoStatus]) -> list[str]:
     """`blobdex status`: the snapshot, then one line per repo."""
     lines = [f"snapshot {snapshot_id or '(none published)'}"]
     for r in rows:
         refs = (
-            ", ".join(
-                f"{x['ref']}@{(x['commit_id'] or '-')[:12]}" + (" (behind mirror)" if x["behind"] else "")
-                for x in r["refs"]
-            )
+            ", ".join(f"{x.ref}@{(x.commit_id or '-')[:12]}" + (" (behind mirror)" if x.behind else "") for x in r.refs)
             or "-"
         )
-        state = r["status"] + (f": {r['error']}" if r["error"] else "")
-        held = f"  secrets held back {r['secrets_held_back']} (see 'blobdex secrets')" if r["secrets_held_back"] else ""
+        state = r.status + (f": {r.error}" if r.error else "")
+        held = f"  secrets held back {r.secrets_held_back} (see 'blobdex secrets')" if r.secrets_held_back else ""
         lines.append(
-            f"{r['org']}/{r['name']}  {refs}  indexed {r['indexed_at'] or '-'}  files {r['files']}  "
-            f"chunks {r['chunks']}{held}  {state}"
+            f"{r.org}/{r.name}  {refs}  indexed {r.indexed_at or '-'}  files {r.files}  "
+            f"chunks {r.chunks}{held}  {state}"
         )
     return lines
 
