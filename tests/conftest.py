@@ -49,6 +49,8 @@ def blobdex(monkeypatch):
                 code = 0
             except SystemExit as exc:
                 code = exc.code
+            sys.stdout.flush()  # what a process flushes at exit (csv writes to sys.stdout, not through click.echo)
+            sys.stderr.flush()
         return Run(code, out.getvalue().decode(), err.getvalue().decode())
 
     return invoke

@@ -1,9 +1,6 @@
 """The structural graph: facts per language, coupling edges across services, DuckDB over the Parquet."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -20,7 +17,6 @@ from query.sql import run as run_sql
 from tests.corpus import build_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
-BLOBDEX = str(Path(sys.executable).parent / "blobdex")
 
 SERVICES = {
     "orders": {
@@ -240,28 +236,16 @@ def test_sql_is_read_only_and_reports_duckdb_errors(services):
     assert rows[0][0] > 0
 
 
-def test_sql_and_context_commands(services):
+def test_sql_and_context_commands(services, blobdex):
     cfg, _, _, _ = services
-    env = {**os.environ, "BLOBDEX_CONFIG": str(cfg.path), "BLOBDEX_DATA_DIR": str(cfg.data_dir)}
-    out = subprocess.run(
-        [BLOBDEX, "sql", "SELECT name FROM symbols WHERE repo = 'web' ORDER BY name", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert json.loads(out) == [{"name": "showCart"}]
-    csv = subprocess.run(
-        [BLOBDEX, "sql", "SELECT kind, key FROM edges WHERE kind = 'task'", "--csv"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert csv.splitlines() == ["kind,key", "task,orders.send_receipt"]
-    bad = subprocess.run([BLOBDEX, "sql", "DROP TABLE edges; SELEC"], env=env, capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("blobdex: error: query failed:")
-    ctx = subprocess.run([BLOBDEX, "context", "lookup"], env=env, capture_output=True, text=True, check=True).stdout
+    where = ("--config", cfg.path, "--data-dir", cfg.data_dir)
+    out = blobdex(*where, "sql", "SELECT name FROM symbols WHERE repo = 'web' ORDER BY name", "--json")
+    assert out.code == 0 and json.loads(out.out) == [{"name": "showCart"}]
+    csv = blobdex(*where, "sql", "SELECT kind, key FROM edges WHERE kind = 'task'", "--csv")
+    assert csv.code == 0 and csv.out.splitlines() == ["kind,key", "task,orders.send_receipt"]
+    bad = blobdex(*where, "sql", "DROP TABLE edges; SELEC")
+    assert bad.code == 2 and bad.err.startswith("blobdex: error: query failed:")
+    ctx = blobdex(*where, "context", "lookup").out
     assert "orders:orders/app.py:17" in ctx and "payments:payments/client.py:16  in charge" in ctx
 
 
