@@ -19,7 +19,7 @@ from query.search import SearchRequest, keep_similar
 from query.service import Service, route_dict
 from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, payload, read_body
 from query.surfaces.guard import current_org, error
-from query.surfaces.mcp import render_files, render_search
+from query.surfaces import render
 from query.surfaces.openapi import document
 
 # The one error shape's code for each status a handler answers with (guard.error writes the shape).
@@ -153,8 +153,8 @@ async def search(request: Request):
             raise SurfaceError(400, "'session_id' applies to group_by 'chunk' only")
         snapshot_id, files = await anyio.to_thread.run_sync(service.localize, req)
         if fmt == "markdown":
-            return Response(render_files(query, files), media_type="text/markdown; charset=utf-8")
-        return {"snapshot_id": snapshot_id, "files": [_file_dict(f) for f in files]}
+            return Response(render.files_markdown(query, files), media_type="text/markdown; charset=utf-8")
+        return {"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}
     snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req, session_id)
     hits, applied = keep_similar(hits, min_score, min_score_diff)
     if fmt == "markdown":
@@ -171,24 +171,12 @@ async def search(request: Request):
             )
             if value
         ]
-        markdown = render_search(query, snapshot_id, hits, filters + applied)
+        markdown = render.hits_markdown(query, snapshot_id, hits, filters + applied)
         return Response(markdown, media_type="text/markdown; charset=utf-8")
     return {
         "snapshot_id": snapshot_id,
         "hits": [{"id": c, **h.to_dict()} for c, h in hits],
         **({"applied": applied} if applied else {}),
-    }
-
-
-def _file_dict(f) -> dict:
-    return {
-        "repo": f.repo,
-        "path": f.path,
-        "ref": f.ref,
-        "commit_id": f.commit_id,
-        "score": f.score,
-        "signals": f.signals,
-        "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence],
     }
 
 

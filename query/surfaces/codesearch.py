@@ -23,7 +23,7 @@ from query.clips import ClipStore
 from query.get_file import GetFileError
 from query.search import SearchRequest, similarity_floor
 from query.search import search as hybrid_search
-from query.surfaces import SurfaceError, endpoint, read_body, route_errors
+from query.surfaces import SurfaceError, endpoint, read_body, render, route_errors
 from query.surfaces.guard import current_org
 
 TOP_K_MAX = 100
@@ -352,9 +352,7 @@ def _markdown(p: dict, results: list, echo: dict, store: int) -> str:
     summary.append(f"clip store: {store}")
     out = [f'# Search: "{p["query"]}"', "", " • ".join(summary)]
     for item, lang in results:
-        ticks = "```"
-        while ticks in item["content"]:
-            ticks += "`"
+        ticks = render.fence(item["content"])
         caption = [f"{item['filePath']}:{item['startLine']}-{item['endLine']}"]
         if item["symbolName"]:
             caption.append(item["symbolName"])

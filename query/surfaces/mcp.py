@@ -32,11 +32,6 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 DISCARDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
-# The markdown renderers moved to query.surfaces.render (shared with the CLI); these names stay until
-# query.surfaces.api imports them from there.
-render_search = render.hits_markdown
-render_files = render.files_markdown
-
 
 # The same errors reach the CLI, where their advice names shell commands; the calling model can act
 # on a tool argument or another tool instead. Keep in step with the messages of query.get_file,
