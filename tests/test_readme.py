@@ -98,18 +98,28 @@ def test_get_file_prints_exactly_the_lines(workdir):
     assert out.encode() == b"".join(renew.splitlines(keepends=True)[39:90])
 
 
-def test_index_json_and_status_json(workdir):
+@pytest.fixture
+def in_workdir(workdir, blobdex, monkeypatch):
+    """The in-process `blobdex` in the walkthrough's directory and environment: CLI behaviour beyond the
+    walkthrough is tested without paying a process (and its imports) per command."""
     _, work, env, _, _ = workdir
-    report = json.loads(cli(["index", "--json"], work, env).stdout)
+    monkeypatch.chdir(work)
+    for name in ("BLOBDEX_CONFIG", "BLOBDEX_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("BLOBDEX_MODEL", env["BLOBDEX_MODEL"])
+    return blobdex
+
+
+def test_index_json_and_status_json(in_workdir):
+    report = json.loads(in_workdir("index", "--json").out)
     assert report["unchanged"] and report["totals"]["chunks_embedded"] == 0
     assert {r["name"] for r in report["repos"]} == {"api", "tools"}
-    status = json.loads(cli(["status", "--json"], work, env).stdout)
+    status = json.loads(in_workdir("status", "--json").out)
     assert {r["name"]: r["status"] for r in status["repos"]} == {"api": "ok", "tools": "ok"}
     assert all(not ref["behind"] for r in status["repos"] for ref in r["refs"])
 
 
-def test_errors_are_one_sentence_on_stderr_with_nonzero_exit(workdir):
-    _, work, env, _, _ = workdir
+def test_errors_are_one_sentence_on_stderr_with_nonzero_exit(in_workdir):
     for args, message in [
         (["get-file", "nope", "x.py"], "unknown repo 'nope'"),
         (["search", "x", "--repo", "nope"], "unknown repo 'nope'"),
@@ -117,29 +127,30 @@ def test_errors_are_one_sentence_on_stderr_with_nonzero_exit(workdir):
         (["repo", "add", "bad/name", "/tmp"], "invalid repo name"),
         (["repo", "add", "x", "https://h/x.git", "--credential", "ghp_plaintoken"], "is not a reference"),
     ]:
-        proc = cli(args, work, env, check=False)
-        assert proc.returncode == 2 and proc.stdout == ""
-        assert proc.stderr.startswith("blobdex: error: ") and message in proc.stderr
-        assert proc.stderr.count("\n") == 1
+        run = in_workdir(*args)
+        assert run.code == 2 and run.out == ""
+        assert run.err.startswith("blobdex: error: ") and message in run.err
+        assert run.err.count("\n") == 1
 
 
-def test_search_refuses_a_snapshot_built_with_another_model(workdir):
-    _, work, env, _, _ = workdir
-    proc = cli(["search", "renew"], work, {**env, "BLOBDEX_MODEL": "all-MiniLM-L6-v2"}, check=False)
-    assert proc.returncode == 2
-    assert "built with model 'blobdex:hash'" in proc.stderr and "blobdex index --full" in proc.stderr
+def test_search_refuses_a_snapshot_built_with_another_model(in_workdir, monkeypatch):
+    monkeypatch.setenv("BLOBDEX_MODEL", "all-MiniLM-L6-v2")
+    run = in_workdir("search", "renew")
+    assert run.code == 2
+    assert "built with model 'blobdex:hash'" in run.err and "blobdex index --full" in run.err
 
 
-def test_failed_repo_gives_exit_code_1_and_previous_content_keeps_serving(workdir):
-    root, work, env, _, _ = workdir
+def test_failed_repo_gives_exit_code_1_and_previous_content_keeps_serving(workdir, in_workdir):
+    root = workdir[0]
     (root / "remote" / "tools.git").rename(root / "remote" / "tools-gone.git")
     try:
-        proc = cli(["index", "--json"], work, env, check=False)
-        assert proc.returncode == 1
-        report = json.loads(proc.stdout)
+        run = in_workdir("index", "--json")
+        assert run.code == 1
+        report = json.loads(run.out)
         tools = next(r for r in report["repos"] if r["name"] == "tools")
         assert tools["status"] == "stale" and "does not exist" in tools["error"]
-        hits = json.loads(cli(["search", "drain_queue", "--json", "--repo", "tools"], work, env).stdout)["hits"]
+        found = in_workdir("search", "drain_queue", "--json", "--repo", "tools")
+        hits = json.loads(found.out)["hits"]
         assert hits[0]["symbol"] == "drain_queue"
     finally:
         (root / "remote" / "tools-gone.git").rename(root / "remote" / "tools.git")
