@@ -117,12 +117,11 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
         if len(files[key].evidence) < 3:
             files[key].evidence.append(hit)
     lists = {
-        name: sorted((h for h in pool if h.signals.get(f"{name}_rank")), key=lambda h: h.signals[f"{name}_rank"])
-        for name in SIGNALS
+        name: sorted((h for h in pool if h.signals.rank(name)), key=lambda h: h.signals.rank(name)) for name in SIGNALS
     }
-    reranked = [h for h in pool if h.signals.get("rerank_score") is not None]
+    reranked = [h for h in pool if h.signals.rerank_score is not None]
     if reranked:  # the cross-encoder's order of the head is one more ranking to fuse
-        lists["rerank"] = sorted(reranked, key=lambda h: -h.signals["rerank_score"])
+        lists["rerank"] = sorted(reranked, key=lambda h: -h.signals.rerank_score)
     orders = [
         (name, 1.0, [(key, 0.0) for key in _file_order(hits, 0.0 if name == "symbol" else DECAY)])
         for name, hits in lists.items()

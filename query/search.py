@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pathspec
@@ -66,6 +65,31 @@ class SearchRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Signals:
+    """Why a hit ranked where it did: its place and score in each ranking that found it (None where that
+    ranking did not), the lines its snippet shows, and the cross-encoder's score when one reordered it."""
+
+    vector_rank: int | None = None
+    vector_score: float | None = None  # cosine, rounded; only for the vector top CANDIDATES (Hit.similarity: all)
+    bm25_rank: int | None = None
+    bm25_score: float | None = None
+    symbol_rank: int | None = None
+    symbol_score: float | None = None
+    snippet_lines: tuple[int, int] = (0, 0)
+    rerank_score: float | None = None  # set only on hits a reranker scored
+
+    def rank(self, signal: str) -> int | None:
+        """The hit's place in one ranking: "vector", "bm25" or "symbol"."""
+        return getattr(self, f"{signal}_rank")
+
+    def to_dict(self) -> dict:
+        d = {**asdict(self), "snippet_lines": list(self.snippet_lines)}
+        if self.rerank_score is None:  # the JSON names it only where a reranker scored the hit
+            del d["rerank_score"]
+        return d
+
+
+@dataclass(frozen=True, kw_only=True)
 class Hit:
     org: str
     repo: str
@@ -81,7 +105,7 @@ class Hit:
     line_end: int
     snippet: str
     score: float
-    signals: dict = field(default_factory=dict)
+    signals: Signals = field(default_factory=Signals)
     uncommitted: bool = False  # from a session overlay, not from a commit
     row: int = -1  # the snapshot row; -1 for an overlay hit
     text: str | None = field(default=None, repr=False)  # an overlay hit's whole chunk
@@ -91,7 +115,7 @@ class Hit:
     similarity: float = 0.0
 
     def to_dict(self) -> dict:
-        return {name: copy.deepcopy(getattr(self, name)) for name in HIT_FIELDS}  # copied, as asdict did
+        return {name: getattr(self, name) for name in HIT_FIELDS} | {"signals": self.signals.to_dict()}
 
 
 # Hit's public fields, in the order its JSON lists them; row, text and similarity are internal.
@@ -406,7 +430,7 @@ def candidates(
     if rerank:
         text_of = lambda h: embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"])  # noqa: E731
         hits = [
-            h if score is None else replace(h, signals={**h.signals, "rerank_score": round(score, 4)})
+            h if score is None else replace(h, signals=replace(h.signals, rerank_score=round(score, 4)))
             for h, score in reranker.rerank(req.query, hits, text_of)
         ]
     return hits if limit is None else hits[:limit]
@@ -503,7 +527,7 @@ def _overlay_hit(overlay: Overlay, index: int, signals: dict, req: SearchRequest
         line_end=c.line_end,
         snippet=text,
         score=round(score, 6),
-        signals={**signals, "snippet_lines": [start, end]},
+        signals=Signals(**signals, snippet_lines=(start, end)),
         uncommitted=True,
         text=c.text,
         similarity=sim,
@@ -531,7 +555,7 @@ def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) ->
         line_end=r["line_end"],
         snippet=text,
         score=round(score, 6),
-        signals={**signals, "snippet_lines": [start, end]},
+        signals=Signals(**signals, snippet_lines=(start, end)),
         row=row,
         similarity=sim,
     )

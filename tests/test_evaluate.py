@@ -42,9 +42,9 @@ def test_scores_compute_hit_recall_and_mrr():
 
 def test_modes_isolate_the_signals(reader, hasher):
     bm25 = search(reader, hasher, SearchRequest("renew_subscription", mode="bm25"))
-    assert bm25 and all(h.signals["vector_rank"] is None for h in bm25)
+    assert bm25 and all(h.signals.vector_rank is None for h in bm25)
     vector = search(reader, hasher, SearchRequest("renew_subscription", mode="vector"))
-    assert vector and all(h.signals["bm25_rank"] is None and h.signals["symbol_rank"] is None for h in vector)
+    assert vector and all(h.signals.bm25_rank is None and h.signals.symbol_rank is None for h in vector)
     with pytest.raises(SearchError, match="unknown mode"):
         search(reader, hasher, SearchRequest("x", mode="magic"))
 

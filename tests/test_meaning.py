@@ -79,7 +79,7 @@ def test_top_hit_depends_on_meaning(meaning_index, query, expected):
     reader.check_model(embedder.model_id)
     hits = search(reader, embedder, SearchRequest(query, limit=3))
     assert hits[0].path == expected
-    assert hits[0].signals["vector_rank"] == 1
+    assert hits[0].signals.vector_rank == 1
 
 
 def test_meaning_queries_share_no_words_with_their_targets():

@@ -59,9 +59,9 @@ def test_identifier_queries_find_their_definitions(click_index, query, symbol):
     hits = search(reader, HashEmbedder(), SearchRequest(query, limit=50))
     if symbol:  # the definition outranks its callers
         assert hits[0].symbol == symbol and hits[0].path == "click/core.py"
-        assert hits[0].signals["symbol_rank"] == 1 and hits[0].signals["bm25_rank"] == 1
+        assert hits[0].signals.symbol_rank == 1 and hits[0].signals.bm25_rank == 1
     else:  # click only calls it: BM25's best hit uses it (the hashing embedder's ranks are noise)
-        best = next(h for h in hits if h.signals["bm25_rank"] == 1)
+        best = next(h for h in hits if h.signals.bm25_rank == 1)
         assert query in reader.row(best.row)["text"]
 
 

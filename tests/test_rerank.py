@@ -61,11 +61,11 @@ def test_rerank_reorders_the_hybrid_head_by_the_cross_encoder(reader, hasher, cr
     expected = [fused[i] for i in sorted(range(len(fused)), key=lambda i: (-scores[i], i))][:5]
     hits = search(reader, hasher, req, reranker=cross_encoder)
     assert [h.row for h in hits] == expected
-    assert all("rerank_score" in h.signals for h in hits)
+    assert all(h.signals.rerank_score is not None for h in hits)
     plain = search(
         reader, hasher, SearchRequest("invoice total with tax", limit=5, mode="bm25"), reranker=cross_encoder
     )
-    assert plain and all("rerank_score" not in h.signals for h in plain)  # single signals stay pure
+    assert plain and all(h.signals.rerank_score is None for h in plain)  # single signals stay pure
 
 
 def test_eval_adds_a_rerank_column(reader, hasher, cross_encoder, tmp_path):

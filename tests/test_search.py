@@ -34,7 +34,7 @@ def test_hits_carry_the_full_contract(reader, hasher, corpus):
     assert top.ref == "refs/heads/main" and top.commit_id == corpus.commits["api_main"]
     assert top.blob_id and top.line_start == 10 and top.line_end == 13
     assert "def renew_subscription" in top.snippet
-    assert top.signals["bm25_rank"] == 1 and top.signals["vector_rank"] is not None
+    assert top.signals.bm25_rank == 1 and top.signals.vector_rank is not None
     assert top.score > 0
     assert set(top.to_dict()) >= {
         "repo",
@@ -56,7 +56,7 @@ def test_hits_carry_the_full_contract(reader, hasher, corpus):
 def test_code_aware_tokens_match_parts_of_identifiers(reader, hasher):
     # "subscription renew" shares no whole word with `renew_subscription`, only its parts.
     hits = search(reader, hasher, SearchRequest("subscription renew", kind="method"))
-    assert hits[0].symbol == "Billing.renew_subscription" and hits[0].signals["bm25_rank"] == 1
+    assert hits[0].symbol == "Billing.renew_subscription" and hits[0].signals.bm25_rank == 1
     assert tokens("HTTPServer.handleRequest") == [
         "httpserver.handlerequest",
         "httpserver",
@@ -177,7 +177,7 @@ def test_filter_values_are_terms_never_query_syntax(reader, hasher):
 
 def test_only_stopwords_still_searches_by_vector(reader, hasher):
     hits = search(reader, hasher, SearchRequest("where is the"))
-    assert hits and all(h.signals["bm25_rank"] is None for h in hits)
+    assert hits and all(h.signals.bm25_rank is None for h in hits)
 
 
 @pytest.mark.parametrize(
@@ -198,7 +198,7 @@ def test_only_words_spelled_as_code_name_definitions(text, names):
 
 def test_a_prose_word_does_not_summon_a_definition_of_that_name(reader, hasher):
     def symbol_paths(query):
-        return {h.path for h in search(reader, hasher, SearchRequest(query, limit=20)) if h.signals["symbol_rank"]}
+        return {h.path for h in search(reader, hasher, SearchRequest(query, limit=20)) if h.signals.symbol_rank}
 
     assert symbol_paths("cancel the order when payment fails") == set()
     assert symbol_paths("make cancel() idempotent") == {"src/billing/renew.py"}
@@ -219,7 +219,7 @@ def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
     reader = SnapshotReader(build_corpus(tmp_path, {"flag": files}).cfg.data_dir)
 
     hits = search(reader, hasher, SearchRequest("call Type() before ParseFlags()", limit=50))
-    assert {h.path for h in hits if h.signals["symbol_rank"]} == {"flag.go"}  # `Type` is everywhere
+    assert {h.path for h in hits if h.signals.symbol_rank} == {"flag.go"}  # `Type` is everywhere
     named = {
         f.path: f.signals["named_symbols"] for f in localize(reader, hasher, SearchRequest("call Type()", limit=50))
     }
@@ -244,7 +244,7 @@ def test_rrf_is_weighted_reciprocal_rank_fusion_with_every_named_signal_present(
 def test_a_bm25_only_hit_carries_its_real_cosine_similarity(reader, hasher):
     hits = search(reader, hasher, SearchRequest("invoice customer", mode="bm25"))
     query = hasher.embed(["invoice customer"])[0]
-    assert hits and all(h.signals["vector_rank"] is None for h in hits)  # no vector list: BM25 found each one
+    assert hits and all(h.signals.vector_rank is None for h in hits)  # no vector list: BM25 found each one
     exact = [float(reader.vectors[h.row] @ query) for h in hits]
     assert [h.similarity for h in hits] == pytest.approx(exact, abs=1e-6)
     assert max(exact) > 0  # a real cosine, not the 0.0 a missing vector rank used to mean
@@ -263,3 +263,19 @@ def test_score_thresholds_keep_exactly_the_hits_similar_enough(reader, hasher):
     assert similarity_floor([h for _, h in hits], None, diff) == pytest.approx(floor)
     assert [c for c, _ in keep_similar(hits, None, diff)[0]] == [c for c, _ in kept]
     assert keep_similar(hits, None, None) == (hits, [])
+
+
+def test_signals_are_a_record_whose_json_names_every_ranking_and_the_snippet_lines(reader, hasher):
+    hit = search(reader, hasher, SearchRequest("renew_subscription", repos=("api",)))[0]
+    assert hit.signals.rank("bm25") == hit.signals.bm25_rank == 1 and hit.signals.rerank_score is None
+    data = hit.to_dict()["signals"]
+    assert list(data) == [
+        "vector_rank",
+        "vector_score",
+        "bm25_rank",
+        "bm25_score",
+        "symbol_rank",
+        "symbol_score",
+        "snippet_lines",
+    ]  # rerank_score appears only where a reranker scored the hit
+    assert data["snippet_lines"] == [hit.line_start, hit.line_end] and data["bm25_rank"] == 1

@@ -172,14 +172,14 @@ def hits_text(hits: list[Hit], bold: Callable[[str], str] = plain) -> list[str]:
     lines = []
     for n, h in enumerate(hits, 1):
         s = h.signals
-        vec = f"vec #{s['vector_rank']} {s['vector_score']:.3f}" if s["vector_rank"] else "vec -"
-        lex = f"bm25 #{s['bm25_rank']} {s['bm25_score']:.2f}" if s["bm25_rank"] else "bm25 -"
+        vec = f"vec #{s.vector_rank} {s.vector_score:.3f}" if s.vector_rank else "vec -"
+        lex = f"bm25 #{s.bm25_rank} {s.bm25_score:.2f}" if s.bm25_rank else "bm25 -"
         lines.append(
             bold(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}")
             + f" @ {h.ref} ({h.commit_id[:12]})  {h.symbol or '(file)'}  [{h.kind}, {h.lang}]"
             + f"  score {h.score:.4f}  ({vec} | {lex})"
         )
-        first = s["snippet_lines"][0]
+        first = s.snippet_lines[0]
         lines += [f"  {first + i:>5}  {line}" for i, line in enumerate(h.snippet.split("\n"))]
         lines.append("")
     return lines
