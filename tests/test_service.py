@@ -1,11 +1,18 @@
 """The query facade and the parts it is made of: the clip store, the live snapshot, the one similarity."""
 
-import pytest
+import logging
 
-from indexer.embed import HashEmbedder
+import pytest
+from dulwich.repo import Repo
+
+from indexer.build import run
+from indexer.embed import HASH_MODEL, HashEmbedder
+from indexer.snapshot import current_id
 from query.clips import ClipStore
+from query.live import LiveSnapshot
 from query.search import SearchRequest
 from query.service import ChunkNotFound, Service
+from tests import gitrepo
 from tests.corpus import api_files, build_corpus
 
 
@@ -84,3 +91,21 @@ def test_session_answers_are_records(tmp_path):
     status = service.session_status("default", "records")
     assert status.to_dict()["files"] == [{"repo": "api", "path": "notes.md", "deleted": False, "skip": None}]
     assert service.end_session("default", "records") is True
+
+
+def test_the_live_snapshot_refuses_a_bad_current_keeps_serving_and_swaps_to_a_good_one(tmp_path, caplog):
+    built = build_corpus(tmp_path, {"api": {"a.py": b"def first():\n    return 1\n"}})
+    data_dir = built.cfg.data_dir
+    live = LiveSnapshot(data_dir, lambda: HASH_MODEL)
+    assert live.serving is None
+    first = live.reader()
+    assert live.serving is first and first.snapshot_id == current_id(data_dir)
+    (data_dir / "CURRENT").write_text("20990101T000000000000Z-000000", encoding="utf-8")
+    with caplog.at_level(logging.ERROR, logger="query.live"):
+        assert live.reader() is first  # refused: the old one keeps serving
+    assert f"keeping snapshot {first.snapshot_id}: the new one is refused" in caplog.text
+    (data_dir / "CURRENT").write_text(first.snapshot_id, encoding="utf-8")
+    gitrepo.commit(Repo(str(tmp_path / "src" / "api")), {"a.py": b"def second():\n    return 2\n"})
+    run(built.cfg, show_progress=False)
+    second = live.reader()
+    assert second.snapshot_id == current_id(data_dir) != first.snapshot_id and live.reader() is second
