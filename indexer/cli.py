@@ -81,7 +81,7 @@ def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
             "itself): pass env:NAME or file:PATH, which name where the secret is kept"
         )
     url = _source(name, url)
-    spec = RepoSpec(name, url, org, tuple(refs), credential, username)
+    spec = RepoSpec(name=name, url=url, org=org, refs=tuple(refs), credential=credential, username=username)
     if no_check:
         if "HEAD" in refs and refs != ("HEAD",):
             raise ConfigError(

@@ -65,7 +65,7 @@ class ConfigError(BlobdexError):
     """A configuration file or value that cannot be used; the message says how to fix it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RepoSpec:
     """One configured repository."""
 

@@ -25,7 +25,11 @@ def two_repos(tmp_path):
     tools = gitrepo.init(tmp_path / "src" / "tools")
     gitrepo.commit(tools, tools_files())
     cfg = write_config(
-        tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api")), RepoSpec("tools", str(tmp_path / "src" / "tools"))]
+        tmp_path,
+        [
+            RepoSpec(name="api", url=str(tmp_path / "src" / "api")),
+            RepoSpec(name="tools", url=str(tmp_path / "src" / "tools")),
+        ],
     )
     return cfg, api, tools
 
@@ -71,9 +75,9 @@ def corpus(tmp_path_factory) -> Iterator[Corpus]:
     cfg = write_config(
         root,
         [
-            RepoSpec("api", str(root / "src" / "api"), refs=("main", "dev")),
-            RepoSpec("tools", "file://" + str(root / "src" / "tools.git")),
-            RepoSpec("api", str(root / "src" / "acme-api"), org="acme"),
+            RepoSpec(name="api", url=str(root / "src" / "api"), refs=("main", "dev")),
+            RepoSpec(name="tools", url="file://" + str(root / "src" / "tools.git")),
+            RepoSpec(name="api", url=str(root / "src" / "acme-api"), org="acme"),
         ],
     )
     report = run(cfg, show_progress=False)

@@ -181,7 +181,7 @@ def build_corpus(root: Path, repos: dict[str, dict], model: str = HASH_MODEL, em
         org, _, name = key.rpartition("/")
         path = root / "src" / key
         commits[key] = gitrepo.commit(gitrepo.init(path), files)
-        specs.append(RepoSpec(name, str(path), **({"org": org} if org else {})))
+        specs.append(RepoSpec(name=name, url=str(path), **({"org": org} if org else {})))
     cfg = write_config(root, specs, model=model, **config)
     report = run(cfg, embedder=embedder, show_progress=False)
     return Corpus(root=root, cfg=cfg, report=report, commits=commits)

@@ -36,7 +36,7 @@ def world(tmp_path_factory):
         repo = gitrepo.init(root / "src" / name)
         main = gitrepo.commit(repo, {"m.py": MAIN_PY}, "main")
         gitrepo.commit(repo, {"m.py": V1_PY}, "v1", parents=[main.encode()])
-    cfg = write_config(root, [RepoSpec(n, str(root / "src" / n), refs=("v1",)) for n in ("mini", "dangling")])
+    cfg = write_config(root, [RepoSpec(name=n, url=str(root / "src" / n), refs=("v1",)) for n in ("mini", "dangling")])
     run(cfg, show_progress=False)
     with Repo(str(cfg.data_dir / "mirrors" / "default" / "dangling.git")) as mirror:
         mirror.refs.set_symbolic_ref(b"HEAD", b"refs/heads/master")
@@ -83,7 +83,10 @@ def test_an_explicit_ref_still_wins(world):
 
 
 def test_unindexed_repos_default_to_their_configured_ref_then_head(world):
-    cfg = replace(world, repos=world.repos + (RepoSpec("later", "/nowhere", refs=("v2",)), RepoSpec("plain", "/x")))
+    cfg = replace(
+        world,
+        repos=world.repos + (RepoSpec(name="later", url="/nowhere", refs=("v2",)), RepoSpec(name="plain", url="/x")),
+    )
     assert indexed_ref(cfg, None, "default", "later") == ("v2", None)
     assert indexed_ref(cfg, None, "default", "plain") == (None, None)
 

@@ -95,7 +95,9 @@ def test_a_file_with_every_known_setting_loads(tmp_path):
         1.0,
         "r",
     )
-    assert cfg.repos == (configmod.RepoSpec("a", "/x", "acme", ("main",), "env:T", "bob"),)
+    assert cfg.repos == (
+        configmod.RepoSpec(name="a", url="/x", org="acme", refs=("main",), credential="env:T", username="bob"),
+    )
 
 
 KEPT = f'''# Our index. Ask #platform before changing the model.

@@ -89,7 +89,7 @@ def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
         },
         message="initial import",
     )
-    cfg = write_config(tmp_path, [RepoSpec("shop", str(tmp_path / "src" / "shop"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
     run(cfg, show_progress=False)
     reader, hasher = SnapshotReader(cfg.data_dir), HashEmbedder()
 
@@ -205,7 +205,7 @@ def history(tmp_path):
     gitrepo.commit(repo, files, message="let customers remove items from the cart")
     files = {**files, "shop/cart.py": files["shop/cart.py"].replace(b"cart.append", b"cart.insert(0,")}
     gitrepo.commit(repo, files, message="bump version")  # a chore: never a query
-    cfg = write_config(tmp_path, [RepoSpec("shop", str(tmp_path / "src" / "shop"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
     run(cfg, show_progress=False)
     return cfg
 
@@ -259,7 +259,7 @@ def test_eval_routing_scores_the_owner(tmp_path):
         gitrepo.commit(repo, files, message="initial import of the code")
         files = {f"{name}/core.py": files[f"{name}/core.py"] + f"\n\ndef {word}_retry():\n    pass\n".encode()}
         gitrepo.commit(repo, files, message=f"retry the {word} check when it fails")
-        specs.append(RepoSpec(name, str(tmp_path / "src" / name)))
+        specs.append(RepoSpec(name=name, url=str(tmp_path / "src" / name)))
     cfg = write_config(tmp_path, specs)
     run(cfg, show_progress=False)
     result = eval_routing(cfg, SnapshotReader(cfg.data_dir), HashEmbedder(), ["billing", "auth"], 5, 0)

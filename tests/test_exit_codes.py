@@ -12,7 +12,7 @@ from tests.corpus import write_config
 def _configured(tmp_path):
     repo = gitrepo.init(tmp_path / "src")
     gitrepo.commit(repo, {"app.py": b"def app():\n    return 1\n"})
-    return write_config(tmp_path, [RepoSpec("src", str(tmp_path / "src"))])
+    return write_config(tmp_path, [RepoSpec(name="src", url=str(tmp_path / "src"))])
 
 
 def test_an_index_run_that_finds_the_lock_held_exits_75(tmp_path, blobdex):

@@ -195,7 +195,7 @@ def test_a_native_panic_is_a_json_500(tmp_path):
     from tests.corpus import api_files, write_config
 
     gitrepo.commit(gitrepo.init(tmp_path / "src" / "api"), api_files())
-    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="api", url=str(tmp_path / "src" / "api"))])
     run(cfg, show_progress=False)
     for term in (open_manifest(cfg.data_dir)[0] / "lexical").glob("*.term"):
         data = bytearray(term.read_bytes())

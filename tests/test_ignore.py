@@ -102,7 +102,7 @@ def _files(cfg) -> dict[str, str | None]:
 
 def test_a_directory_nested_too_deep_is_skipped_and_the_rest_of_the_repo_indexed(tmp_path):
     _deep_repo(tmp_path / "src" / "deep.git")
-    cfg = write_config(tmp_path, [RepoSpec("deep", str(tmp_path / "src" / "deep.git"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="deep", url=str(tmp_path / "src" / "deep.git"))])
     report = run(cfg, show_progress=False)
     assert report.repos[0].status == "ok" and report.published
     files = _files(cfg)
@@ -128,7 +128,7 @@ def test_gitattributes_mark_vendored_generated_and_binary_files_and_can_take_fil
             "main.py": b"def main():\n    return 0\n",
         },
     )
-    cfg = write_config(tmp_path, [RepoSpec("app", str(tmp_path / "src" / "app"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="app", url=str(tmp_path / "src" / "app"))])
     run(cfg, show_progress=False)
     files = _files(cfg)
     assert files["third/jquery.js"] == "vendored" and files["web/legacy.js"] == "vendored"

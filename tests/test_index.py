@@ -108,7 +108,7 @@ def test_pinned_commit_and_tag_refs(tmp_path):
     old = gitrepo.commit(repo, {"a.py": b"def old_version():\n    return 1\n"})
     gitrepo.commit(repo, {"a.py": b"def new_version():\n    return 2\n"})
     repo.refs[b"refs/tags/v1"] = old.encode()
-    cfg = write_config(tmp_path, [RepoSpec("r", str(tmp_path / "src" / "r"), refs=(old, "v1", "main"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="r", url=str(tmp_path / "src" / "r"), refs=(old, "v1", "main"))])
     run(cfg, show_progress=False)
     _, manifest = open_manifest(cfg.data_dir)
     refs = [(x.ref, x.commit_id) for x in manifest.repo("default", "r").refs]

@@ -39,7 +39,7 @@ def csn(tmp_path):
     gitrepo.commit(
         repo, {f"files/{C1}_geo_util.py": GEO, f"files/{C2}_io_writer.py": WRITER, "README.md": b"# corpus\n"}
     )
-    cfg = write_config(tmp_path, [RepoSpec("csn", str(tmp_path / "src" / "csn"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="csn", url=str(tmp_path / "src" / "csn"))])
     run(cfg, show_progress=False)
     folder = annotations(
         tmp_path,

@@ -46,7 +46,7 @@ def http_remote(tmp_path):
 def test_https_style_fetch_with_credential_reference_then_incremental(http_remote, tmp_path, monkeypatch):
     upstream, url = http_remote
     monkeypatch.setenv("GIT_TOKEN", TOKEN)
-    spec = RepoSpec("svc", url, credential="env:GIT_TOKEN")
+    spec = RepoSpec(name="svc", url=url, credential="env:GIT_TOKEN")
     path = fetch(tmp_path / "data", spec)
     mirror = Repo(str(path))
     assert mirror.bare and mirror.refs[b"refs/heads/main"] == upstream.refs[b"refs/heads/main"]
@@ -65,7 +65,7 @@ def test_wrong_credentials_are_refused_with_advice(http_remote, tmp_path, monkey
     _, url = http_remote
     monkeypatch.setenv("GIT_TOKEN", "wrong")
     with pytest.raises(MirrorError, match="refused the credentials; check the credential reference 'env:GIT_TOKEN'"):
-        fetch(tmp_path / "data", RepoSpec("svc", url, credential="env:GIT_TOKEN"))
+        fetch(tmp_path / "data", RepoSpec(name="svc", url=url, credential="env:GIT_TOKEN"))
 
 
 def test_unset_credential_variable_is_named(tmp_path, monkeypatch):
@@ -81,7 +81,7 @@ def test_unset_credential_variable_is_named(tmp_path, monkeypatch):
 
 def test_unreachable_url_fails_after_retries_without_leaking_credentials(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr("indexer.mirror.FETCH_BACKOFF_SECONDS", (0.0, 0.0))
-    spec = RepoSpec("gone", "http://user:hunter2@127.0.0.1:9/nothing.git")
+    spec = RepoSpec(name="gone", url="http://user:hunter2@127.0.0.1:9/nothing.git")
     with caplog.at_level("DEBUG"), pytest.raises(MirrorError) as err:
         fetch(tmp_path / "data", spec)
     assert "after 3 attempts" in str(err.value) and "hunter2" not in str(err.value)
@@ -94,20 +94,20 @@ def test_file_url_and_local_path_and_missing_path(tmp_path):
     src = gitrepo.init(tmp_path / "src")
     head = gitrepo.commit(src, {"x.md": b"# x\n"})
     for i, url in enumerate([f"file://{tmp_path / 'src'}", str(tmp_path / "src")]):
-        path = fetch(tmp_path / f"data{i}", RepoSpec("x", url))
+        path = fetch(tmp_path / f"data{i}", RepoSpec(name="x", url=url))
         assert Repo(str(path)).refs[b"refs/heads/main"].decode() == head
     with pytest.raises(MirrorError, match="local path .* does not exist"):
-        fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "nowhere")))
+        fetch(tmp_path / "data", RepoSpec(name="x", url=str(tmp_path / "nowhere")))
 
 
 def test_corrupt_mirror_is_reported(tmp_path):
     src = gitrepo.init(tmp_path / "src")
     gitrepo.commit(src, {"x.md": b"# x\n"})
-    path = fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))
+    path = fetch(tmp_path / "data", RepoSpec(name="x", url=str(tmp_path / "src")))
     (path / "HEAD").unlink()
     (path / "objects").rename(path / "objects-gone")
     with pytest.raises(MirrorError, match="missing or corrupt"):
-        fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))
+        fetch(tmp_path / "data", RepoSpec(name="x", url=str(tmp_path / "src")))
 
 
 def test_a_source_missing_objects_is_named_and_not_retried(tmp_path, monkeypatch):
@@ -120,14 +120,14 @@ def test_a_source_missing_objects_is_named_and_not_retried(tmp_path, monkeypatch
     sleeps = []
     monkeypatch.setattr("indexer.mirror.time.sleep", sleeps.append)
     with pytest.raises(MirrorError, match=f"the source is missing object {blob}"):
-        fetch(tmp_path / "data", RepoSpec("x", str(tmp_path / "src")))
+        fetch(tmp_path / "data", RepoSpec(name="x", url=str(tmp_path / "src")))
     assert sleeps == []
 
 
 def test_a_mirror_past_max_packs_is_repacked_into_one_and_keeps_every_commit(tmp_path, monkeypatch):
     monkeypatch.setattr("indexer.mirror.MAX_PACKS", 3)
     src = gitrepo.init(tmp_path / "src")
-    spec = RepoSpec("x", str(tmp_path / "src"))
+    spec = RepoSpec(name="x", url=str(tmp_path / "src"))
     commits, packs = [], []
     for i in range(5):  # each fetch that brings objects writes one pack
         commits.append(gitrepo.commit(src, {"a.py": f"def f{i}():\n    return {i}\n".encode()}))

@@ -53,7 +53,7 @@ def test_prepare_skips_chunks_holds_back_and_extracts():
 def test_an_overlay_prepares_files_exactly_as_the_indexer_prepares_their_blobs(tmp_path):
     repo = gitrepo.init(tmp_path / "src" / "api")
     gitrepo.commit(repo, {path: text.encode() for path, text in FILES.items()})
-    cfg = write_config(tmp_path, [RepoSpec("api", str(tmp_path / "src" / "api"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="api", url=str(tmp_path / "src" / "api"))])
     run(cfg, show_progress=False)
     snapshot_dir, _ = open_manifest(cfg.data_dir)
     files = read_graph(snapshot_dir, "files").to_pylist()

@@ -27,7 +27,7 @@ def click_index(tmp_path_factory):
     }
     repo = gitrepo.init(root / "src" / "click")
     gitrepo.commit(repo, files)
-    cfg = write_config(root, [RepoSpec("click", str(root / "src" / "click"))], max_blob_bytes=1024 * 1024)
+    cfg = write_config(root, [RepoSpec(name="click", url=str(root / "src" / "click"))], max_blob_bytes=1024 * 1024)
     report = run(cfg, show_progress=False)
     return cfg, report, files
 

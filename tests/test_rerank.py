@@ -83,7 +83,7 @@ def test_repo_add_keeps_every_setting(tmp_path):
     text = cfg.path.read_text() + 'reranker = "/models/ce"\nsession_idle_hours = 2.5\n'
     cfg.path.write_text(text)
     cfg = configmod.load(cfg.path)
-    configmod.save(replace(cfg, repos=(RepoSpec("api", "/src/api"),)))
+    configmod.save(replace(cfg, repos=(RepoSpec(name="api", url="/src/api"),)))
     again = configmod.load(cfg.path)
     assert (again.reranker, again.session_idle_hours, [r.name for r in again.repos]) == ("/models/ce", 2.5, ["api"])
 

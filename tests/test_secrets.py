@@ -124,7 +124,7 @@ def planted(tmp_path_factory):
     root = tmp_path_factory.mktemp("secrets")
     repo = gitrepo.init(root / "src" / "app")
     gitrepo.commit(repo, FILES)
-    cfg = write_config(root, [RepoSpec("app", str(root / "src" / "app"))])
+    cfg = write_config(root, [RepoSpec(name="app", url=str(root / "src" / "app"))])
     report = run(cfg, show_progress=False)
     return cfg, report
 
@@ -234,7 +234,7 @@ def test_cache_entries_of_an_older_policy_are_erased_by_the_next_build(tmp_path)
 
     repo = gitrepo.init(tmp_path / "src" / "app")
     gitrepo.commit(repo, {"app.py": b"def app():\n    return 1\n"})
-    cfg = write_config(tmp_path, [RepoSpec("app", str(tmp_path / "src" / "app"))])
+    cfg = write_config(tmp_path, [RepoSpec(name="app", url=str(tmp_path / "src" / "app"))])
     cache = Cache(cfg.data_dir / "cache")
     old = zlib.compress(json.dumps({"body": PEM_LINES[7]}).encode())
     with cache.db:

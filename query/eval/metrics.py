@@ -54,8 +54,7 @@ def configuration(reader: SnapshotReader, reranker=None) -> dict:
         "model": reader.manifest.model_id,
         "reranker": reranker.model_id if reranker else "off",
         "snapshot_id": reader.snapshot_id,
-        "chunker_version": reader.manifest.chunker_version,
-        "tokenizer_version": reader.manifest.tokenizer_version,
+        **reader.manifest.tools.as_fields(),  # chunker, policy, tokenizer and extractor: each changes what is ranked
         "rrf_k": search_module.RRF_K,
         "weights": "/".join(f"{k}:{v:g}" for k, v in search_module.WEIGHTS.items()),
         "candidates": search_module.CANDIDATES,

@@ -29,7 +29,10 @@ def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, .
         os.symlink(cfg.data_dir / "cache", work / "cache")
     source = str(mirror_path(cfg.data_dir, spec))
     eval_cfg = replace(
-        cfg, data_dir=work, keep_snapshots=1, repos=(RepoSpec(repo, source, org, spec.refs if refs is None else refs),)
+        cfg,
+        data_dir=work,
+        keep_snapshots=1,
+        repos=(RepoSpec(name=repo, url=source, org=org, refs=spec.refs if refs is None else refs),),
     )
     run(eval_cfg, embedder=embedder, show_progress=False)
     return SnapshotReader(work)

@@ -20,7 +20,7 @@ from indexer.secrets import credential_kind
 from query.overlays.sessions import OverlayChunk
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PushedChunk:
     repo: str
     chunk_id: str

@@ -99,16 +99,16 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
     if path.startswith("/") or ".." in path.split("/") or "\x00" in path:
         raise SurfaceError(400, f"chunks[{n}].file_path must be repo-relative")
     return PushedChunk(
-        repo_id,
-        raw["chunk_id"],
-        raw["chunk_hash"],
-        path,
-        str(raw.get("language") or "text"),
-        str(raw.get("symbol_name") or ""),
-        raw["start_line"],
-        raw["end_line"],
-        raw["content"],
-        raw["source_type"],
+        repo=repo_id,
+        chunk_id=raw["chunk_id"],
+        chunk_hash=raw["chunk_hash"],
+        path=path,
+        lang=str(raw.get("language") or "text"),
+        symbol=str(raw.get("symbol_name") or ""),
+        line_start=raw["start_line"],
+        line_end=raw["end_line"],
+        content=raw["content"],
+        source_type=raw["source_type"],
     )
 
 
