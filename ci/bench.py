@@ -90,15 +90,17 @@ def query_latency(data_dir: Path, repo_name: str) -> dict:
     picked = rng.sample(symbols, min(QUERY_COUNT, len(symbols)))
     # Half natural-language (symbol names as words), half identifiers as pasted by an agent.
     queries = [words_of(s) if i % 2 else s.rsplit(".", 1)[-1] for i, s in enumerate(picked)]
-    search(reader, embedder, SearchRequest("warm up"))
+    search(reader, embedder, SearchRequest(query="warm up"))
     timings, filtered = [], []
     for q in queries:
         t0 = time.monotonic()
-        search(reader, embedder, SearchRequest(q or "graph", limit=10))
+        search(reader, embedder, SearchRequest(query=q or "graph", limit=10))
         timings.append(time.monotonic() - t0)
     for q in queries[:40]:
         t0 = time.monotonic()
-        search(reader, embedder, SearchRequest(q or "graph", limit=10, paths=("**/algorithms/**",), kind="function"))
+        search(
+            reader, embedder, SearchRequest(query=q or "graph", limit=10, paths=("**/algorithms/**",), kind="function")
+        )
         filtered.append(time.monotonic() - t0)
     paths = sorted(set(reader.rows.column("path").to_pylist()))
     reads = []

@@ -81,7 +81,16 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
 
     service = _service(ctx)
     req = SearchRequest(
-        query, org, tuple(repos), tuple(langs), tuple(paths), tuple(ignore), kind, ref, limit, mode=mode
+        query=query,
+        org=org,
+        repos=tuple(repos),
+        langs=tuple(langs),
+        paths=tuple(paths),
+        ignore=tuple(ignore),
+        kind=kind,
+        ref=ref,
+        limit=limit,
+        mode=mode,
     )
     service.check_org(org)
     if by_file:

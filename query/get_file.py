@@ -50,7 +50,7 @@ class FileTooLarge(GetFileError):
     status = 413
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FileText:
     org: str
     repo: str
@@ -180,6 +180,59 @@ def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
         return ref, obj.id.decode()
 
 
+def _too_large(clean: str, repo_name: str, size: int) -> FileTooLarge:
+    return FileTooLarge(
+        f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte cap of get_file; "
+        "read it with git from a clone"
+    )
+
+
+def _blob_at(repo, commit_id: str, clean: str, repo_name: str, full_ref: str) -> Blob:
+    """The blob at `clean` in the commit's tree; GetFileError naming what is there instead (nothing, a symlink, a
+    submodule, a directory, an object of another type), FileTooLarge when its header says it is over the cap."""
+    tree = repo[repo[commit_id.encode()].tree]
+    mode, sha, parts = stat.S_IFDIR, b"", clean.split("/")
+    for n, part in enumerate(parts):
+        if not isinstance(tree, Tree) or part.encode() not in tree:
+            raise GetFileError(
+                f"no file {clean!r} in repo {repo_name!r} at {full_ref} ({commit_id[:12]}); "
+                f"search for it with 'blobdex search' or check the ref"
+            )
+        mode, sha = tree[part.encode()]
+        if stat.S_ISLNK(mode) or mode & 0o170000 == 0o160000:
+            break
+        if stat.S_ISDIR(mode):
+            tree = repo[sha]
+        elif n < len(parts) - 1:
+            tree = None  # a file where a directory was named: the next part is not found
+    if stat.S_ISLNK(mode):
+        raise GetFileError(
+            f"{clean!r} in repo {repo_name!r} is a symlink (to "
+            f"{repo[sha].as_raw_string().decode('utf-8', 'replace')!r}); symlinks are not followed"
+        )
+    if mode & 0o170000 == 0o160000:
+        raise GetFileError(f"{clean!r} in repo {repo_name!r} is a submodule; it is not part of this repo's objects")
+    if stat.S_ISDIR(mode):
+        names = ", ".join(
+            sorted(e.path.decode("utf-8", "replace") for e in tree.iteritems())[:20] if isinstance(tree, Tree) else []
+        )
+        raise GetFileError(f"{clean!r} in repo {repo_name!r} is a directory (entries: {names}); give a file path")
+    # Only a blob is left, and it is not read yet: its size comes from its header first.
+    try:
+        size = blob_size(repo, sha)
+    except (IndexError, ValueError, zlib.error):  # a header we cannot parse: the full read below decides
+        size = None
+    if size is not None and size > MAX_FILE_BYTES:
+        raise _too_large(clean, repo_name, size)
+    obj = repo[sha]
+    if not isinstance(obj, Blob):
+        raise GetFileError(
+            f"{clean!r} in repo {repo_name!r} is not a file (a hostile tree names a "
+            f"{obj.type_name.decode()} with a file's mode)"
+        )
+    return obj
+
+
 def get_file(
     data_dir: Path,
     repo_name: str,
@@ -207,57 +260,10 @@ def get_file(
         raise GetFileError(str(exc)) from exc
     with repo:
         full_ref, commit_id = _resolve(repo, ref, repo_name)
-        tree = repo[repo[commit_id.encode()].tree]
-        mode, sha, parts = stat.S_IFDIR, b"", clean.split("/")
-        for n, part in enumerate(parts):
-            if not isinstance(tree, Tree) or part.encode() not in tree:
-                raise GetFileError(
-                    f"no file {clean!r} in repo {repo_name!r} at {full_ref} ({commit_id[:12]}); "
-                    f"search for it with 'blobdex search' or check the ref"
-                )
-            mode, sha = tree[part.encode()]
-            if stat.S_ISLNK(mode) or mode & 0o170000 == 0o160000:
-                break
-            if stat.S_ISDIR(mode):
-                tree = repo[sha]
-            elif n < len(parts) - 1:
-                tree = None  # a file where a directory was named: the next part is not found
-        if stat.S_ISLNK(mode):
-            raise GetFileError(
-                f"{clean!r} in repo {repo_name!r} is a symlink (to "
-                f"{repo[sha].as_raw_string().decode('utf-8', 'replace')!r}); symlinks are not followed"
-            )
-        if mode & 0o170000 == 0o160000:
-            raise GetFileError(f"{clean!r} in repo {repo_name!r} is a submodule; it is not part of this repo's objects")
-        if stat.S_ISDIR(mode):
-            names = ", ".join(
-                sorted(e.path.decode("utf-8", "replace") for e in tree.iteritems())[:20]
-                if isinstance(tree, Tree)
-                else []
-            )
-            raise GetFileError(f"{clean!r} in repo {repo_name!r} is a directory (entries: {names}); give a file path")
-        # Only a blob is left, and it is not read yet: its size comes from its header first.
-        try:
-            size = blob_size(repo, sha)
-        except (IndexError, ValueError, zlib.error):  # a header we cannot parse: the full read below decides
-            size = None
-        if size is not None and size > MAX_FILE_BYTES:
-            raise FileTooLarge(
-                f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte "
-                f"cap of get_file; read it with git from a clone"
-            )
-        obj = repo[sha]
-        if not isinstance(obj, Blob):
-            raise GetFileError(
-                f"{clean!r} in repo {repo_name!r} is not a file (a hostile tree names a "
-                f"{obj.type_name.decode()} with a file's mode)"
-            )
-        data = obj.as_raw_string()
+        blob = _blob_at(repo, commit_id, clean, repo_name, full_ref)
+        data, blob_id = blob.as_raw_string(), blob.id.decode()
     if len(data) > MAX_FILE_BYTES:  # a blob whose size no header told (one from an alternate store)
-        raise FileTooLarge(
-            f"{clean!r} in repo {repo_name!r} is {len(data)} bytes, over the {MAX_FILE_BYTES}-byte "
-            f"cap of get_file; read it with git from a clone"
-        )
+        raise _too_large(clean, repo_name, len(data))
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise GetFileError(
             f"{clean!r} in repo {repo_name!r} is a binary file ({len(data)} bytes); get_file returns text"
@@ -281,15 +287,15 @@ def get_file(
         ending = b"\n" if lines[n - 1].endswith(b"\n") else b""
         lines[n - 1] = f"{WITHHELD_MARKER} ({kind})".encode() + ending
     return FileText(
-        org,
-        repo_name,
-        full_ref,
-        commit_id,
-        clean,
-        obj.id.decode(),
-        first,
-        last,
-        total,
-        b"".join(lines[first - 1 : last]),
-        tuple(sorted(held.items())),
+        org=org,
+        repo=repo_name,
+        ref=full_ref,
+        commit_id=commit_id,
+        path=clean,
+        blob_id=blob_id,
+        line_start=first,
+        line_end=last,
+        total_lines=total,
+        content=b"".join(lines[first - 1 : last]),
+        withheld=tuple(sorted(held.items())),
     )

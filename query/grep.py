@@ -20,7 +20,7 @@ class GrepError(BlobdexError):
     """A pattern that cannot be compiled or a request out of range; the message says how to fix it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GrepMatch:
     org: str
     repo: str
@@ -60,7 +60,7 @@ def grep(
             f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, "
             f"or pass literal=true to search for the text as written"
         ) from exc
-    req = SearchRequest("grep", org=org, repos=repos, paths=paths, ref=ref)
+    req = SearchRequest(query="grep", org=org, repos=repos, paths=paths, ref=ref)
     validate(req, reader)
     mask = row_mask(req, reader)
     texts = reader.rows.column("text")
@@ -76,13 +76,13 @@ def grep(
                     return matches, True
                 matches.append(
                     GrepMatch(
-                        r["org"],
-                        r["repo"],
-                        r["refs"][0],
-                        r["path"],
-                        r["blob_id"],
-                        r["line_start"] + offset,
-                        line[:MAX_LINE_CHARS],
+                        org=r["org"],
+                        repo=r["repo"],
+                        ref=r["refs"][0],
+                        path=r["path"],
+                        blob_id=r["blob_id"],
+                        line=r["line_start"] + offset,
+                        text=line[:MAX_LINE_CHARS],
                     )
                 )
     return matches, False

@@ -70,7 +70,7 @@ FRAME_RE = re.compile(r"""(?:File "([^"]+)", line \d+|at [\w.$<>]+\(([\w./-]+):\
 FILE_NAME_RE = re.compile(r"[\w./-]+\.(?:py|js|jsx|ts|tsx|go|rs|java|rb|php|c|h|cc|cpp|hpp|cs|kt|scala|swift|md)\b")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FileHit:
     repo: str
     path: str
@@ -113,7 +113,12 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
     for hit in pool:  # fused chunk order: each file's evidence is its best three chunks
         key = (hit.repo, hit.path)
         if key not in files:
-            files[key] = FileHit(hit.repo, hit.path, 0.0, {"named_symbols": 0, "named_file": False, "test_weight": 1.0})
+            files[key] = FileHit(
+                repo=hit.repo,
+                path=hit.path,
+                score=0.0,
+                signals={"named_symbols": 0, "named_file": False, "test_weight": 1.0},
+            )
         if len(files[key].evidence) < 3:
             files[key].evidence.append(hit)
     lists = {

@@ -42,7 +42,7 @@ NOT_SUBSTANCE_RE = re.compile(
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RepoRoute:
     org: str
     repo: str
@@ -81,7 +81,7 @@ def _checkout(paths: list[str]) -> dict:
 def route(
     reader: SnapshotReader, embedder: Embedder, task: str, org: str = "default", limit: int = 5
 ) -> list[RepoRoute]:
-    req = SearchRequest(task, org=org, limit=min(max(limit, 1), 50))
+    req = SearchRequest(query=task, org=org, limit=min(max(limit, 1), 50))
     validate(req, reader)
     mask = row_mask(req, reader)
     allowed = np.flatnonzero(mask)
@@ -142,14 +142,14 @@ def route(
         ]
         routes.append(
             RepoRoute(
-                org,
-                repo,
-                round(score, 4),
-                {k: round(v, 4) for k, v in signals.items()},
-                evidence,
-                here,
-                len(touching),
-                _checkout(sorted(evidence_files)),
+                org=org,
+                repo=repo,
+                score=round(score, 4),
+                signals={k: round(v, 4) for k, v in signals.items()},
+                evidence=evidence,
+                edges=here,
+                edges_total=len(touching),
+                checkout=_checkout(sorted(evidence_files)),
             )
         )
     routes.sort(key=lambda r: (-r.score, r.repo))

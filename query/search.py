@@ -49,7 +49,7 @@ class SearchError(BlobdexError):
     """A search request that cannot be run as given; the message says how to fix it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchRequest:
     query: str
     org: str = "default"
@@ -125,7 +125,7 @@ HIT_FIELDS = (
 ).split()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Overlay:
     """A session's edits for one search: its chunks (with vectors) and the (repo, path) pairs it shadows."""
 

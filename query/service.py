@@ -188,7 +188,9 @@ class Service:
         if not store.touch(org, session_id):
             raise SessionNotFound(f"no session {session_id!r}: call sync_workspace first (idle sessions expire)")
         chunks, vectors = store.chunks(org, session_id)
-        return Overlay(session_id, frozenset(store.shadowed(org, session_id)), chunks, vectors)
+        return Overlay(
+            session_id=session_id, shadowed=frozenset(store.shadowed(org, session_id)), chunks=chunks, vectors=vectors
+        )
 
     def sync_workspace(
         self, org: str, session_id: str, repo: str, files: dict[str, str], deleted: list[str]

@@ -41,17 +41,17 @@ def test_scores_compute_hit_recall_and_mrr():
 
 
 def test_modes_isolate_the_signals(reader, hasher):
-    bm25 = search(reader, hasher, SearchRequest("renew_subscription", mode="bm25"))
+    bm25 = search(reader, hasher, SearchRequest(query="renew_subscription", mode="bm25"))
     assert bm25 and all(h.signals.vector_rank is None for h in bm25)
-    vector = search(reader, hasher, SearchRequest("renew_subscription", mode="vector"))
+    vector = search(reader, hasher, SearchRequest(query="renew_subscription", mode="vector"))
     assert vector and all(h.signals.bm25_rank is None and h.signals.symbol_rank is None for h in vector)
     with pytest.raises(SearchError, match="unknown mode"):
-        search(reader, hasher, SearchRequest("x", mode="magic"))
+        search(reader, hasher, SearchRequest(query="x", mode="magic"))
 
 
 def test_localize_uses_names_and_stack_frames(reader, hasher):
     trace = 'Traceback:\n  File "/srv/app/src/billing/invoice.py", line 7, in total_with_tax\nTypeError'
-    files = localize(reader, hasher, SearchRequest(trace, limit=5))
+    files = localize(reader, hasher, SearchRequest(query=trace, limit=5))
     assert files[0].path == "src/billing/invoice.py" and files[0].signals["named_file"]
     assert files[0].signals["named_symbols"] >= 1 and files[0].evidence
     assert named_files("see renew.py:12 and at com.x.Y.z(Y.java:3)") == {"renew.py", "Y.java"}
@@ -59,11 +59,11 @@ def test_localize_uses_names_and_stack_frames(reader, hasher):
 
 def test_files_fuse_each_signals_own_file_ranking(reader, hasher):
     query = "renew the subscription and bill the invoice total with tax"
-    hybrid = localize(reader, hasher, SearchRequest(query, limit=50))
+    hybrid = localize(reader, hasher, SearchRequest(query=query, limit=50))
     for signal in ("vector", "bm25"):  # hybrid sees each signal's own file ranking unchanged
         alone = {
             f.path: f.signals[f"{signal}_rank"]
-            for f in localize(reader, hasher, SearchRequest(query, limit=50, mode=signal))
+            for f in localize(reader, hasher, SearchRequest(query=query, limit=50, mode=signal))
         }
         assert alone and {f.path: f.signals[f"{signal}_rank"] for f in hybrid if f.path in alone} == alone
     for f in hybrid:
@@ -94,7 +94,7 @@ def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
     reader, hasher = SnapshotReader(cfg.data_dir), HashEmbedder()
 
     def weights(text, mode="hybrid"):
-        files = localize(reader, hasher, SearchRequest(text, mode=mode))
+        files = localize(reader, hasher, SearchRequest(query=text, mode=mode))
         return [f.path for f in files], {f.path: f.signals["test_weight"] for f in files}
 
     order, weight = weights("remove an item from the cart")

@@ -30,7 +30,7 @@ def test_the_committed_format_2_snapshot_opens_verifies_and_answers(data_dir):
     reader = SnapshotReader(data_dir)
     assert reader.manifest.format_version == 2 and reader.manifest.chunks == 6
     assert verify(data_dir)[1] == []
-    hits = search(reader, HashEmbedder(), SearchRequest("remove_item from the cart", "default", limit=3))
+    hits = search(reader, HashEmbedder(), SearchRequest(query="remove_item from the cart", org="default", limit=3))
     assert hits[0].path == "shop/cart.py" and hits[0].symbol == "Cart.remove_item"
     files = read_graph(reader.path, "files").to_pylist()
     assert sorted(f["path"] for f in files) == ["README.md", "shop/cart.py", "web/checkout.js"]

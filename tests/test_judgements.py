@@ -56,13 +56,17 @@ def csn(tmp_path):
 
 
 def test_ndcg_within_follows_the_challenge():
-    judged = [Judged("a", "p", 1, 2, 3), Judged("b", "p", 3, 4, 1), Judged("c", "p", 5, 6, 0)]
+    judged = [
+        Judged(url="a", path="p", start=1, end=2, relevance=3),
+        Judged(url="b", path="p", start=3, end=4, relevance=1),
+        Judged(url="c", path="p", start=5, end=6, relevance=0),
+    ]
     assert ndcg_within(["a", "b"], judged) == 1.0
     ideal = 7 + 1 / math.log2(3)
     assert ndcg_within(["b", "a"], judged) == pytest.approx((1 + 7 / math.log2(3)) / ideal)
     assert ndcg_within(["c", "b", "a"], judged) == pytest.approx((1 / math.log2(3) + 7 / 2) / ideal)
     assert ndcg_within([], judged) == 0.0
-    assert ndcg_within(["c"], [Judged("c", "p", 5, 6, 0)]) is None
+    assert ndcg_within(["c"], [Judged(url="c", path="p", start=5, end=6, relevance=0)]) is None
 
 
 def test_load_maps_urls_to_corpus_paths_and_averages(csn):

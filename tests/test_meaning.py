@@ -77,7 +77,7 @@ def meaning_index(tmp_path_factory):
 def test_top_hit_depends_on_meaning(meaning_index, query, expected):
     reader, embedder = meaning_index
     reader.check_model(embedder.model_id)
-    hits = search(reader, embedder, SearchRequest(query, limit=3))
+    hits = search(reader, embedder, SearchRequest(query=query, limit=3))
     assert hits[0].path == expected
     assert hits[0].signals.vector_rank == 1
 

@@ -25,7 +25,7 @@ def service(tmp_path):
 
 
 def paths(service, query, session=None, **kw):
-    _, hits = service.search(SearchRequest(query, limit=50, **kw), session)
+    _, hits = service.search(SearchRequest(query=query, limit=50, **kw), session)
     return [(h.path, h.uncommitted, h.symbol) for _, h in hits]
 
 
@@ -47,7 +47,7 @@ def test_session_edits_are_searched_and_deleted_files_shadowed_inside_the_query(
 
 def test_overlay_hits_carry_git_identity_and_read_back_by_id(service):
     service.sync_workspace("default", "s", "api", {"notes/todo.md": "# Todo\n\nrefund flow rework\n"}, [])
-    _, hits = service.search(SearchRequest("refund flow rework"), "s")
+    _, hits = service.search(SearchRequest(query="refund flow rework"), "s")
     clip, hit = next((c, h) for c, h in hits if h.uncommitted)
     assert hit.blob_id == git_blob_id(b"# Todo\n\nrefund flow rework\n") and hit.ref == "session:s"
     assert service.get_chunk("default", clip).text.endswith("refund flow rework")
@@ -56,12 +56,12 @@ def test_overlay_hits_carry_git_identity_and_read_back_by_id(service):
 def test_sessions_are_per_org_and_end(service):
     service.sync_workspace("default", "s", "api", {"new.py": "def only_in_default_session():\n    pass\n"}, [])
     with pytest.raises(OverlayError, match="no session 's'"):
-        service.search(SearchRequest("only_in_default_session", org="acme"), "s")
+        service.search(SearchRequest(query="only_in_default_session", org="acme"), "s")
     status = service.session_status("default", "s")
     assert [f["path"] for f in status.files] == ["new.py"] and status.chunks == 1
     assert service.end_session("default", "s") is True
     with pytest.raises(OverlayError, match="no session 's'"):
-        service.search(SearchRequest("x"), "s")
+        service.search(SearchRequest(query="x"), "s")
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_secrets_in_synced_files_are_held_back(service):
         [],
     )
     assert result.secrets_held_back == 1 and result.skipped == {".env": "credentials"}
-    _, hits = service.search(SearchRequest("key fine AKIAABCDEFGHIJKLMNOP"), "s")
+    _, hits = service.search(SearchRequest(query="key fine AKIAABCDEFGHIJKLMNOP"), "s")
     assert not any("AKIA" in (h.text or "") for _, h in hits)
 
 

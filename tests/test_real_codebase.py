@@ -56,7 +56,7 @@ def test_identifier_queries_find_their_definitions(click_index, query, symbol):
 
     cfg, _, _ = click_index
     reader = SnapshotReader(cfg.data_dir)
-    hits = search(reader, HashEmbedder(), SearchRequest(query, limit=50))
+    hits = search(reader, HashEmbedder(), SearchRequest(query=query, limit=50))
     if symbol:  # the definition outranks its callers
         assert hits[0].symbol == symbol and hits[0].path == "click/core.py"
         assert hits[0].signals.symbol_rank == 1 and hits[0].signals.bm25_rank == 1

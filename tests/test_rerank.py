@@ -53,7 +53,7 @@ def test_off_unless_configured_and_a_bad_path_says_so(tmp_path):
 
 
 def test_rerank_reorders_the_hybrid_head_by_the_cross_encoder(reader, hasher, cross_encoder):
-    req = SearchRequest("invoice total with tax", limit=5)
+    req = SearchRequest(query="invoice total with tax", limit=5)
     fused = [row for row, _ in rank(reader, hasher, req)][:RERANK_POOL]
     texts = [embed_text(reader.row(r)["symbol"], reader.row(r)["text"]) for r in fused]
     scores = np.asarray(cross_encoder.model.predict([(req.query, t) for t in texts])).reshape(-1)
@@ -63,7 +63,7 @@ def test_rerank_reorders_the_hybrid_head_by_the_cross_encoder(reader, hasher, cr
     assert [h.row for h in hits] == expected
     assert all(h.signals.rerank_score is not None for h in hits)
     plain = search(
-        reader, hasher, SearchRequest("invoice total with tax", limit=5, mode="bm25"), reranker=cross_encoder
+        reader, hasher, SearchRequest(query="invoice total with tax", limit=5, mode="bm25"), reranker=cross_encoder
     )
     assert plain and all(h.signals.rerank_score is None for h in plain)  # single signals stay pure
 
@@ -74,7 +74,7 @@ def test_eval_adds_a_rerank_column(reader, hasher, cross_encoder, tmp_path):
     result = run_cases(reader, hasher, load_queries(path), reranker=cross_encoder)
     assert set(result["summary"]) == {"hybrid", "vector", "bm25", "rerank"}
     assert result["cases"][0]["rerank"]["top"]
-    files = localize(reader, hasher, SearchRequest("invoice total with tax"), reranker=cross_encoder)
+    files = localize(reader, hasher, SearchRequest(query="invoice total with tax"), reranker=cross_encoder)
     assert any(f.signals.get("rerank_rank") == 1 for f in files)  # its order is one more ranking fused per file
 
 

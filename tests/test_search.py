@@ -22,7 +22,7 @@ def paths(hits):
 
 
 def test_hits_carry_the_full_contract(reader, hasher, corpus):
-    hits = search(reader, hasher, SearchRequest("renew_subscription", repos=("api",)))
+    hits = search(reader, hasher, SearchRequest(query="renew_subscription", repos=("api",)))
     top = hits[0]
     assert (top.repo, top.path, top.symbol, top.kind, top.lang) == (
         "api",
@@ -55,7 +55,7 @@ def test_hits_carry_the_full_contract(reader, hasher, corpus):
 
 def test_code_aware_tokens_match_parts_of_identifiers(reader, hasher):
     # "subscription renew" shares no whole word with `renew_subscription`, only its parts.
-    hits = search(reader, hasher, SearchRequest("subscription renew", kind="method"))
+    hits = search(reader, hasher, SearchRequest(query="subscription renew", kind="method"))
     assert hits[0].symbol == "Billing.renew_subscription" and hits[0].signals.bm25_rank == 1
     assert tokens("HTTPServer.handleRequest") == [
         "httpserver.handlerequest",
@@ -78,7 +78,7 @@ def test_plurals_match_their_singular(reader, hasher):
         "has",
     ]
     # `cancel(self, subscription)`: "subscriptions" is found by its singular, in BM25 alone.
-    hits = search(reader, hasher, SearchRequest("subscriptions", mode="bm25", limit=50))
+    hits = search(reader, hasher, SearchRequest(query="subscriptions", mode="bm25", limit=50))
     assert hits and all("subscription" in h.snippet.lower() for h in hits)
 
 
@@ -93,45 +93,45 @@ def test_queries_are_tokenized_as_their_snapshot_was(reader):
 
 
 def test_every_search_runs_inside_one_org(reader, hasher):
-    default = search(reader, hasher, SearchRequest("acme_only_renewal", limit=50))
+    default = search(reader, hasher, SearchRequest(query="acme_only_renewal", limit=50))
     assert all(h.org == "default" for h in default)
     assert "billing.py" not in paths(default)
-    acme = search(reader, hasher, SearchRequest("acme_only_renewal", org="acme"))
+    acme = search(reader, hasher, SearchRequest(query="acme_only_renewal", org="acme"))
     assert [h.org for h in acme] == ["acme"] and acme[0].symbol == "acme_only_renewal"
 
 
 def test_repo_lang_and_kind_filters(reader, hasher):
-    go = search(reader, hasher, SearchRequest("server health", langs=("go",), limit=50))
+    go = search(reader, hasher, SearchRequest(query="server health", langs=("go",), limit=50))
     assert go and all(h.lang == "go" for h in go)
-    tools = search(reader, hasher, SearchRequest("queue", repos=("tools",), limit=50))
+    tools = search(reader, hasher, SearchRequest(query="queue", repos=("tools",), limit=50))
     assert tools and all(h.repo == "tools" for h in tools)
-    docs = search(reader, hasher, SearchRequest("install database", kind="doc", limit=50))
+    docs = search(reader, hasher, SearchRequest(query="install database", kind="doc", limit=50))
     assert docs and all(h.lang == "markdown" for h in docs)
     assert docs[0].symbol == "Acme API > Installing"
-    code = search(reader, hasher, SearchRequest("install database", kind="code", limit=50))
+    code = search(reader, hasher, SearchRequest(query="install database", kind="code", limit=50))
     assert all(h.lang != "markdown" for h in code)
 
 
 def test_path_include_and_ignore_globs(reader, hasher):
-    hits = search(reader, hasher, SearchRequest("invoice customer", paths=("src/billing/**",), limit=50))
+    hits = search(reader, hasher, SearchRequest(query="invoice customer", paths=("src/billing/**",), limit=50))
     assert hits and all(h.path.startswith("src/billing/") for h in hits)
-    hits = search(reader, hasher, SearchRequest("invoice customer", ignore=("*.py",), limit=50))
+    hits = search(reader, hasher, SearchRequest(query="invoice customer", ignore=("*.py",), limit=50))
     assert hits and not any(h.path.endswith(".py") for h in hits)
 
 
 def test_ref_filter_sees_only_that_branch(reader, hasher, corpus):
-    dev = search(reader, hasher, SearchRequest("issue_refund", ref="dev", limit=5))
+    dev = search(reader, hasher, SearchRequest(query="issue_refund", ref="dev", limit=5))
     assert dev[0].path == "src/billing/refund.py"
     assert dev[0].ref == "refs/heads/dev" and dev[0].commit_id == corpus.commits["api_dev"]
-    main = search(reader, hasher, SearchRequest("issue_refund", ref="main", limit=50))
+    main = search(reader, hasher, SearchRequest(query="issue_refund", ref="main", limit=50))
     assert "src/billing/refund.py" not in paths(main)
     # A blob unchanged between branches is one row reachable from both.
-    both = search(reader, hasher, SearchRequest("renew_subscription", ref="refs/heads/dev"))
+    both = search(reader, hasher, SearchRequest(query="renew_subscription", ref="refs/heads/dev"))
     assert both[0].symbol == "Billing.renew_subscription" and both[0].ref == "refs/heads/dev"
 
 
 def test_identical_blob_on_two_refs_is_one_hit(reader, hasher):
-    hits = search(reader, hasher, SearchRequest("renew_subscription", limit=50))
+    hits = search(reader, hasher, SearchRequest(query="renew_subscription", limit=50))
     keys = [(h.repo, h.path, h.blob_id, h.chunk_index) for h in hits]
     assert len(keys) == len(set(keys))
 
@@ -139,22 +139,22 @@ def test_identical_blob_on_two_refs_is_one_hit(reader, hasher):
 @pytest.mark.parametrize(
     "req,message",
     [
-        (SearchRequest("   "), "the query is empty"),
-        (SearchRequest("x", limit=0), "limit 0 is out of range"),
-        (SearchRequest("x", limit=10_000), "limit 10000 is out of range"),
-        (SearchRequest("x", repos=("nope",)), "unknown repo 'nope' in org 'default'; indexed repos: api, tools"),
-        (SearchRequest("x", kind="banana"), "unknown kind 'banana'"),
+        (SearchRequest(query="   "), "the query is empty"),
+        (SearchRequest(query="x", limit=0), "limit 0 is out of range"),
+        (SearchRequest(query="x", limit=10_000), "limit 10000 is out of range"),
+        (SearchRequest(query="x", repos=("nope",)), "unknown repo 'nope' in org 'default'; indexed repos: api, tools"),
+        (SearchRequest(query="x", kind="banana"), "unknown kind 'banana'"),
         (
-            SearchRequest("x", langs=("klingon",)),
+            SearchRequest(query="x", langs=("klingon",)),
             "no chunk in language 'klingon' is indexed in org 'default'; "
             "indexed languages: go, javascript, markdown, python, rust",
         ),
         (
-            SearchRequest("x", ref="nosuchref"),
+            SearchRequest(query="x", ref="nosuchref"),
             "ref 'nosuchref' is not indexed in org 'default'; indexed refs: refs/heads/dev, refs/heads/main",
         ),
         (
-            SearchRequest("x", repos=("tools",), ref="dev"),
+            SearchRequest(query="x", repos=("tools",), ref="dev"),
             "ref 'dev' is not indexed in repo 'tools'; indexed refs: refs/heads/main",
         ),
     ],
@@ -176,7 +176,7 @@ def test_filter_values_are_terms_never_query_syntax(reader, hasher):
 
 
 def test_only_stopwords_still_searches_by_vector(reader, hasher):
-    hits = search(reader, hasher, SearchRequest("where is the"))
+    hits = search(reader, hasher, SearchRequest(query="where is the"))
     assert hits and all(h.signals.bm25_rank is None for h in hits)
 
 
@@ -198,7 +198,7 @@ def test_only_words_spelled_as_code_name_definitions(text, names):
 
 def test_a_prose_word_does_not_summon_a_definition_of_that_name(reader, hasher):
     def symbol_paths(query):
-        return {h.path for h in search(reader, hasher, SearchRequest(query, limit=20)) if h.signals.symbol_rank}
+        return {h.path for h in search(reader, hasher, SearchRequest(query=query, limit=20)) if h.signals.symbol_rank}
 
     assert symbol_paths("cancel the order when payment fails") == set()
     assert symbol_paths("make cancel() idempotent") == {"src/billing/renew.py"}
@@ -218,10 +218,11 @@ def test_a_name_defined_in_many_files_is_weak_evidence(tmp_path, hasher):
     files["flag.go"] = b"package flag\n\nfunc ParseFlags(args []string) error { return nil }\n"
     reader = SnapshotReader(build_corpus(tmp_path, {"flag": files}).cfg.data_dir)
 
-    hits = search(reader, hasher, SearchRequest("call Type() before ParseFlags()", limit=50))
+    hits = search(reader, hasher, SearchRequest(query="call Type() before ParseFlags()", limit=50))
     assert {h.path for h in hits if h.signals.symbol_rank} == {"flag.go"}  # `Type` is everywhere
     named = {
-        f.path: f.signals["named_symbols"] for f in localize(reader, hasher, SearchRequest("call Type()", limit=50))
+        f.path: f.signals["named_symbols"]
+        for f in localize(reader, hasher, SearchRequest(query="call Type()", limit=50))
     }
     assert all(named[f"{k}.go"] == pytest.approx(1 / len(kinds)) for k in kinds)  # shared, not 1 each
     assert named["flag.go"] == 0
@@ -242,7 +243,7 @@ def test_rrf_is_weighted_reciprocal_rank_fusion_with_every_named_signal_present(
 
 
 def test_a_bm25_only_hit_carries_its_real_cosine_similarity(reader, hasher):
-    hits = search(reader, hasher, SearchRequest("invoice customer", mode="bm25"))
+    hits = search(reader, hasher, SearchRequest(query="invoice customer", mode="bm25"))
     query = hasher.embed(["invoice customer"])[0]
     assert hits and all(h.signals.vector_rank is None for h in hits)  # no vector list: BM25 found each one
     exact = [float(reader.vectors[h.row] @ query) for h in hits]
@@ -252,7 +253,7 @@ def test_a_bm25_only_hit_carries_its_real_cosine_similarity(reader, hasher):
 
 
 def test_score_thresholds_keep_exactly_the_hits_similar_enough(reader, hasher):
-    hits = list(enumerate(search(reader, hasher, SearchRequest("invoice customer renew", limit=20)), 1))
+    hits = list(enumerate(search(reader, hasher, SearchRequest(query="invoice customer renew", limit=20)), 1))
     sims = sorted({h.similarity for _, h in hits})
     assert len(sims) >= 3
     floor = sims[len(sims) // 2]
@@ -266,7 +267,7 @@ def test_score_thresholds_keep_exactly_the_hits_similar_enough(reader, hasher):
 
 
 def test_signals_are_a_record_whose_json_names_every_ranking_and_the_snippet_lines(reader, hasher):
-    hit = search(reader, hasher, SearchRequest("renew_subscription", repos=("api",)))[0]
+    hit = search(reader, hasher, SearchRequest(query="renew_subscription", repos=("api",)))[0]
     assert hit.signals.rank("bm25") == hit.signals.bm25_rank == 1 and hit.signals.rerank_score is None
     data = hit.to_dict()["signals"]
     assert list(data) == [

@@ -55,13 +55,13 @@ def test_the_oldest_clips_are_forgotten_first():
 
 
 def test_search_hits_get_clip_ids_that_read_back_only_in_their_org(service):
-    _, hits = service.search(SearchRequest("renew subscription", "default"))
+    _, hits = service.search(SearchRequest(query="renew subscription", org="default"))
     clip, hit = hits[0]
     chunk = service.get_chunk("default", clip)
     assert (chunk.id, chunk.hit, chunk.snapshot_id) == (clip, hit, service.reader().snapshot_id)
     assert "renew" in chunk.text
     assert chunk.to_dict() == {"id": clip, **hit.to_dict(), "text": chunk.text, "snapshot_id": chunk.snapshot_id}
-    _, again = service.search(SearchRequest("renew subscription", "default"))
+    _, again = service.search(SearchRequest(query="renew subscription", org="default"))
     assert again[0][0] == clip  # the same chunk found again keeps its id
     with pytest.raises(ChunkNotFound, match=f"no chunk with id {clip}"):
         service.get_chunk("acme", clip)

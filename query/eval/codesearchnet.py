@@ -34,7 +34,7 @@ class JudgementError(BlobdexError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Judged:
     url: str
     path: str  # the corpus path that holds the annotated file
@@ -79,7 +79,15 @@ def load(directory: Path) -> dict[tuple[str, str], list[Judged]]:
             if m is None:  # a URL without a span cannot be matched to lines
                 continue
             start = int(m[3])
-            items.append(Judged(url, corpus_path(m[1], m[2]), start, int(m[4] or start), sum(values) / len(values)))
+            items.append(
+                Judged(
+                    url=url,
+                    path=corpus_path(m[1], m[2]),
+                    start=start,
+                    end=int(m[4] or start),
+                    relevance=sum(values) / len(values),
+                )
+            )
         judged[key] = items
     if not judged:
         raise JudgementError(f"{source} holds no judgements")
@@ -145,7 +153,7 @@ def evaluate(
             if mode == "rerank":  # the hybrid order, its head reordered by the cross-encoder
                 ranked = [r for r, _ in reranker.rerank(query, orders["hybrid"], lambda r: _embedded(reader, r))]
             else:
-                req = SearchRequest(query, org, (repo,), langs=(LANGS[language],), mode=mode)
+                req = SearchRequest(query=query, org=org, repos=(repo,), langs=(LANGS[language],), mode=mode)
                 ranked = [key for key, _ in rank(reader, embedder, req, depth=depth)][:depth]
             orders[mode] = ranked
             value = ndcg_within(annotated_order(reader, ranked, items), items)

@@ -84,9 +84,9 @@ def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "d
             row["commit_id"] = case.commit_id
         for mode in columns:
             req = SearchRequest(
-                case.query,
-                org,
-                (case.repo,) if case.repo else (),
+                query=case.query,
+                org=org,
+                repos=(case.repo,) if case.repo else (),
                 limit=10,
                 mode="hybrid" if mode == "rerank" else mode,
             )

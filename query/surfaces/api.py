@@ -132,15 +132,15 @@ async def search(request: Request):
     d = await read_body(request, SEARCH_FIELDS)
     query = _text(d, "query") or ""
     req = SearchRequest(
-        query,
-        org,
-        _strs(d, "repos"),
-        _strs(d, "lang"),
-        _strs(d, "paths"),
-        _strs(d, "ignore"),
-        _text(d, "kind"),
-        _text(d, "ref"),
-        _int(d.get("limit"), "limit", 10),
+        query=query,
+        org=org,
+        repos=_strs(d, "repos"),
+        langs=_strs(d, "lang"),
+        paths=_strs(d, "paths"),
+        ignore=_strs(d, "ignore"),
+        kind=_text(d, "kind"),
+        ref=_text(d, "ref"),
+        limit=_int(d.get("limit"), "limit", 10),
         mode=_text(d, "mode") or "hybrid",
     )
     group_by, fmt = _choice(d, "group_by", ("chunk", "file")), _choice(d, "format", ("json", "markdown"))

@@ -175,7 +175,7 @@ async def do_search(request: Request):
     chunks, vectors, _ = service.pushed.overlay(org, sp, (repo,) if repo else ())
     shadowed = {(c.repo, c.path) for c in chunks}
     shadowed |= {(r, k[len("shadow:") :]) for r, k in service.pushed.keys(org, sp, "shadow:")}
-    overlay = Overlay(sp, frozenset(shadowed), chunks, vectors)
+    overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=vectors)
     reader = service.reader()
     known = {r.name for r in reader.manifest.repos if r.org == org}
     req = SearchRequest(query=query, org=org, repos=(repo,) if repo else (), langs=(lang,) if lang else (), limit=limit)

@@ -169,7 +169,7 @@ async def retrieve(request: Request):
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise SurfaceError(400, "filters.paths must be an array of globs")
     chunks, vectors, meta = service.pushed.overlay(ctx["org"], SPACE, repos)
-    overlay = Overlay(SPACE, frozenset(), chunks, vectors)
+    overlay = Overlay(session_id=SPACE, shadowed=frozenset(), chunks=chunks, vectors=vectors)
     req = SearchRequest(query=str(d.get("query") or ""), org=ctx["org"], repos=repos, paths=tuple(paths), limit=top_k)
     found = await anyio.to_thread.run_sync(search_overlay, service.embedder, req, overlay)
     results = []

@@ -154,15 +154,15 @@ def search_code(
         raise ToolError("pass min_score or min_score_diff, not both")
     service, org = _scope(ctx)
     req = SearchRequest(
-        query,
-        org,
-        tuple(repos or ()),
-        tuple(lang or ()),
-        tuple(paths or ()),
-        tuple(ignore or ()),
-        kind,
-        ref,
-        limit,
+        query=query,
+        org=org,
+        repos=tuple(repos or ()),
+        langs=tuple(lang or ()),
+        paths=tuple(paths or ()),
+        ignore=tuple(ignore or ()),
+        kind=kind,
+        ref=ref,
+        limit=limit,
     )
     if group_by == "file":
         try:
