@@ -21,7 +21,7 @@ from query.live import LiveSnapshot
 from query.localize import localize
 from query.reader import SnapshotReader
 from query.route_task import RepoRoute, route
-from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound
+from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound, SessionStatus, SessionSync
 from query.overlays.pushed import PushedStore
 from query.search import Hit, Overlay, SearchRequest, candidates, check_org, validate
 from query.sql import run as run_sql
@@ -61,37 +61,6 @@ class IndexStatus:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "repos": [r.to_dict() for r in self.repos]}
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionSync:
-    """sync_workspace's answer: what one sync of a session's edits stored (query.overlays.sessions)."""
-
-    session_id: str
-    repo: str
-    files: int
-    deleted: int
-    chunks: int
-    secrets_held_back: int
-    skipped: dict  # path -> why it was not chunked
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionStatus:
-    """session_status's answer: the session's age, idle time, chunk count and the files it touched."""
-
-    session_id: str
-    created: float
-    idle_seconds: float
-    expires_in_seconds: float
-    chunks: int
-    files: tuple[dict, ...]  # {"repo", "path", "deleted", "skip"}
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "files": list(self.files)}
 
 
 class Service:
@@ -201,11 +170,11 @@ class Service:
                 f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(sorted(known)) or 'none'}"
             )
         stored = self.overlays.sync(org, session_id, repo, files, deleted, self.embedder, self.cfg.max_blob_bytes)
-        return SessionSync(**stored)
+        return stored
 
     def session_status(self, org: str, session_id: str) -> SessionStatus:
         found = self.overlays.status(org, session_id)
-        return SessionStatus(**{**found, "files": tuple(found["files"])})
+        return found
 
     def end_session(self, org: str, session_id: str) -> bool:
         return self.overlays.end(org, session_id)

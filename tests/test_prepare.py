@@ -65,7 +65,7 @@ def test_an_overlay_prepares_files_exactly_as_the_indexer_prepares_their_blobs(t
     store = OverlayStore(tmp_path / "data")
     result = store.sync("default", "s", "api", FILES, [], HashEmbedder(), cfg.max_blob_bytes)
     chunks, _ = store.chunks("default", "s")
-    overlay_skip = {f["path"]: f["skip"] for f in store.status("default", "s")["files"]}
+    overlay_skip = {f["path"]: f["skip"] for f in store.status("default", "s").files}
     overlay_chunks = sorted(tuple(getattr(c, c_name) for c_name in columns) for c in chunks)
 
     assert overlay_skip == indexed_skip
@@ -73,5 +73,5 @@ def test_an_overlay_prepares_files_exactly_as_the_indexer_prepares_their_blobs(t
         indexed_skip.values()
     )
     assert overlay_chunks == indexed_chunks and len(indexed_chunks) > 10
-    assert result["secrets_held_back"] == sum(indexed_held.values())
+    assert result.secrets_held_back == sum(indexed_held.values())
     assert indexed_held["src/config/settings.py"] == 1 and indexed_held["src/keys.py"] >= 2

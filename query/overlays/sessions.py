@@ -13,7 +13,7 @@ import re
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +74,37 @@ def _overlay_chunks(repo: str, path: str, blob_id: str, lang: str, entry: BlobEn
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class SessionSync:
+    """sync_workspace's answer: what one sync of a session's edits stored ."""
+
+    session_id: str
+    repo: str
+    files: int
+    deleted: int
+    chunks: int
+    secrets_held_back: int
+    skipped: dict  # path -> why it was not chunked
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionStatus:
+    """session_status's answer: the session's age, idle time, chunk count and the files it touched."""
+
+    session_id: str
+    created: float
+    idle_seconds: float
+    expires_in_seconds: float
+    chunks: int
+    files: tuple[dict, ...]  # {"repo", "path", "deleted", "skip"}
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "files": list(self.files)}
+
+
 class OverlayStore:
     def __init__(self, data_dir: Path, idle_seconds: float = SESSION_IDLE_SECONDS):
         directory = data_dir / "overlays"
@@ -121,7 +152,7 @@ class OverlayStore:
         deleted: list[str],
         embedder: Embedder,
         max_bytes: int,
-    ) -> dict:
+    ) -> SessionSync:
         """Record edits (path -> full new content) and deletions of one repo in a session."""
         self.check_id(session_id)
         if len(files) + len(deleted) > MAX_FILES_PER_SYNC:
@@ -182,15 +213,15 @@ class OverlayStore:
                     for r, v in zip(rows, vectors)
                 ],
             )
-        return {
-            "session_id": session_id,
-            "repo": repo,
-            "files": len(clean_files),
-            "deleted": len(clean_deleted),
-            "chunks": len(rows),
-            "secrets_held_back": held_back,
-            "skipped": skipped,
-        }
+        return SessionSync(
+            session_id=session_id,
+            repo=repo,
+            files=len(clean_files),
+            deleted=len(clean_deleted),
+            chunks=len(rows),
+            secrets_held_back=held_back,
+            skipped=skipped,
+        )
 
     @staticmethod
     def _path(path: str) -> str:
@@ -235,7 +266,7 @@ class OverlayStore:
         vectors = np.stack([np.frombuffer(r[10], dtype=np.float32) for r in rows]) if rows else np.zeros((0, 0))
         return chunks, vectors
 
-    def status(self, org: str, session_id: str) -> dict:
+    def status(self, org: str, session_id: str) -> SessionStatus:
         self.check_id(session_id)
         row = self.db.execute(
             "SELECT created, touched FROM session WHERE org = ? AND session_id = ?", [org, session_id]
@@ -252,14 +283,14 @@ class OverlayStore:
         count = self.db.execute(
             "SELECT count(*) FROM chunk WHERE org = ? AND session_id = ?", [org, session_id]
         ).fetchone()[0]
-        return {
-            "session_id": session_id,
-            "created": row[0],
-            "idle_seconds": round(time.time() - row[1], 1),
-            "expires_in_seconds": round(self.idle_seconds - (time.time() - row[1]), 1),
-            "chunks": count,
-            "files": [{"repo": r, "path": p, "deleted": bool(d), "skip": s} for r, p, d, s in files],
-        }
+        return SessionStatus(
+            session_id=session_id,
+            created=row[0],
+            idle_seconds=round(time.time() - row[1], 1),
+            expires_in_seconds=round(self.idle_seconds - (time.time() - row[1]), 1),
+            chunks=count,
+            files=tuple({"repo": r, "path": p, "deleted": bool(d), "skip": s} for r, p, d, s in files),
+        )
 
     def end(self, org: str, session_id: str) -> bool:
         self.check_id(session_id)
