@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -43,6 +44,18 @@ MODES = ("hybrid", "vector", "bm25")
 CODE_WORD_RE = re.compile(r"[_.$0-9]|[a-z][A-Z]")  # snake_case, dotted, $jquery, v2, camelCase
 FRAME_FUNCTION_RE = re.compile(r"line \d+, in $")  # a Python traceback frame names its function
 KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "module", "section", "text"})
+
+
+class OverlayKey(NamedTuple):
+    """A ranked candidate from a session overlay (its index there); a snapshot candidate is its row, an int."""
+
+    index: int
+
+
+def _tie(key: int | OverlayKey) -> tuple[int, str]:
+    """Equal scores: a session's edit before a snapshot row, then by the key's digits as text (the order kept
+    since keys were ("o", i) tuples and ints compared as strings)."""
+    return (0, str(key.index)) if isinstance(key, OverlayKey) else (1, str(key))
 
 
 class SearchError(BlobdexError):
@@ -388,14 +401,14 @@ def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray, vec
     if not keep:
         return vec, []
     scores = overlay.vectors[keep] @ vector
-    merged = sorted(vec + [(("o", i), float(sc)) for i, sc in zip(keep, scores)], key=lambda x: -x[1])[:CANDIDATES]
+    merged = sorted(vec + [(OverlayKey(i), float(sc)) for i, sc in zip(keep, scores)], key=lambda x: -x[1])[:CANDIDATES]
     words = set(tokens(req.query)) - STOPWORDS
     lexical = []
     for i in keep:
         c = overlay.chunks[i]
         found = words & set(tokens(f"{c.symbol} {c.path} {c.text}"))
         if found:
-            lexical.append((("o", i), float(len(found))))
+            lexical.append((OverlayKey(i), float(len(found))))
     lexical.sort(key=lambda x: -x[1])
     return merged, lexical
 
@@ -424,7 +437,9 @@ def candidates(
     if limit is not None:
         best = best[: max(limit, RERANK_POOL) if rerank else limit]
     hits = [
-        _overlay_hit(overlay, key[1], signals, req) if isinstance(key, tuple) else _hit(reader, key, signals, req)
+        _overlay_hit(overlay, key.index, signals, req)
+        if isinstance(key, OverlayKey)
+        else _hit(reader, key, signals, req)
         for key, signals in best
     ]
     if rerank:
@@ -444,7 +459,7 @@ def rank(
     depth: int = CANDIDATES,
     mask: np.ndarray | None = None,
 ) -> list[tuple[int | tuple, dict]]:
-    """Every candidate in fused order as (snapshot row or ("o", overlay index), signals); `depth`
+    """Every candidate in fused order as (a snapshot row or an OverlayKey, signals); `depth`
     candidates per signal. Evaluation asks for more depth than a page of results needs."""
     mask = row_mask(req, reader) if mask is None else mask.copy()  # shadowing must not touch the caller's
     if overlay is not None:
@@ -465,17 +480,17 @@ def rank(
     fused = rrf(rankings, ("vector", "bm25", "symbol"))
     for key, sim in zip(fused, similarity(reader, overlay, list(fused), vector)):
         fused[key]["similarity"] = sim
-    return sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))
+    return sorted(fused.items(), key=lambda kv: (-kv[1]["score"], _tie(kv[0])))
 
 
 def similarity(reader: SnapshotReader | None, overlay: Overlay | None, keys: list, vector: np.ndarray) -> list[float]:
-    """The exact cosine between the query vector and each key's chunk (a snapshot row, or ("o", index) in
+    """The exact cosine between the query vector and each key's chunk (a snapshot row, or an OverlayKey in
     the overlay), from the vectors already held: the one similarity every score threshold reads."""
-    rows = [k for k in keys if not isinstance(k, tuple)]
-    held = [k[1] for k in keys if isinstance(k, tuple)]
+    rows = [k for k in keys if not isinstance(k, OverlayKey)]
+    held = [k.index for k in keys if isinstance(k, OverlayKey)]
     by_row = dict(zip(rows, (reader.vectors[rows] @ vector).tolist())) if rows else {}
     by_index = dict(zip(held, (overlay.vectors[held] @ vector).tolist())) if held else {}
-    return [by_index[k[1]] if isinstance(k, tuple) else by_row[k] for k in keys]
+    return [by_index[k.index] if isinstance(k, OverlayKey) else by_row[k] for k in keys]
 
 
 def rrf(rankings: list[tuple[str, float, list]], signals: tuple[str, ...] = ()) -> dict:
@@ -503,8 +518,8 @@ def search_overlay(embedder: Embedder, req: SearchRequest, overlay: Overlay) -> 
     fused = rrf([("vector", 1.0, vec), ("bm25", 1.0, lex)], ("vector", "bm25"))
     for key, sim in zip(fused, similarity(None, overlay, list(fused), vector)):
         fused[key]["similarity"] = sim
-    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], str(kv[0])))[: req.limit]
-    hits = [_overlay_hit(overlay, key[1], signals, req) for key, signals in best]
+    best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], _tie(kv[0])))[: req.limit]
+    hits = [_overlay_hit(overlay, key.index, signals, req) for key, signals in best]
     return [(h, h.similarity) for h in hits]
 
 
