@@ -158,22 +158,19 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
 
 def extraction_throughput(data_dir: Path) -> dict:
     """Parse + extract every indexed file with an extractor, single-threaded, from the mirror's blobs."""
-    import pyarrow.parquet as pq
-
     from indexer.chunk import GRAMMARS, parse
     from indexer.extract import FAMILY, extract
-    from indexer.snapshot import graph_path, open_manifest
+    from indexer.mirror import mirror_dir
+    from indexer.snapshot import open_manifest, read_graph
     from dulwich.repo import Repo
 
     path, _ = open_manifest(data_dir)
-    files = [
-        f for f in pq.read_table(graph_path(path, "files")).to_pylist() if f["skip"] is None and f["lang"] in FAMILY
-    ]
+    files = [f for f in read_graph(path, "files").to_pylist() if f["skip"] is None and f["lang"] in FAMILY]
     seen, blobs = set(), []
     for f in files:
         if f["blob_id"] not in seen:
             seen.add(f["blob_id"])
-            repo = Repo(str(data_dir / "mirrors" / f["org"] / f"{f['repo']}.git"))
+            repo = Repo(str(mirror_dir(data_dir, f["org"], f["repo"])))
             blobs.append((repo[f["blob_id"].encode()].as_raw_string(), f["lang"]))
     started = time.monotonic()
     rows = 0

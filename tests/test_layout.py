@@ -70,11 +70,21 @@ def test_only_the_format_module_reads_a_snapshots_stores():
     allowed = {"indexer/snapshot.py", "indexer/write.py"}  # the reader and the writer of the format
     readers = sorted(
         p.relative_to(ROOT).as_posix()
-        for d in ("indexer", "query")
+        for d in ("indexer", "query", "ci")
         for p in (ROOT / d).rglob("*.py")
         if any(o in p.read_text(encoding="utf-8") for o in opens)
     )
     assert [r for r in readers if r not in allowed] == []
+
+
+def test_one_module_says_where_a_mirror_lives():
+    spelled = sorted(
+        p.relative_to(ROOT).as_posix()
+        for d in ("indexer", "query", "ci")
+        for p in (ROOT / d).rglob("*.py")
+        if '"mirrors"' in p.read_text(encoding="utf-8")
+    )
+    assert spelled == ["indexer/mirror.py"]
 
 
 PRODUCT = sorted(p for d in ("indexer", "query") for p in (ROOT / d).rglob("*.py"))
