@@ -1,4 +1,4 @@
-"""The Codebase Index Protocol (shared/seeds/codebase-index-protocol.md) under /codebase-index.
+"""The Codebase Index Protocol (tests/contracts/codebase-index-protocol.md) under /codebase-index.
 
 A client syncs file hashes, pushes the chunks of changed files, and searches: here it searches the
 snapshot and its own pushed chunks together, its pushed or removed paths shadowing the committed

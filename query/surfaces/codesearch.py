@@ -1,4 +1,4 @@
-"""The codebase-semantic-search HTTP contract (shared/seeds/codebase-semantic-search.md), served from
+"""The codebase-semantic-search HTTP contract (tests/contracts/codebase-semantic-search.md), served from
 the same index so its clients work unchanged: POST /search, GET /clip/:id, GET|POST /clips,
 POST /read, GET /health, GET /stats.
 

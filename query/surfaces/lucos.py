@@ -1,4 +1,4 @@
-"""The Lucos indexing & retrieval API (shared/seeds/lucos-indexing-retrieval-api.md) under /api/v1.
+"""The Lucos indexing & retrieval API (tests/contracts/lucos-indexing-retrieval-api.md) under /api/v1.
 
 Trusted-header mode: a gateway has authenticated the user and forwards X-Request-Id, X-Org-Id and
 X-User-Id (X-Repo-Ids limits a team-only member). It is enabled only by `blobdex serve --lucos`,
