@@ -57,7 +57,10 @@ def run_index(env: dict, cwd: Path) -> tuple[dict, float]:
 
 def percentiles(values: list[float]) -> dict:
     values = sorted(values)
-    pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
+
+    def pick(q: float) -> float:
+        return values[min(len(values) - 1, int(q * len(values)))]
+
     return {
         "p50_ms": round(pick(0.50) * 1000, 1),
         "p95_ms": round(pick(0.95) * 1000, 1),

@@ -207,7 +207,10 @@ def sql(ctx, query, as_json, as_csv) -> None:
 def _table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
     cells = [[("" if v is None else str(v)).replace("\n", " ")[:max_width] for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+
     out = [line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
     return "\n".join(out + [f"({len(rows)} row{'s' if len(rows) != 1 else ''})"])
 

@@ -4,6 +4,7 @@ it, and the coupling edges whose evidence lies in it (the data of the `expand_co
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,7 +58,7 @@ def context(
     def inside(row, line_key="line") -> bool:
         return any(a <= row[line_key] <= b for a, b in spans.get((row["repo"], row["path"], row["blob_id"]), ()))
 
-    in_files = lambda t: pc.and_(pc.equal(t["org"], org), pc.is_in(t["path"], value_set=_paths(definitions)))  # noqa: E731
+    in_files = partial(_in_files, org, _paths(definitions))
     handlers = {d["qualified_name"] for d in definitions}
     routes = [r for r in _rows(path, "routes", in_files) if inside(r) or r["handler"] in handlers]
     env_keys = [e for e in _rows(path, "env_keys", in_files) if inside(e)]
@@ -91,6 +92,11 @@ def context(
             for e in edges
         ],
     }
+
+
+def _in_files(org: str, paths: pa.Array, table: pa.Table) -> pa.ChunkedArray:
+    """The rows of a fact table in one org whose path is one of `paths`."""
+    return pc.and_(pc.equal(table["org"], org), pc.is_in(table["path"], value_set=paths))
 
 
 def _paths(rows: list[dict]) -> pa.Array:

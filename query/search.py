@@ -443,7 +443,10 @@ def candidates(
         for key, signals in best
     ]
     if rerank:
-        text_of = lambda h: embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"])  # noqa: E731
+
+        def text_of(h: Hit) -> str:
+            return embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"])
+
         hits = [
             h if score is None else replace(h, signals=replace(h.signals, rerank_score=round(score, 4)))
             for h, score in reranker.rerank(req.query, hits, text_of)

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import click
 
 from indexer.cli import cli_config
 from indexer.config import DEFAULT_ORG
+
+
+def _progress(what: str, every: int, done: int, total: int) -> None:
+    """A line on stderr every `every` items and at the end of a long eval."""
+    if done % every == 0 or done == total:
+        click.echo(f"eval: {done}/{total} {what}", err=True)
 
 
 @click.group("eval")
@@ -67,7 +74,7 @@ def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
     from query.eval.metrics import render
 
     cfg = cli_config(ctx, must_exist=True)
-    report = lambda i, n: click.echo(f"eval: {i}/{n} commits", err=True) if i % 10 == 0 or i == n else None  # noqa: E731
+    report = partial(_progress, "commits", 10)
     _per_model(
         cfg,
         models,
@@ -108,7 +115,7 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx, must_exist=True)
-    report = lambda i, n: click.echo(f"eval: {i}/{n} queries", err=True) if i % 100 == 0 or i == n else None  # noqa: E731
+    report = partial(_progress, "queries", 100)
 
     def measure(c, embedder, reranker):
         if models:

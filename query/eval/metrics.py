@@ -38,7 +38,10 @@ class Scores:
 
     def summary(self) -> dict:
         n = len(self.ranks) or 1
-        hit = lambda k: sum(1 for r in self.ranks if r is not None and r <= k) / n  # noqa: E731
+
+        def hit(k: int) -> float:
+            return sum(1 for r in self.ranks if r is not None and r <= k) / n
+
         return {
             "n": len(self.ranks),
             "hit@1": round(hit(1), 3),
