@@ -8,7 +8,6 @@ re-uploads cost nothing; text that holds credential material is refused, never s
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import numpy as np
 from indexer.embed import Embedder, embed_text
 from indexer.secrets import credential_kind
 from query.overlays.sessions import OverlayChunk
+from query.overlays import open_store
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,19 +36,19 @@ class PushedChunk:
 
 class PushedStore:
     def __init__(self, data_dir):
-        directory = data_dir / "overlays"
-        directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self.db = sqlite3.connect(str(directory / "pushed.sqlite"), check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript("""
+        self.db = open_store(
+            data_dir,
+            "pushed.sqlite",
+            """
             CREATE TABLE IF NOT EXISTS chunk (org TEXT, space TEXT, repo TEXT, chunk_id TEXT, chunk_hash TEXT,
                 path TEXT, lang TEXT, symbol TEXT, line_start INTEGER, line_end INTEGER, content TEXT,
                 source_type TEXT, vector BLOB, updated REAL, PRIMARY KEY (org, space, repo, chunk_id));
             CREATE INDEX IF NOT EXISTS chunk_hash ON chunk (org, space, chunk_hash);
             CREATE TABLE IF NOT EXISTS state (org TEXT, space TEXT, repo TEXT, key TEXT, value TEXT,
                 PRIMARY KEY (org, space, repo, key));
-        """)
+        """,
+        )
 
     def upsert(self, org: str, space: str, chunks: list[PushedChunk], embedder: Embedder) -> dict:
         """Store chunks by (repo, chunk_id). Unchanged ones (same hash) are skipped; credential material fails."""

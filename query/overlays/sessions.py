@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -23,6 +22,7 @@ from indexer.errors import BlobdexError
 from indexer.ignore import skip_for_path, validate_path
 from indexer.languages import language_for
 from indexer.prepare import BlobEntry, prepare
+from query.overlays import open_store
 
 SESSION_IDLE_SECONDS = 24 * 3600
 MAX_FILES_PER_SYNC = 200
@@ -107,13 +107,12 @@ class SessionStatus:
 
 class OverlayStore:
     def __init__(self, data_dir: Path, idle_seconds: float = SESSION_IDLE_SECONDS):
-        directory = data_dir / "overlays"
-        directory.mkdir(parents=True, exist_ok=True)
         self.idle_seconds = idle_seconds
         self._lock = threading.Lock()
-        self.db = sqlite3.connect(str(directory / "overlays.sqlite"), check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript("""
+        self.db = open_store(
+            data_dir,
+            "overlays.sqlite",
+            """
             CREATE TABLE IF NOT EXISTS session (org TEXT, session_id TEXT, created REAL, touched REAL,
                                                 PRIMARY KEY (org, session_id));
             CREATE TABLE IF NOT EXISTS touched (org TEXT, session_id TEXT, repo TEXT, path TEXT, deleted INTEGER,
@@ -122,7 +121,8 @@ class OverlayStore:
                                               chunk_index INTEGER, symbol TEXT, kind TEXT, lang TEXT,
                                               line_start INTEGER, line_end INTEGER, text TEXT, vector BLOB);
             CREATE INDEX IF NOT EXISTS chunk_session ON chunk (org, session_id);
-        """)
+        """,
+        )
 
     def sweep(self, now: float | None = None) -> int:
         """Drop sessions idle for longer than the limit; returns how many."""
