@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from dulwich.diff_tree import tree_changes
 
@@ -13,7 +15,7 @@ from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
 from indexer.scan import ScanError, resolve_ref
 from query.eval import EvalError
-from query.eval.metrics import Case, Scores, configuration, modes, run_cases
+from query.eval.metrics import HITS, Case, Scores, configuration, modes, run_cases
 from query.eval.scratch import drop_scratch, index_scratch
 
 SKIP_SUBJECT_RE = re.compile(
@@ -25,23 +27,30 @@ MIN_SUBJECT_WORDS = 4
 MAX_FILES_CHANGED = 5
 
 
-def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default", max_walk: int = 5000) -> list[Case]:
-    """Real commits as labelled queries: non-merge, subject >= 4 words and not a chore, modifying
-    1-5 existing source files; the query is the subject and the answer is those files."""
+@contextmanager
+def history(cfg: Config, repo: str, org: str = "default", max_walk: int = 5000) -> Iterator[tuple[object, Iterator]]:
+    """The mirror of a configured repo and the commits of the ref that is indexed (not whatever the mirror's
+    HEAD is), newest first, at most `max_walk` of them."""
     spec = cfg.repo(repo, org)
     if spec is None:
         raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
-    candidates = []
     with open_mirror(mirror_path(cfg.data_dir, spec)) as git:
-        try:  # the history of the ref that is indexed, not whatever the mirror's HEAD is
+        try:
             _, tip = resolve_ref(git, spec.refs[0] if spec.refs else None, repo)
         except ScanError as exc:
             raise EvalError(
                 f"cannot sample commits of {repo!r}: {exc} (if 'blobdex index' reported that it "
                 f"could not fetch {repo!r}, fix that first)"
             ) from exc
-        for entry in git.get_walker(include=[tip.encode()], max_entries=max_walk):
-            commit = entry.commit
+        yield git, (entry.commit for entry in git.get_walker(include=[tip.encode()], max_entries=max_walk))
+
+
+def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default", max_walk: int = 5000) -> list[Case]:
+    """Real commits as labelled queries: non-merge, subject >= 4 words and not a chore, modifying
+    1-5 existing source files; the query is the subject and the answer is those files."""
+    candidates = []
+    with history(cfg, repo, org, max_walk) as (git, commits):
+        for commit in commits:
             subject = commit.message.decode("utf-8", "replace").strip().split("\n", 1)[0]
             if len(commit.parents) != 1 or len(subject.split()) < MIN_SUBJECT_WORDS or SKIP_SUBJECT_RE.search(subject):
                 continue
@@ -68,6 +77,14 @@ def eval_commits(
             f"no commit of {repo!r} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
             f"files, a subject of {MIN_SUBJECT_WORDS}+ words)"
         )
+    return score_at_parents(cfg, repo, org, cases, embedder, progress, reranker)
+
+
+def score_at_parents(
+    cfg: Config, repo: str, org: str, cases: list[Case], embedder, progress=None, reranker=None, hits=HITS
+) -> dict:
+    """Index each case's parent commit (its first parent, for a merge) into a scratch snapshot and score
+    the case there in every mode; the scratch snapshot is dropped at the end."""
     columns = modes(reranker)
     totals = {mode: Scores() for mode in columns}
     rows, config = [], None
@@ -82,7 +99,7 @@ def eval_commits(
         if progress:
             progress(i + 1, len(cases))
     drop_scratch(cfg, repo, org)
-    return {"configuration": config, "summary": {m: totals[m].summary() for m in columns}, "cases": rows}
+    return {"configuration": config, "summary": {m: totals[m].summary(hits) for m in columns}, "cases": rows}
 
 
 def _parent(cfg: Config, spec: RepoSpec, commit_id: str) -> str:

@@ -24,6 +24,9 @@ class Case:
     commit_id: str | None = None  # for commit cases: the commit whose parent is searched
 
 
+HITS = (1, 5, 10)  # the hit@k columns every eval reports; `eval issues` adds 3
+
+
 @dataclass
 class Scores:
     ranks: list[int | None] = field(default_factory=list)  # rank of the first expected file, per case
@@ -36,7 +39,9 @@ class Scores:
         self.recalls.append(recall)
         return {"rank": rank, "recall@10": round(recall, 3)}
 
-    def summary(self) -> dict:
+    def summary(self, hits: tuple[int, ...] = HITS) -> dict:
+        """n, hit@k for each k in `hits` (the share of cases whose first expected file ranks k or better),
+        recall@10 and MRR."""
         n = len(self.ranks) or 1
 
         def hit(k: int) -> float:
@@ -44,9 +49,7 @@ class Scores:
 
         return {
             "n": len(self.ranks),
-            "hit@1": round(hit(1), 3),
-            "hit@5": round(hit(5), 3),
-            "hit@10": round(hit(10), 3),
+            **{f"hit@{k}": round(hit(k), 3) for k in hits},
             "recall@10": round(sum(self.recalls) / n, 3),
             "mrr": round(sum(1 / r for r in self.ranks if r) / n, 3),
         }
@@ -104,13 +107,9 @@ def configuration_line(result: dict) -> str:
 
 
 def render(result: dict) -> str:
-    lines = [
-        configuration_line(result),
-        "",
-        f"{'mode':<8} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'recall@10':>9} {'mrr':>6}",
-    ]
+    columns = list(next(iter(result["summary"].values())))  # n, hit@k for the k measured, recall@10, mrr
+    widths = {c: 4 if c == "n" else max(6, len(c)) for c in columns}
+    lines = [configuration_line(result), "", f"{'mode':<8} " + " ".join(f"{c:>{widths[c]}}" for c in columns)]
     for mode, s in result["summary"].items():
-        lines.append(
-            f"{mode:<8} {s['n']:>4} {s['hit@1']:>6} {s['hit@5']:>6} {s['hit@10']:>6} {s['recall@10']:>9} {s['mrr']:>6}"
-        )
+        lines.append(f"{mode:<8} " + " ".join(f"{s[c]:>{widths[c]}}" for c in columns))
     return "\n".join(lines)
