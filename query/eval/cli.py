@@ -84,6 +84,42 @@ def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
     )
 
 
+@eval_group.command("issues")
+@click.option("--repo", required=True, help="A configured, indexed repo whose history supplies the task texts.")
+@click.option("--n", "count", default=150, show_default=True, type=int, help="How many cases to sample.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--split",
+    type=click.Choice(["tune", "test", "all"]),
+    default="test",
+    show_default=True,
+    help="Which cases by commit time: the older half (tune), the newer half (test), or all.",
+)
+@click.option("--model", "models", multiple=True, help=MODEL_HELP)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary, split, query lengths and per-case rows as JSON (a list with --model twice).",
+)
+@click.pass_context
+def eval_issues_cmd(ctx, repo, count, seed, split, models, org, as_json) -> None:
+    """Ask each sampled long commit message or pull-request description against its parent commit and score
+    the non-test source files it changed: hit@1/3/5/10 and MRR, with the query length distribution."""
+    from query.eval.issues import eval_issues, render
+
+    cfg = cli_config(ctx, must_exist=True)
+    report = partial(_progress, "cases", 10)
+    _per_model(
+        cfg,
+        models,
+        as_json,
+        render,
+        lambda c, embedder, reranker: eval_issues(c, repo, count, seed, embedder, org, split, report, reranker),
+    )
+
+
 @eval_group.command("codesearchnet")
 @click.argument("annotations", type=click.Path(exists=True))
 @click.option("--repo", required=True, help="The configured repo that mirrors sourcegraph-testing/codesearchnet.")
