@@ -14,8 +14,9 @@ class ClipStore:
     """Short auto-increment ids for clips, deduplicated by key and FIFO-evicted.
 
     The ids are one counter for every org; the org stored with each clip keeps another org's id from
-    answering (or naming that org's repos). A key seen again keeps its id and its place in line, and
-    the value is replaced with the newer one (the same chunk found by another query)."""
+    answering (or naming that org's repos). A key seen again keeps its id, moves to the back of the line (the
+    oldest-used clip is forgotten first, never one the latest answer gave), and the value is replaced with the
+    newer one (the same chunk found by another query of the same org)."""
 
     def __init__(self, size: int = MAX_CLIPS):
         self.size = size
@@ -33,6 +34,7 @@ class ClipStore:
                 clip, self._next = self._next, self._next + 1
                 self._by_key[(org, key)] = clip
             self._by_id[clip] = (org, key, value)
+            self._by_id.move_to_end(clip)  # found again: as fresh as a new clip, so the answer it is in can read it
             while len(self._by_id) > self.size:
                 _, (old_org, old_key, _) = self._by_id.popitem(last=False)
                 self._by_key.pop((old_org, old_key), None)

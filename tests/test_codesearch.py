@@ -1,9 +1,12 @@
 """The codebase-semantic-search HTTP contract, served from the blobdex index (client flow and validation)."""
 
+import shutil
+
 import httpx
 import pytest
 
 from indexer.embed import HashEmbedder
+from indexer.mirror import mirror_dir
 from query.surfaces.codesearch import ignore_regex
 from query.surfaces.app import app
 from query.service import Service
@@ -152,3 +155,22 @@ def test_clip_ids_of_another_org_are_plainly_not_found(corpus, tmp_path):
         assert ours.get(f"/clip/{ids[0]}").json()["success"] is True
         mine = theirs.post("/search", json={"query": "acme_only_renewal", "format": "json"}).json()["data"]["results"]
         assert mine[0]["id"] not in ids and mine[0]["filePath"] == "api/billing.py"
+
+
+def test_a_clip_whose_file_cannot_be_read_fails_only_itself_in_a_batch(corpus, tmp_path):
+    cfg = private_copy(corpus, tmp_path)
+    with Server(app(Service(cfg, embedder=HashEmbedder()))) as url:
+        client = httpx.Client(base_url=f"{url}/codesearch")
+
+        def first(query: str, repo: str) -> dict:
+            hits = client.post("/search", json={"query": query, "format": "json"}).json()["data"]["results"]
+            return next(h for h in hits if h["filePath"].startswith(f"{repo}/"))
+
+        ours, tools = first("renew_subscription", "api"), first("drain the queue safely", "tools")
+        shutil.rmtree(mirror_dir(cfg.data_dir, "default", "api"))  # the repo was removed and its mirror swept
+        r = client.get("/clips", params={"ids": f"{ours['id']},{tools['id']}"})
+    assert r.status_code == 200
+    data = r.json()["data"]
+    assert (data["succeeded"], data["failed"]) == (1, 1)
+    assert data["results"][0]["success"] is False and "unknown repo 'api'" in data["results"][0]["error"]
+    assert data["results"][1]["success"] is True and data["results"][1]["filePath"] == tools["filePath"]

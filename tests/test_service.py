@@ -109,3 +109,12 @@ def test_the_live_snapshot_refuses_a_bad_current_keeps_serving_and_swaps_to_a_go
     run(built.cfg, show_progress=False)
     second = live.reader()
     assert second.snapshot_id == current_id(data_dir) != first.snapshot_id and live.reader() is second
+
+
+def test_a_clip_found_again_is_as_fresh_as_a_new_one():
+    clips = ClipStore(size=3)
+    for key in "abc":
+        clips.add("default", key)
+    answer = [clips.add("default", "a"), clips.add("default", "d")]  # one answer: a known chunk and a new one
+    assert [clips.get(clip, "default") for clip in answer] == ["a", "d"]
+    assert clips.get(2, "default") is None  # "b" was the least recently given

@@ -1,6 +1,6 @@
 """Session overlays: an agent's uncommitted edits, searchable beside the snapshot without touching it.
 
-The store is the one place the query server writes (`<data_dir>/overlays/overlays.sqlite`).
+The store is `<data_dir>/overlays/overlays.sqlite`, one of the server's two writable stores (query.overlays).
 Edits are skipped, chunked and screened for secrets by `indexer.prepare`, as committed blobs are, then
 embedded; paths a session touched (edited or deleted) are shadowed inside the query, so a deleted file
 never keeps answering with its committed version. Sessions idle longer than SESSION_IDLE_SECONDS are swept.
@@ -76,7 +76,7 @@ def _overlay_chunks(repo: str, path: str, blob_id: str, lang: str, entry: BlobEn
 
 @dataclass(frozen=True, kw_only=True)
 class SessionSync:
-    """sync_workspace's answer: what one sync of a session's edits stored ."""
+    """sync_workspace's answer: what one sync of a session's edits stored."""
 
     session_id: str
     repo: str

@@ -1,9 +1,10 @@
 """The protocol surfaces: thin modules over the query service, one per contract (MCP, /v1, codesearch, CIP, Lucos),
 and the one way a handler's failure becomes its contract's JSON error.
 
-Every HTTP handler is wrapped by `endpoint(shape)`: a `BlobdexError` (a `SurfaceError` included) answers with its
-`status` in the contract's error body, anything else is a logged 500. `shape(request, status, message, code)` is the
-only thing a contract says about errors; `route_errors(shape)` gives its app the same body for unknown routes.
+Every HTTP handler that can fail is wrapped by `endpoint(shape)`: a `BlobdexError` (a `SurfaceError` included)
+answers with its `status` in the contract's error body, anything else is a logged 500.
+`shape(request, status, message, code)` is the only thing a contract says about errors; `route_errors(shape)` gives
+its app the same body for unknown routes.
 """
 
 from __future__ import annotations

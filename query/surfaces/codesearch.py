@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from indexer.errors import BlobdexError
 from query.clips import ClipStore
 from query.get_file import GetFileError
 from query.search import SearchRequest, similarity_floor
@@ -274,8 +275,8 @@ async def clips_batch(request: Request):
             results.append(
                 {"success": True, **await anyio.to_thread.run_sync(_clip, request, int(raw), current_org.get())}
             )
-        except (SurfaceError, ValueError, TypeError) as exc:
-            message = str(exc) if isinstance(exc, SurfaceError) else "the id must be a number from /search"
+        except (BlobdexError, ValueError, TypeError) as exc:  # per item: one unreadable clip fails only itself
+            message = str(exc) if isinstance(exc, BlobdexError) else "the id must be a number from /search"
             results.append({"id": raw, "success": False, "error": message})
     done = sum(r["success"] for r in results)
     return ok(
