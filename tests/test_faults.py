@@ -277,3 +277,14 @@ def test_a_run_in_which_every_repo_fails_publishes_nothing(cfg, tmp_path):
     again = run(broken, show_progress=False)
     assert not again.published and current_id(cfg.data_dir) == first.snapshot_id
     assert any(f"snapshot {first.snapshot_id} keeps serving" in n for n in again.notes)
+
+
+def test_cli_search_answers_from_the_newest_kept_snapshot_and_says_so(cfg, blobdex, tmp_path, caplog):
+    """As the server does (and `route` always did): a damaged CURRENT never stops a search; the log (stderr, for
+    the CLI) says which snapshot answered instead, and the JSON carries its id."""
+    kept, broken = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(2))
+    (snapshot.snapshots_dir(cfg.data_dir) / broken / "manifest.json").write_text("{", encoding="utf-8")
+    with caplog.at_level(logging.ERROR):
+        out = blobdex("--config", tmp_path / "blobdex.toml", "search", "renew_subscription", "--json")
+    assert out.code == 0 and json.loads(out.out)["snapshot_id"] == kept
+    assert f"serving the older snapshot {kept}" in caplog.text and broken in caplog.text
