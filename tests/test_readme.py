@@ -55,19 +55,12 @@ def workdir(tmp_path_factory):
     return root, work, env, outputs, renew
 
 
-def test_walkthrough_has_the_documented_commands():
-    lines = walkthrough()
-    assert [shlex.split(x)[1] for x in lines] == [
-        "init",
-        "repo",
-        "repo",
-        "index",
-        "search",
-        "search",
-        "get-file",
-        "status",
-        "verify",
-    ]
+def test_walkthrough_covers_a_first_run():
+    """The parser found the walkthrough, and it takes a new user from init to a verified snapshot (each line is
+    run by the test below); its exact list is the README's to change."""
+    commands = [shlex.split(x)[1] for x in walkthrough()]
+    assert commands[0] == "init" and commands[-1] == "verify"
+    assert {"repo", "index", "search", "get-file", "status"} <= set(commands)
 
 
 def test_walkthrough_runs_and_search_json_has_the_contract(workdir):

@@ -78,7 +78,7 @@ def test_eval_adds_a_rerank_column(reader, hasher, cross_encoder, tmp_path):
     assert any(f.signals.get("rerank_rank") == 1 for f in files)  # its order is one more ranking fused per file
 
 
-def test_repo_add_keeps_every_setting(tmp_path):
+def test_repo_add_keeps_the_reranker_and_session_settings(tmp_path):
     cfg = write_config(tmp_path, [])
     text = cfg.path.read_text() + 'reranker = "/models/ce"\nsession_idle_hours = 2.5\n'
     cfg.path.write_text(text)

@@ -16,6 +16,7 @@ from indexer.build import run
 from query.surfaces import bearer
 from query.surfaces.app import app
 from query.surfaces.mcp import build
+from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, private_copy
@@ -80,12 +81,21 @@ def test_search_code_json_and_thresholds(service):
     server = build(service)
     data = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json", "limit": 5})))
     assert data["hits"] and {"id", "repo", "path", "signals"} <= set(data["hits"][0])
-    strict = json.loads(
-        text(call(server, "search_code", {"query": "invoice", "format": "json", "min_score_diff": 0.0}))
-    )
-    assert len(strict["hits"]) <= len(data["hits"]) and any("min_score_diff" in a for a in strict["applied"])
     both = call(server, "search_code", {"query": "x", "min_score": 0.1, "min_score_diff": 0.1})
     assert both.is_error and "not both" in text(both)
+
+
+def test_search_code_thresholds_keep_exactly_the_hits_similar_enough(service):
+    """min_score and min_score_diff act on each hit's cosine similarity to the query: the survivors are exactly
+    the unfiltered hits at or over the floor, in the same order."""
+    server = build(service)
+    _, ranked = service.search(SearchRequest(query="invoice", org="default", limit=10))
+    best = max(h.similarity for _, h in ranked)
+    for args, floor in (({"min_score_diff": 0.05}, best - 0.05), ({"min_score": 0.3}, 0.3)):
+        out = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json", **args})))
+        expected = [(h.path, h.line_start) for _, h in ranked if h.similarity >= floor]
+        assert 0 < len(expected) < len(ranked)  # the floor splits this ranking, so the filter is exercised
+        assert [(h["path"], h["line_start"]) for h in out["hits"]] == expected
 
 
 @pytest.mark.parametrize(
