@@ -31,7 +31,7 @@ from indexer.progress import Progress
 from indexer.report import Report, RepoReport
 from indexer.rows import Tables, add_repo, carried, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
-from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState
+from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState, vector_matrix
 from indexer.verify import open_check
 from indexer.versions import TOOLS
 from indexer.write import write_cards, write_chunks, write_graph, write_lexical
@@ -409,7 +409,7 @@ def _carry_forward(run: Run, tables: Tables, vectors: np.ndarray, states: dict) 
         w.report.files, w.report.files_indexed, w.report.chunks = before.files, before.files_indexed, before.chunks
     if not chunks.num_rows:
         return vectors
-    old = chunks.column("vector").combine_chunks().flatten().to_numpy().reshape(chunks.num_rows, -1)
+    old = vector_matrix(chunks)
     return np.concatenate([vectors, old]) if len(vectors) else old
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # File extension (lower case) -> language name. Grammar names follow tree-sitter-language-pack.
 EXTENSIONS = {
@@ -133,6 +133,14 @@ _TS_CONTAINERS = {
     "enum_declaration",
 }
 
+_TYPESCRIPT = Grammar(
+    name="typescript",
+    functions=frozenset(_TS_FUNCS),
+    containers=frozenset(_TS_CONTAINERS),
+    wrappers=frozenset(_JS_WRAPPERS),
+    arrow_values=frozenset(_JS_ARROWS),
+)
+
 GRAMMARS = {
     g.name: g
     for g in [
@@ -149,20 +157,8 @@ GRAMMARS = {
             wrappers=frozenset(_JS_WRAPPERS),
             arrow_values=frozenset(_JS_ARROWS),
         ),
-        Grammar(
-            name="typescript",
-            functions=frozenset(_TS_FUNCS),
-            containers=frozenset(_TS_CONTAINERS),
-            wrappers=frozenset(_JS_WRAPPERS),
-            arrow_values=frozenset(_JS_ARROWS),
-        ),
-        Grammar(
-            name="tsx",
-            functions=frozenset(_TS_FUNCS),
-            containers=frozenset(_TS_CONTAINERS),
-            wrappers=frozenset(_JS_WRAPPERS),
-            arrow_values=frozenset(_JS_ARROWS),
-        ),
+        _TYPESCRIPT,
+        replace(_TYPESCRIPT, name="tsx"),  # TypeScript with JSX: the same definitions
         Grammar(
             name="go",
             functions=frozenset({"function_declaration", "method_declaration", "type_declaration"}),

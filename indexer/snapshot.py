@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from indexer.errors import BlobdexError
@@ -158,6 +159,14 @@ def read_chunks(snapshot_dir: Path, vectors: bool = True) -> pa.Table:
     """Every chunk row as Arrow; without `vectors`, the `vector` column is left out."""
     table = chunks_table(snapshot_dir).to_arrow()
     return table if vectors else table.drop_columns(["vector"])
+
+
+def vector_matrix(table: pa.Table, dim: int = 0) -> np.ndarray:
+    """A table's `vector` column (chunks or cards) as one float32 matrix, a row per table row; (0, dim) when empty."""
+    if not table.num_rows:
+        return np.zeros((0, dim), dtype=np.float32)
+    flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat, dtype=np.float32).reshape(table.num_rows, -1)
 
 
 def read_graph(snapshot_dir: Path, table: str, **options) -> pa.Table:

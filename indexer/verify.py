@@ -27,6 +27,7 @@ from indexer.snapshot import (
     read_chunks,
     read_graph,
     store_error,
+    vector_matrix,
 )
 from indexer.write import LANCE_ROWS_PER_FILE
 
@@ -164,8 +165,8 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
     ids = np.sort(np.asarray(table.column("row").to_pylist(), dtype=np.int64))
     if not np.array_equal(ids, np.arange(table.num_rows)):
         problems.append("row ids are not 0..n-1 without gaps or repeats")
-    for name, vectors in (("chunk", _matrix(table)), ("card", _matrix(cards))):
-        if vectors is None:
+    for name, vectors in (("chunk", vector_matrix(table)), ("card", vector_matrix(cards))):
+        if not len(vectors):
             continue
         if vectors.shape[1] != manifest.dim:
             problems.append(f"{name} vectors have dim {vectors.shape[1]}, the manifest says {manifest.dim}")
@@ -174,12 +175,6 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
         if bad:
             problems.append(f"{bad} {name} vectors are not unit length (or not finite)")
     return manifest.snapshot_id, problems
-
-
-def _matrix(table) -> np.ndarray | None:
-    if not table.num_rows:
-        return None
-    return table.column("vector").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
 
 
 def _per_repo(table) -> Counter:

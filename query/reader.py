@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from indexer.languages import category
-from indexer.snapshot import SnapshotError, kept, open_lexical, open_manifest, read_chunks, store_error
+from indexer.snapshot import SnapshotError, kept, open_lexical, open_manifest, read_chunks, store_error, vector_matrix
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +35,7 @@ class SnapshotReader:
             ) from exc
         table = table.sort_by("row")
         self.rows = table.drop_columns(["vector"])
-        n = table.num_rows
-        if n:
-            flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            self.vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(n, -1)
-        else:
-            self.vectors = np.zeros((0, self.manifest.dim), dtype=np.float32)
+        self.vectors = vector_matrix(table, self.manifest.dim)
         if self.vectors.shape[1] != self.manifest.dim:
             raise SnapshotError(
                 f"cannot open snapshot {str(self.path)!r}: vectors have dim "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from indexer.embed import Embedder
-from indexer.snapshot import read_cards, read_graph
+from indexer.snapshot import read_cards, read_graph, vector_matrix
 from query.reader import SnapshotReader
 from query.search import CANDIDATES, SearchRequest, lexical_ranks, row_mask, validate
 
@@ -58,7 +58,7 @@ def _cards(reader: SnapshotReader) -> dict[tuple[str, str], np.ndarray]:
     table = read_cards(reader.path)
     if table is None:
         return {}
-    vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
+    vectors = vector_matrix(table)
     return {
         (o, r): vectors[i]
         for i, (o, r) in enumerate(zip(table.column("org").to_pylist(), table.column("repo").to_pylist()))

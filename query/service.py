@@ -169,12 +169,10 @@ class Service:
             raise OverlayError(
                 f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(sorted(known)) or 'none'}"
             )
-        stored = self.overlays.sync(org, session_id, repo, files, deleted, self.embedder, self.cfg.max_blob_bytes)
-        return stored
+        return self.overlays.sync(org, session_id, repo, files, deleted, self.embedder, self.cfg.max_blob_bytes)
 
     def session_status(self, org: str, session_id: str) -> SessionStatus:
-        found = self.overlays.status(org, session_id)
-        return found
+        return self.overlays.status(org, session_id)
 
     def end_session(self, org: str, session_id: str) -> bool:
         return self.overlays.end(org, session_id)
