@@ -152,6 +152,12 @@ def tools_files() -> dict:
     }
 
 
+# What a search hit's JSON carries at least (README's "Contract for scripts").
+HIT_JSON_FIELDS = frozenset(
+    "repo ref commit_id path blob_id symbol kind lang line_start line_end snippet score signals".split()
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Corpus:
     root: Path

@@ -18,6 +18,14 @@ import uvicorn
 
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")
 READY_SECONDS = 60  # a cold `blobdex serve` imports the web stack and opens the snapshot before /readyz answers
+# The first message of an MCP client over streamable HTTP, and the Accept header the transport requires.
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+}
+MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 def free_port() -> int:

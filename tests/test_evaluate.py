@@ -114,52 +114,17 @@ def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
     # A stack trace's frames carry its evidence; single signals are measured unweighted.
     assert set(weights('File "tests/test_cart.py", line 3, in test_remove_item\nremove item')[1].values()) == {1.0}
     assert set(weights("tests: remove an item from the cart", mode="bm25")[1].values()) == {1.0}
-    assert [
-        t
-        for t in (
-            "tests: use strict equality",
-            "flag_test: gofmt",
-            "use pytest, not nose",
-            "Fix assertRaises",
-            "the testsuite",
-            "add FooTest",
-            "the latest release",
-            "contest",
-            "attestation",
-        )
-        if speaks_of_tests(t)
-    ] == [
-        "tests: use strict equality",
-        "flag_test: gofmt",
-        "use pytest, not nose",
-        "Fix assertRaises",
-        "the testsuite",
-        "add FooTest",
-    ]
-    assert [
-        p
-        for p in (
-            "test/raw.js",
-            "flag_test.go",
-            "src/a.spec.ts",
-            "tests.py",
-            "conftest.py",
-            "FooTest.java",
-            "spec/cart_spec.rb",
-            "latest.py",
-            "lib/contest.py",
-            ".github/workflows/tests.yaml",
-        )
-        if is_test_file(p)
-    ] == [
-        "test/raw.js",
-        "flag_test.go",
-        "src/a.spec.ts",
-        "tests.py",
-        "conftest.py",
-        "FooTest.java",
-        "spec/cart_spec.rb",
-    ]
+    speaks = ["tests: use strict equality", "flag_test: gofmt", "use pytest, not nose", "Fix assertRaises"]
+    speaks += ["the testsuite", "add FooTest"]
+    silent = ["the latest release", "contest", "attestation"]
+    assert {t: speaks_of_tests(t) for t in speaks + silent} == {
+        **dict.fromkeys(speaks, True),
+        **dict.fromkeys(silent, False),
+    }
+    tests = ["test/raw.js", "flag_test.go", "src/a.spec.ts", "tests.py", "conftest.py", "FooTest.java"]
+    tests += ["spec/cart_spec.rb"]
+    code = ["latest.py", "lib/contest.py", ".github/workflows/tests.yaml"]
+    assert {p: is_test_file(p) for p in tests + code} == {**dict.fromkeys(tests, True), **dict.fromkeys(code, False)}
 
 
 def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):

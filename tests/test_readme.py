@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests import gitrepo
-from tests.corpus import RENEW_PY, tools_files
-from tests.servers import BLOBDEX, serve_subprocess
+from tests.corpus import HIT_JSON_FIELDS, RENEW_PY, tools_files
+from tests.servers import BLOBDEX, MCP_ACCEPT, MCP_INITIALIZE, serve_subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 # Hosts and paths in the README that do not exist here, and the fixture repos that stand in for them.
@@ -67,21 +67,7 @@ def test_walkthrough_runs_and_search_json_has_the_contract(workdir):
     _, work, env, outputs, _ = workdir
     hits = json.loads(next(v.stdout for k, v in outputs.items() if "--json" in k))["hits"]
     assert hits and hits[0]["path"] == "src/billing/renew.py"
-    assert set(hits[0]) >= {
-        "repo",
-        "ref",
-        "commit_id",
-        "path",
-        "blob_id",
-        "symbol",
-        "kind",
-        "lang",
-        "line_start",
-        "line_end",
-        "snippet",
-        "score",
-        "signals",
-    }
+    assert set(hits[0]) >= HIT_JSON_FIELDS
     assert (work / "blobdex.toml").exists() and (work / ".blobdex" / "CURRENT").exists()
 
 
@@ -186,18 +172,5 @@ def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
         free = s.connect_ex(("127.0.0.1", port)) != 0
     # the documented port, unless it is taken on this machine: then serve the same path on another one
     with serve_subprocess(work, env, port if free else None) as (base, _):
-        r = httpx.post(
-            f"{base}/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "readme-test", "version": "1"},
-                },
-            },
-            headers={"Accept": "application/json, text/event-stream"},
-        )
+        r = httpx.post(f"{base}/mcp", json=MCP_INITIALIZE, headers=MCP_ACCEPT)
         assert r.status_code == 200 and "blobdex" in r.text

@@ -15,6 +15,7 @@ from query.search import (
     search,
     similarity_floor,
 )
+from tests.corpus import HIT_JSON_FIELDS
 
 
 def paths(hits):
@@ -36,21 +37,7 @@ def test_hits_carry_the_full_contract(reader, hasher, corpus):
     assert "def renew_subscription" in top.snippet
     assert top.signals.bm25_rank == 1 and top.signals.vector_rank is not None
     assert top.score > 0
-    assert set(top.to_dict()) >= {
-        "repo",
-        "ref",
-        "commit_id",
-        "path",
-        "blob_id",
-        "symbol",
-        "kind",
-        "lang",
-        "line_start",
-        "line_end",
-        "snippet",
-        "score",
-        "signals",
-    }
+    assert set(top.to_dict()) >= HIT_JSON_FIELDS
 
 
 def test_code_aware_tokens_match_parts_of_identifiers(reader, hasher):

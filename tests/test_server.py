@@ -20,7 +20,7 @@ from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, private_copy
-from tests.servers import BLOBDEX, Server
+from tests.servers import BLOBDEX, MCP_ACCEPT, MCP_INITIALIZE, Server
 
 
 @pytest.fixture(scope="module")
@@ -292,20 +292,7 @@ def test_mcp_over_http_runs_in_the_org_of_its_token(corpus, tmp_path):
 
         repos = json.loads(text(asyncio.run(go({"Authorization": f"Bearer {acme}"}))))
         assert [r["name"] for r in repos["repos"]] == ["api"] and repos["repos"][0]["org"] == "acme"
-        refused = httpx.post(
-            f"{url}/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-            headers={"Accept": "application/json, text/event-stream"},
-        )
+        refused = httpx.post(f"{url}/mcp", json=MCP_INITIALIZE, headers=MCP_ACCEPT)
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "token_required"
 
 

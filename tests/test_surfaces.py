@@ -2,9 +2,7 @@
 tests/test_error_shape.py): one assert_<contract>_error per contract, applied to a bad request on each of
 its routes, and a check that the table names every route, so a route that escapes the mechanism fails here."""
 
-import shutil
 from pathlib import Path
-from dataclasses import replace
 
 import pytest
 from starlette.routing import Mount, Route
@@ -16,6 +14,8 @@ from query.surfaces import SurfaceError, endpoint, read_body
 from query.surfaces.app import CIP_PREFIX, LUCOS_PREFIX
 from query.surfaces.app import app as server_app
 from query.surfaces.cip_auth import AuthSettings, mint
+from tests.corpus import private_copy
+from tests.servers import MCP_ACCEPT, MCP_INITIALIZE
 
 SECRET = "test-secret-for-hs256-signing-0123456789"
 LUCOS_HEADERS = {"X-Request-Id": "req-1", "X-Org-Id": "default", "X-User-Id": "u1"}
@@ -24,9 +24,7 @@ REPO_ID = "lucos:ws:0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def server(corpus, tmp_path_factory):
-    data = tmp_path_factory.mktemp("surfaces") / "data"
-    shutil.copytree(corpus.cfg.data_dir, data)
-    service = Service(replace(corpus.cfg, data_dir=data), embedder=HashEmbedder())
+    service = Service(private_copy(corpus, tmp_path_factory.mktemp("surfaces")), embedder=HashEmbedder())
     asgi = server_app(service, lucos=True, cip_settings=AuthSettings(secret=SECRET))
     with TestClient(asgi, base_url="http://127.0.0.1") as client:
         yield client
@@ -204,15 +202,8 @@ def test_endpoint_answers_a_status_its_error_carries_and_hides_a_bug(tmp_path):
 
 
 def test_the_guard_and_mcp_allow_the_same_hosts(corpus, tmp_path):
-    shutil.copytree(corpus.cfg.data_dir, tmp_path / "data")
-    service = Service(replace(corpus.cfg, data_dir=tmp_path / "data"), embedder=HashEmbedder())
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    headers = {"Accept": "application/json, text/event-stream", "Origin": "https://code.example.org"}
+    service = Service(private_copy(corpus, tmp_path), embedder=HashEmbedder())
+    initialize, headers = MCP_INITIALIZE, {**MCP_ACCEPT, "Origin": "https://code.example.org"}
     with TestClient(
         server_app(service, allowed_hosts=["code.example.org"]), base_url="http://code.example.org:8080"
     ) as c:
