@@ -2,9 +2,11 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The CPU build of torch by default (a plain `torch` pulls a multi-GB CUDA build).
+# torch, pinned. PyPI's Linux wheel of it brings several GB of CUDA libraries (this project's CI registry serves a
+# CPU wheel); for the CPU-only build: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # On a GPU machine: make install TORCH=torch   (or any pip requirement, e.g. torch==2.13.0+cu128)
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 SAMPLE_QUERY ?= publish a new snapshot atomically
 PORT ?= 8765
 
@@ -15,7 +17,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
