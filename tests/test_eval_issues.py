@@ -169,3 +169,25 @@ def test_eval_issues_says_why_no_commit_qualifies(tmp_path):
         eval_issues(cfg, "tiny", 5, 0, HashEmbedder())
     with pytest.raises(EvalError, match="unknown repo 'nope'"):
         eval_issues(cfg, "nope", 5, 0, HashEmbedder())
+
+
+def test_a_trailer_block_goes_whatever_its_keys_but_a_report_keeps_its_last_paragraph():
+    """Gerrit's trailers (`Reviewed-on:`, `LUCI-TryBot-Result:`) would otherwise count as the report's prose."""
+    from query.eval.issues import task_text
+
+    gerrit = (
+        "go/analysis: add the printf check\n\nThe check reports format strings that do not match their arguments.\n"
+        "\nUpdates golang/go#17747\n\nChange-Id: I385c59d5f0136c0b8009f6be42c0c85712c50618\n"
+        "Reviewed-on: https://go-review.googlesource.com/c/tools/+/804480\n"
+        "LUCI-TryBot-Result: golang-scoped@luci-project-accounts.iam.gserviceaccount.com\n"
+        "Auto-Submit: A Dev <a@example.com>\n"
+    )
+    title, description, reason = task_text(gerrit, merge=False)
+    assert description == "The check reports format strings that do not match their arguments."
+    assert reason == "a body under 200 characters"
+    report = f"Totals are wrong\n\n{CART_REPORT}\n\nExpected: 10.00\nActual: 19.99\n"
+    assert task_text(report, merge=False) == (
+        "Totals are wrong",
+        f"{CART_REPORT}\n\nExpected: 10.00\nActual: 19.99",
+        "",
+    )

@@ -43,14 +43,30 @@ MAX_TRUTH_FILES = 10
 ISSUE_HITS = (1, 3, 5, 10)
 SPLITS = ("tune", "test", "all")
 PR_MERGE_RE = re.compile(r"^Merge pull request #\d+ from \S+")
-# Lines that say who or where, not what is wrong: git trailers, cherry-pick notes, bare issue references.
+# Lines that say who or where, not what is wrong: git trailers, cherry-pick notes, bare issue references
+# ("Fixes #12", "Updates golang/go#80459", "For org/repo#7").
 TRAILER_RE = re.compile(
     r"^[ \t]*(?:[A-Za-z][\w-]*-(?:by|id)[ \t]*:.*"
     r"|\(cherry picked from commit [0-9a-f]+\)"
-    r"|(?:fix(?:e[sd])?|close[sd]?|resolve[sd]?|refs?|see)[ \t]*:?[ \t]*(?:[\w.-]+/[\w.-]+)?#\d+"
+    r"|(?:fix(?:e[sd])?|close[sd]?|resolve[sd]?|refs?|see|updates?|for)[ \t]*:?[ \t]*(?:[\w.-]+/[\w.-]+)?#\d+"
     r"(?:[ \t]*,?[ \t]*(?:and[ \t]+)?#\d+)*\.?)[ \t]*$",
     re.I | re.M,
 )
+# A message's last paragraph of `Key: value` lines is its trailer block, whatever the other keys (Gerrit
+# adds `Reviewed-on:`, `Auto-Submit:`, `LUCI-TryBot-Result:`), when one of them is a git trailer such as
+# `Change-Id:` or `Reviewed-by:`: a report that ends "Expected: 1 / Actual: 2" keeps its last paragraph.
+TRAILER_LINE_RE = re.compile(r"^[A-Za-z][\w-]*:[ \t]+\S")
+GIT_TRAILER_RE = re.compile(r"^[A-Za-z][\w-]*-(?:by|id|on):", re.I | re.M)
+
+
+def without_trailers(body: str) -> str:
+    """The body with its trailer block and every trailer-like line removed."""
+    paragraphs = re.split(r"\n[ \t]*\n", body.strip())
+    while paragraphs and GIT_TRAILER_RE.search(paragraphs[-1].strip()):
+        if not all(TRAILER_LINE_RE.match(line) for line in paragraphs[-1].strip().split("\n")):
+            break
+        paragraphs.pop()
+    return re.sub(r"\n{3,}", "\n\n", TRAILER_RE.sub("", "\n\n".join(paragraphs))).strip()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,7 +84,7 @@ def task_text(message: str, merge: bool) -> tuple[str, str, str]:
         if not PR_MERGE_RE.match(subject):
             return "", "", "a merge not of a pull request"
         subject, _, body = body.strip().partition("\n")
-    description = re.sub(r"\n{3,}", "\n\n", TRAILER_RE.sub("", body)).strip()
+    description = without_trailers(body)
     if SKIP_SUBJECT_RE.search(subject):
         return subject, description, "a chore"
     if len(" ".join(description.split())) < MIN_PROSE_CHARS:
