@@ -23,8 +23,9 @@ from query.localize import (
     OFF_TOPIC_TEST_WEIGHT,
     is_test_file,
     localize,
+    asks_for_tests,
     named_files,
-    speaks_of_tests,
+    runner_repos,
 )
 from query.reader import SnapshotReader
 from query.search import RRF_K, SearchError, SearchRequest, search
@@ -77,7 +78,7 @@ def test_files_fuse_each_signals_own_file_ranking(reader, hasher):
     assert any(f.path.endswith(".md") for f in hybrid)  # the weight was exercised
 
 
-def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
+def test_test_files_weigh_by_whether_the_task_asks_for_tests(tmp_path):
     repo = gitrepo.init(tmp_path / "src" / "shop")
     gitrepo.commit(
         repo,
@@ -111,20 +112,53 @@ def test_test_files_weigh_by_whether_the_text_speaks_of_tests(tmp_path):
         "tests/test_cart.py": 1.0,
         ".github/workflows/tests.yaml": OFF_TOPIC_CODE_WEIGHT,
     }  # a workflow is not test code
+    # A report that mentions a failing test in its body asks for a fix in the code.
+    report = "Removing an item leaves the cart full\n\ntest_remove_item fails under pytest: assert cart == []"
+    assert weights(report)[1]["tests/test_cart.py"] == OFF_TOPIC_TEST_WEIGHT
     # A stack trace's frames carry its evidence; single signals are measured unweighted.
     assert set(weights('File "tests/test_cart.py", line 3, in test_remove_item\nremove item')[1].values()) == {1.0}
     assert set(weights("tests: remove an item from the cart", mode="bm25")[1].values()) == {1.0}
-    speaks = ["tests: use strict equality", "flag_test: gofmt", "use pytest, not nose", "Fix assertRaises"]
-    speaks += ["the testsuite", "add FooTest"]
-    silent = ["the latest release", "contest", "attestation"]
-    assert {t: speaks_of_tests(t) for t in speaks + silent} == {
-        **dict.fromkeys(speaks, True),
+    asks = ["tests: use strict equality", "flag_test: gofmt", "Fix assertRaises", "add a test for the cart"]
+    asks += ["the testsuite", "add FooTest", "Update test.py", "use pytest, not nose"]
+    silent = [
+        "the latest release",
+        "contest",
+        "attestation",
+        "Crash when run under pytest",
+        "login fails on test.local",
+    ]
+    silent += ["Cart is not emptied\n\nSteps: run the tests, the test_remove_item test fails", "", "\n\n"]
+    assert {t: asks_for_tests(t) for t in asks + silent} == {
+        **dict.fromkeys(asks, True),
         **dict.fromkeys(silent, False),
     }
     tests = ["test/raw.js", "flag_test.go", "src/a.spec.ts", "tests.py", "conftest.py", "FooTest.java"]
-    tests += ["spec/cart_spec.rb"]
-    code = ["latest.py", "lib/contest.py", ".github/workflows/tests.yaml"]
+    tests += ["spec/cart_spec.rb", "src/test/java/org/x/CartTest.java"]
+    code = ["latest.py", "lib/contest.py", ".github/workflows/tests.yaml", "src/main/java/org/junit/RepeatedTest.java"]
     assert {p: is_test_file(p) for p in tests + code} == {**dict.fromkeys(tests, True), **dict.fromkeys(code, False)}
+
+
+def test_a_test_tools_own_repo_never_asks_for_tests(tmp_path):
+    """pytest's reports speak of tests in every line: there its own package is the code to change."""
+    for name, files in {
+        "runner": {"src/_pytest/fixtures.py": b"def getfixturevalue(name):\n    return name\n"},
+        "jest": {"index.js": b"function runTests(paths) {\n  return paths\n}\n"},
+        "shop": {"shop/cart.py": b"def remove_item(cart, item):\n    cart.remove(item)\n"},
+    }.items():
+        repo = gitrepo.init(tmp_path / "src" / name)
+        tests = {"testing/test_fixtures.py": b"def test_getfixturevalue():\n    assert getfixturevalue('x')\n"}
+        gitrepo.commit(repo, {**files, **tests}, message="initial import")
+    specs = [RepoSpec(name=n, url=str(tmp_path / "src" / n)) for n in ("runner", "jest", "shop")]
+    cfg = write_config(tmp_path, specs)
+    run(cfg, show_progress=False)
+    reader = SnapshotReader(cfg.data_dir)
+    assert runner_repos(reader, "default") == {"runner", "jest"}  # by its package path, by its name
+    files = localize(reader, HashEmbedder(), SearchRequest(query="tests: getfixturevalue for a fixture", limit=20))
+    weight = {(f.repo, f.path): f.signals["test_weight"] for f in files}
+    assert weight[("runner", "src/_pytest/fixtures.py")] == 1.0
+    assert weight[("runner", "testing/test_fixtures.py")] == OFF_TOPIC_TEST_WEIGHT
+    assert weight[("shop", "shop/cart.py")] == OFF_TOPIC_CODE_WEIGHT
+    assert weight[("shop", "testing/test_fixtures.py")] == 1.0
 
 
 def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):
@@ -230,6 +264,39 @@ def test_eval_routing_scores_the_owner(tmp_path):
     result = eval_routing(cfg, SnapshotReader(cfg.data_dir), HashEmbedder(), ["billing", "auth"], 5, 0)
     assert result["summary"]["n"] == 2 and result["summary"]["top1"] == 1.0
     assert {c["owner"] for c in result["cases"]} == {"billing", "auth"}
+
+
+def test_eval_routing_on_long_reports_with_names_masked(tmp_path):
+    """Long commit bodies as cases, each repo's name and src/ package replaced by PKG before routing."""
+    from query.eval.routing import eval_routing, mask
+
+    specs = []
+    for name, word in (("billing", "invoice"), ("auth", "password")):
+        repo = gitrepo.init(tmp_path / "src" / name)
+        path = f"src/_{name}/core.py"
+        files = {path: f"def {word}_check():\n    return '{word}'\n".encode()}
+        gitrepo.commit(repo, files, message="initial import of the code")
+        for attempt in ("retry", "backoff"):
+            files = {path: files[path] + f"\n\ndef {word}_{attempt}():\n    pass\n".encode()}
+            body = f"With {name} 2.1 the {word} check gives up at the first failure. " * 4
+            gitrepo.commit(repo, files, message=f"{attempt} the {word} check\n\n{body}\nimport _{name}\n")
+        specs.append(RepoSpec(name=name, url=str(tmp_path / "src" / name)))
+    cfg = write_config(tmp_path, specs)
+    run(cfg, show_progress=False)
+    reader = SnapshotReader(cfg.data_dir)
+    result = eval_routing(
+        cfg, reader, HashEmbedder(), ["billing", "auth"], 5, 0, kind="issues", split="all", masked=True
+    )
+    assert result["cases_from"] == {"kind": "issues", "split": "all", "masked": ["auth", "billing"]}
+    assert result["summary"]["n"] == 4 and {c["owner"] for c in result["cases"]} == {"billing", "auth"}
+    for case in result["cases"]:
+        assert "With PKG 2.1 the" in case["query"] and "import PKG" in case["query"]
+        assert "billing" not in case["query"] and "auth" not in case["query"]
+    assert mask("billing-api uses billing.core, rebilling and Billing", {"billing"}) == (
+        "PKG-api uses PKG.core, rebilling and PKG"
+    )
+    with pytest.raises(EvalError, match="unknown case kind"):
+        eval_routing(cfg, reader, HashEmbedder(), ["billing"], 1, 0, kind="prs")
 
 
 def test_eval_commits_cli_runs_each_model(history):

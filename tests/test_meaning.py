@@ -94,3 +94,46 @@ def test_real_model_vectors_are_unit_length_384(meaning_index):
     assert reader.manifest.dim == 384 and reader.vectors.shape[1] == 384
     norms = (reader.vectors**2).sum(axis=1) ** 0.5
     assert abs(norms - 1).max() < 1e-3
+
+
+ENVIRONMENT = "\n".join(
+    f"{name}=={major}.{minor}.{patch}"
+    for name, major, minor, patch in [
+        ("attrs", 23, 1, 0),
+        ("certifi", 2024, 2, 2),
+        ("charset-normalizer", 3, 3, 2),
+        ("idna", 3, 6, 0),
+        ("iniconfig", 2, 0, 0),
+        ("packaging", 24, 0, 0),
+        ("pluggy", 1, 4, 0),
+        ("pyparsing", 3, 1, 2),
+        ("python-dateutil", 2, 9, 0),
+        ("pytz", 2024, 1, 0),
+        ("six", 1, 16, 0),
+        ("tomli", 2, 0, 1),
+        ("typing-extensions", 4, 10, 0),
+        ("tzdata", 2024, 1, 0),
+        ("urllib3", 2, 2, 1),
+        ("wheel", 0, 43, 0),
+    ]
+)
+LONG_REPORT = (
+    "Problem seen on the staging cluster\n\n"
+    "Environment: Ubuntu 22.04.4 LTS, kernel 5.15.0-97-generic x86_64, CPython 3.11.8 built with GCC 11.4.0, "
+    "running in a container image rebuilt on 2024-03-01 from the base image of the platform team.\n\n"
+    f"Installed distributions (pip freeze):\n\n{ENVIRONMENT}\n\n{ENVIRONMENT}\n\n"
+    "What goes wrong: when the network is flaky we want to wait longer and longer between attempts, "
+    "but every attempt fires at once."
+)
+
+
+def test_a_long_report_is_read_past_the_models_window(meaning_index):
+    """The model reads about 256 word pieces: asked whole, the report's last paragraph is never seen; asked
+    as passages, the one that says what is wrong finds the code."""
+    reader, embedder = meaning_index
+    whole = reader.vectors @ embedder.embed([LONG_REPORT])[0]
+    assert reader.col["path"][int(whole.argmax())] != "net/resilience.py"  # guards the assertion below
+    hits = search(reader, embedder, SearchRequest(query=LONG_REPORT, limit=3, mode="vector"))
+    assert hits[0].path == "net/resilience.py"
+    words = {w for w in tokens(LONG_REPORT) if not w.isdigit()} - STOPWORDS
+    assert not words & set(tokens(FILES["net/resilience.py"].decode()))  # found by meaning, not by a shared word

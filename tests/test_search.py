@@ -7,11 +7,13 @@ import pytest
 
 from indexer.tokenize import tokens
 from query.search import (
+    PASSAGE_CHARS,
     SearchError,
     SearchRequest,
     keep_similar,
     lexical_query,
     named_definitions,
+    passages,
     search,
     similarity_floor,
 )
@@ -267,3 +269,23 @@ def test_signals_are_a_record_whose_json_names_every_ranking_and_the_snippet_lin
         "snippet_lines",
     ]  # rerank_score appears only where a reranker scored the hit
     assert data["snippet_lines"] == [hit.line_start, hit.line_end] and data["bm25_rank"] == 1
+
+
+def test_a_long_task_text_is_asked_as_titled_passages_that_lose_nothing():
+    assert passages("  retry the webhook when the payment provider times out \n") == [
+        "retry the webhook when the payment provider times out"
+    ]
+    title = "Checkout crashes when a coupon exceeds the total"
+    prose = "\n\n".join(f"Paragraph {i}: " + "the coupon is applied before the tax is computed. " * 4 for i in range(6))
+    code = "```python\n" + "\n".join(f"apply_coupon(cart, coupon_{i})\n" for i in range(12)) + "```"
+    trace = "Traceback (most recent call last):\n" + "\n".join(
+        f'  File "shop/pricing.py", line {i}, in total\n    raise ValueError("negative total")' for i in range(30)
+    )
+    report = f"{title}\n\n{prose}\n\n{code}\n\n{trace}"
+    parts = passages(report)
+    assert len(parts) > 3 and all(p.startswith(title + "\n") for p in parts)
+    assert all(len(p) <= PASSAGE_CHARS for p in parts)
+    assert sum(code in p for p in parts) == 1  # a fenced block that fits stays whole, blank lines and all
+    body = "".join(p[len(title) + 1 :] for p in parts)
+    for line in report.split("\n")[1:]:
+        assert line.strip() in body  # every line of the body is read by some passage

@@ -187,14 +187,30 @@ def _per_model(cfg, models, as_json: bool, render, measure) -> None:
 
 
 @eval_group.command("routing")
-@click.option("--repos", required=True, help="Comma-separated repos whose commit subjects are pooled.")
-@click.option("--n", "count", default=50, show_default=True, type=int, help="Commits sampled per repo.")
+@click.option("--repos", required=True, help="Comma-separated repos whose cases are pooled.")
+@click.option("--n", "count", default=50, show_default=True, type=int, help="Cases sampled per repo.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--cases",
+    "kind",
+    type=click.Choice(["subjects", "issues"]),
+    default="subjects",
+    show_default=True,
+    help="Commit subjects (as eval commits samples them) or long task texts (as eval issues does).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["tune", "test", "all"]),
+    default="test",
+    show_default=True,
+    help="With --cases issues: which half of each repo's time split is sampled.",
+)
+@click.option("--mask", is_flag=True, help="Replace every pooled repo's name and package names by PKG in the queries.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
-    """route_task on pooled commit subjects: top-1 accuracy and MRR of the owning repo (live snapshot)."""
+def eval_routing_cmd(ctx, repos, count, seed, kind, split, mask, org, as_json) -> None:
+    """route_task on pooled cases: top-1 accuracy and MRR of the owning repo (live snapshot)."""
     from indexer.embed import load_embedder
     from query.eval.metrics import configuration_line
     from query.eval.routing import eval_routing
@@ -202,10 +218,13 @@ def eval_routing_cmd(ctx, repos, count, seed, org, as_json) -> None:
 
     cfg = cli_config(ctx, must_exist=True)
     names = [r.strip() for r in repos.split(",") if r.strip()]
-    result = eval_routing(cfg, SnapshotReader(cfg.data_dir), load_embedder(cfg.model), names, count, seed, org)
+    reader, embedder = SnapshotReader(cfg.data_dir), load_embedder(cfg.model)
+    result = eval_routing(cfg, reader, embedder, names, count, seed, org, kind, split, mask)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
         click.echo(configuration_line(result))
-        s = result["summary"]
-        click.echo(f"routing: n {s['n']}  top-1 {s['top1']}  mrr {s['mrr']}")
+        s, c = result["summary"], result["cases_from"]
+        where = f"{c['kind']}" + (f", {c['split']} half" if c["split"] else "")
+        masked = f", masked: {', '.join(c['masked'])}" if c["masked"] else ""
+        click.echo(f"routing ({where}{masked}): n {s['n']}  top-1 {s['top1']}  mrr {s['mrr']}")
