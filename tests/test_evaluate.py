@@ -119,15 +119,9 @@ def test_test_files_weigh_by_whether_the_task_asks_for_tests(tmp_path):
     assert set(weights('File "tests/test_cart.py", line 3, in test_remove_item\nremove item')[1].values()) == {1.0}
     assert set(weights("tests: remove an item from the cart", mode="bm25")[1].values()) == {1.0}
     asks = ["tests: use strict equality", "flag_test: gofmt", "Fix assertRaises", "add a test for the cart"]
-    asks += ["the testsuite", "add FooTest", "Update test.py", "use pytest, not nose"]
-    silent = [
-        "the latest release",
-        "contest",
-        "attestation",
-        "Crash when run under pytest",
-        "login fails on test.local",
-    ]
-    silent += ["Cart is not emptied\n\nSteps: run the tests, the test_remove_item test fails", "", "\n\n"]
+    asks += ["the testsuite", "add FooTest", "Update test.py", "use pytest, not nose", "pytest output"]
+    silent = ["the latest release", "contest", "attestation", "login fails on test.local", "", "\n\n"]
+    silent += ["Cart is not emptied\n\nSteps: run the tests under pytest, the test_remove_item test fails"]
     assert {t: asks_for_tests(t) for t in asks + silent} == {
         **dict.fromkeys(asks, True),
         **dict.fromkeys(silent, False),
