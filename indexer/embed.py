@@ -32,6 +32,9 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
 
+    def fits(self, text: str) -> bool:
+        """Whether the model reads the whole text (a longer one is truncated: search asks it in passages)."""
+
 
 def embed_text(symbol: str, text: str) -> str:
     """What is embedded for a chunk: its symbol line, then its text (both pure functions of the blob)."""
@@ -41,6 +44,10 @@ def embed_text(symbol: str, text: str) -> str:
 class HashEmbedder:
     model_id = HASH_MODEL
     dim = HASH_DIM
+    WINDOW_CHARS = 1000  # it reads any length; a window lets plumbing tests exercise passages
+
+    def fits(self, text: str) -> bool:
+        return len(text) <= self.WINDOW_CHARS
 
     def embed(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -86,6 +93,10 @@ class SentenceTransformerEmbedder:
         getdim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(getdim())
         log.info("embedding with %s (dim %d) on %s", self.model_id, self.dim, self.device)
+
+    def fits(self, text: str) -> bool:
+        ids = self.model.tokenizer(text, truncation=False)["input_ids"]  # with the special tokens the model adds
+        return len(ids) <= self.model.max_seq_length
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

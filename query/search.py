@@ -44,14 +44,13 @@ MODES = ("hybrid", "vector", "bm25")
 CODE_WORD_RE = re.compile(r"[_.$0-9]|[a-z][A-Z]")  # snake_case, dotted, $jquery, v2, camelCase
 FRAME_FUNCTION_RE = re.compile(r"line \d+, in $")  # a Python traceback frame names its function
 KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "module", "section", "text"})
-# The bundled model reads about 256 word pieces (roughly this many characters of prose, fewer of code): a
-# longer task text (a bug report with a traceback) is asked as passages of at most this size, each
-# prefixed with its title, and a chunk's vector score is its best cosine over them. The best, not the
-# mean: a report whose problem is stated after a pasted `pip freeze` is found only by its best passage
-# (tests/test_meaning.py). On pytest's `eval issues`, whose texts mostly fit the model (median 428
-# characters), it changes nothing; the mean of 400-character passages measured +0.02 hybrid MRR there
-# and loses that report.
-PASSAGE_CHARS = 800
+# A task text longer than the model reads (the bundled one reads 256 word pieces: about 1,000 characters
+# of prose, far fewer of logs or code) is asked as passages that each fit, cut at paragraphs and fenced
+# code blocks (a longer block at line ends, into PASSAGE_CHARS pieces), each under the text's title; a
+# chunk's vector score is its best cosine over them. The best, not the mean: a report whose problem is
+# stated after a pasted `pip freeze` is found only by its best passage (tests/test_meaning.py). On the
+# `eval issues` texts, which mostly fit the model (medians near 420 characters), it changes nothing.
+PASSAGE_CHARS = 1000
 FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```[ \t]*$", re.M | re.S)
 
 
@@ -256,54 +255,45 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
     return mask
 
 
-def passages(text: str) -> list[str]:
-    """A task text as the model should read it: whole when it fits PASSAGE_CHARS, else its title and then
-    its paragraphs and fenced code blocks packed into passages of at most that size (a longer block cut at
-    line ends), each prefixed with the title."""
+def passages(text: str, fits=None) -> list[str]:
+    """A task text as the model should read it: whole when it fits (`fits(text)`, by default at most
+    PASSAGE_CHARS characters), else its paragraphs and fenced code blocks (a block that does not fit, line
+    by line; a line that does not fit, in pieces) packed into passages that fit, each under the title."""
+    fits = fits or (lambda t: len(t) <= PASSAGE_CHARS)
     text = text.strip()
-    if len(text) <= PASSAGE_CHARS:
+    if fits(text):
         return [text]
     title, _, body = text.partition("\n")
-    title = title.strip()[:PASSAGE_CHARS]
+    title = title.strip()[: PASSAGE_CHARS // 4]
     blocks, at = [], 0
     for fence in FENCE_RE.finditer(body):  # a code block stays whole, blank lines and all
         blocks += re.split(r"\n\s*\n", body[at : fence.start()]) + [fence.group()]
         at = fence.end()
     blocks += re.split(r"\n\s*\n", body[at:])
-    room = max(PASSAGE_CHARS - len(title) - 1, PASSAGE_CHARS // 2)
+    units = []  # (text, the separator before it)
+    for block in (b.strip() for b in blocks if b.strip()):
+        if fits(f"{title}\n{block}"):
+            units.append((block, "\n\n"))
+            continue
+        for i, line in enumerate(block.split("\n")):
+            step = PASSAGE_CHARS // 4
+            cuts = [line] if fits(f"{title}\n{line}") else [line[c : c + step] for c in range(0, len(line), step)]
+            units += [(cut, "\n\n" if i == 0 and j == 0 else "\n") for j, cut in enumerate(cuts)]
     out, current = [], ""
-    for line in _pieces([b.strip() for b in blocks if b.strip()], room):
-        if current and len(current) + 2 + len(line) > room:
+    for unit, sep in units:
+        joined = f"{current}{sep}{unit}" if current else unit
+        if current and not fits(f"{title}\n{joined}"):
             out.append(current)
-            current = ""
-        current = f"{current}\n\n{line}" if current else line
+            joined = unit
+        current = joined
     out.append(current)
     return [f"{title}\n{p}" if p else title for p in out]
 
 
-def _pieces(blocks: list[str], room: int) -> list[str]:
-    """Blocks no longer than `room`: a longer one cut at line ends (a line longer than `room`, at `room`)."""
-    pieces = []
-    for block in blocks:
-        if len(block) <= room:
-            pieces.append(block)
-            continue
-        current = ""
-        for line in block.split("\n"):
-            for cut in range(0, max(len(line), 1), room):
-                part = line[cut : cut + room]
-                if current and len(current) + 1 + len(part) > room:
-                    pieces.append(current)
-                    current = ""
-                current = f"{current}\n{part}" if current else part
-        if current:
-            pieces.append(current)
-    return pieces
-
-
 def query_vectors(embedder: Embedder, text: str) -> np.ndarray:
     """The query's vectors, one row per passage (one row for a text that fits the model)."""
-    return np.asarray(embedder.embed([embed_text("", p) for p in passages(text)]), dtype=np.float32)
+    parts = passages(text, embedder.fits)
+    return np.asarray(embedder.embed([embed_text("", p) for p in parts]), dtype=np.float32)
 
 
 def cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
