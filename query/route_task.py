@@ -7,9 +7,16 @@ Each repo is scored on four signals (vectormcp.md, "Routing"), then a substance 
     spread  0.10  distinct files among the candidates, saturating (35 files is not 4x 8)
     prior   0.14  the task against the repo's card, for vocabulary with no standout chunk
 
-Relevance is the cosine of task and chunk vectors, plus a bonus when BM25 also found the chunk:
-unlike RRF scores, cosines are comparable across repos. The candidate pool is capped per repo so
-one large repo cannot crowd the others out.
+Relevance is the cosine of task and chunk vectors (a long task's best passage), plus a bonus when BM25
+also found the chunk: unlike RRF scores, cosines are comparable across repos. The candidate pool is
+capped per repo so one large repo cannot crowd the others out, and holds no test file unless the task
+asks for tests: a report about a test framework's behaviour otherwise matches every repo's suite.
+
+The repos are then ordered by fusing that score's ranking with file localization over the whole org
+(`signals.file_rank`: where the repo's best file ranks), which weighs what the task names. Measured with
+`blobdex eval routing` over six repos (pytest, blinker, itsdangerous, markupsafe, commander.js, pflag),
+top-1: long reports with names masked 0.846 -> 0.923 (held-out half), 0.82 -> 0.88 (tune half);
+commit subjects 0.578 -> 0.594.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import numpy as np
 from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
 from query.reader import SnapshotReader
-from query.search import CANDIDATES, SearchRequest, lexical_ranks, row_mask, validate
+from query.localize import asks_for_tests, is_test_file, localize
+from query.search import CANDIDATES, SearchRequest, cosines, lexical_ranks, query_vectors, row_mask, validate
 
 WEIGHTS = {"peak": 0.48, "depth": 0.28, "spread": 0.10, "prior": 0.14}
 PER_REPO_CANDIDATES = 40
@@ -35,6 +43,7 @@ RELATIVE_FLOOR = 0.5  # repos scoring under half the best are dropped
 SUBSTANCE_MIN_SHARE = 0.2  # below this share of code evidence, a repo is demoted...
 SUBSTANCE_FACTOR = 0.6  # ...by this factor (a threshold, not a ratio: a README that explains is fine)
 EVIDENCE_PER_REPO = 3
+FILE_POOL = 30  # files ranked org-wide by file localization; a repo's place is its best file's
 NOT_SUBSTANCE_RE = re.compile(
     r"(^|/)(tests?|spec|specs|__tests__|fixtures?|testdata|examples?|docs?)(/|$)|"
     r"(^|/)test_[^/]*$|_test\.\w+$|\.test\.\w+$|\.spec\.\w+$|\.(md|rst|txt)$",
@@ -87,8 +96,8 @@ def route(
     allowed = np.flatnonzero(mask)
     if not len(allowed):
         return []
-    vector = embedder.embed([task])[0]
-    cos = reader.vectors[allowed] @ vector
+    vector = query_vectors(embedder, task)
+    cos = cosines(reader.vectors[allowed], vector)
     lex_rank = {row: rank for rank, (row, _) in enumerate(lexical_ranks(reader, req, mask), 1)}
     relevance = cos.astype(np.float64)
     for i, row in enumerate(allowed):
@@ -96,9 +105,12 @@ def route(
             relevance[i] += LEXICAL_BONUS * (1 - (lex_rank[row] - 1) / CANDIDATES)
     order = np.argsort(-relevance, kind="stable")
     per_repo: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    repo_col = reader.col["repo"]
+    repo_col, path_col = reader.col["repo"], reader.col["path"]
+    skip_tests = not asks_for_tests(task)  # every repo's test suite speaks a test framework's vocabulary
     for i in order:
         repo = repo_col[allowed[i]]
+        if skip_tests and is_test_file(path_col[allowed[i]]):
+            continue
         if len(per_repo[repo]) < PER_REPO_CANDIDATES:
             per_repo[repo].append((int(allowed[i]), float(relevance[i])))
     cards, edges = reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
@@ -112,7 +124,7 @@ def route(
             "peak": scores[0],
             "depth": sum(scores[:DEPTH_TOP]) / DEPTH_TOP,
             "spread": 1 - math.exp(-len(files) / SPREAD_HALF_FILES),
-            "prior": max(float(card @ vector), 0.0) if card is not None else 0.0,
+            "prior": max(float((vector @ card).max()), 0.0) if card is not None else 0.0,
         }
         score = sum(WEIGHTS[k] * v for k, v in signals.items())
         evidence_rows = [r for r, _ in cands[:10]]
@@ -154,4 +166,25 @@ def route(
         )
     routes.sort(key=lambda r: (-r.score, r.repo))
     best = routes[0].score if routes else 0.0
-    return [r for r in routes if r.score >= RELATIVE_FLOOR * best][:limit]
+    return _fuse_files(reader, embedder, req, routes, best)[:limit]
+
+
+def _fuse_files(
+    reader: SnapshotReader, embedder: Embedder, req: SearchRequest, routes: list[RepoRoute], best: float
+) -> list[RepoRoute]:
+    """The routes in the order of two rankings fused (reciprocal rank, k=1, ties to the repo score): the repo
+    scores, and each repo's best file in file localization over the whole org, which weighs what a task
+    names (definitions, files, scopes) and whether it asks for tests. A repo under RELATIVE_FLOOR stays
+    when it holds the first file."""
+    files = localize(reader, embedder, SearchRequest(query=req.query, org=req.org, limit=FILE_POOL))
+    place: dict[str, int] = {}
+    for i, f in enumerate(files, 1):
+        place.setdefault(f.repo, i)
+    by_file = sorted(place, key=place.get)
+    fused = {r.repo: 1 / (1 + i) for i, r in enumerate(routes, 1)}
+    for i, repo in enumerate(by_file, 1):
+        fused[repo] = fused.get(repo, 0.0) + 1 / (1 + i)
+    for r in routes:
+        r.signals["file_rank"] = place.get(r.repo)
+    keep = [r for r in routes if r.score >= RELATIVE_FLOOR * best or place.get(r.repo) == 1]
+    return sorted(keep, key=lambda r: (-fused[r.repo], -r.score, r.repo))

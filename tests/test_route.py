@@ -101,7 +101,8 @@ def test_route_task_ranks_the_owner_first(routed, task, owner):
     routes = route(reader, embedder, task, limit=4)
     assert routes[0].repo == owner, [(r.repo, r.score, r.signals) for r in routes]
     top = routes[0]
-    assert set(top.signals) == {"peak", "depth", "spread", "prior", "substance"}
+    assert set(top.signals) == {"peak", "depth", "spread", "prior", "substance", "file_rank"}
+    assert top.signals["file_rank"] >= 1
     assert top.evidence
     assert top.evidence[0]["path"].startswith(f"{owner}/") or top.evidence[0]["path"] == "README.md"
     assert top.checkout["command"].startswith("git sparse-checkout")
@@ -119,3 +120,31 @@ def test_substance_and_checkout_rules():
     plan = _checkout(["billing/payments.py", "billing/sub/x.py", "README.md", "api/v1/h.py"])
     assert plan["directories"] == [".", "api/v1", "billing"]
     assert plan["command"] == "git sparse-checkout set api/v1 billing"
+
+
+def test_a_report_in_test_vocabulary_routes_to_the_code_not_to_every_test_suite(tmp_path):
+    """Each repo's tests speak of fixtures and assertions; only `runner` implements them. A report about a
+    fixture's behaviour must not be routed by another repo's test files, and when the task asks for
+    tests, they count again."""
+    from indexer.embed import HashEmbedder
+
+    suite = (
+        b"import pytest\n\n\n@pytest.fixture\ndef teardown_fixture_twice():\n    yield\n\n\n"
+        b"def test_teardown_fixture_runs_twice(teardown_fixture_twice):\n    assert teardown_fixture_twice is None\n"
+    )
+    repos = {
+        "shop": {"shop/cart.py": b"def add_item(cart, item):\n    cart.append(item)\n", "tests/test_cart.py": suite},
+        "runner": {
+            "runner/fixtures.py": b"def finish_fixture(request):\n"
+            b"    for hook in request.finalizers:\n        hook()\n",
+            "runner/main.py": b"def run_session(items):\n    return [item.run() for item in items]\n",
+        },
+    }
+    built = build_corpus(tmp_path, repos)
+    reader, hasher = SnapshotReader(built.cfg.data_dir), HashEmbedder()
+    report = "Teardown of a fixture runs twice\n\nWhen the fixture teardown raises, finish_fixture runs it twice."
+    routes = route(reader, hasher, report, limit=2)
+    assert [r.repo for r in routes][0] == "runner"
+    assert all(not e["path"].startswith("tests/") for r in routes for e in r.evidence)
+    asked = route(reader, hasher, "tests: teardown fixture runs twice", limit=2)
+    assert any(e["path"] == "tests/test_cart.py" for r in asked for e in r.evidence)
