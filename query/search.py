@@ -46,7 +46,7 @@ FRAME_FUNCTION_RE = re.compile(r"line \d+, in $")  # a Python traceback frame na
 KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "module", "section", "text"})
 # A task text longer than the model reads (the bundled one reads 256 word pieces: about 1,000 characters
 # of prose, far fewer of logs or code) is asked as passages that each fit, cut at paragraphs and fenced
-# code blocks (a longer block at line ends, into PASSAGE_CHARS pieces), each under the text's title; a
+# code blocks (a block that does not fit, at line ends), each under the text's title; a
 # chunk's vector score is its best cosine over them. The best, not the mean: a report whose problem is
 # stated after a pasted `pip freeze` is found only by its best passage (tests/test_meaning.py). On the
 # `eval issues` texts, which mostly fit the model (medians near 420 characters), it changes nothing.
@@ -369,7 +369,9 @@ def named_definitions(text: str) -> frozenset[str]:
     unchanged; CodeSearchNet NDCG 0.788 -> 0.796.
     """
     names = set()
-    has_body = "\n" in text.strip()  # a report's prose capitalises names of people, products and places
+    # A report's prose capitalises people, products and places: there only code-like spellings count
+    # (pytest's `eval issues`, hybrid MRR on the tune half 0.758 -> 0.773).
+    has_body = "\n" in text.strip()
     for m in WORD_RE.finditer(text):
         word, start, after = m.group(), m.start(), text[m.end() : m.end() + 1]
         if word.isdigit():

@@ -144,7 +144,10 @@ def test_a_report_in_test_vocabulary_routes_to_the_code_not_to_every_test_suite(
     reader, hasher = SnapshotReader(built.cfg.data_dir), HashEmbedder()
     report = "Teardown of a fixture runs twice\n\nWhen the fixture teardown raises, finish_fixture runs it twice."
     routes = route(reader, hasher, report, limit=2)
-    assert [r.repo for r in routes][0] == "runner"
+    assert [r.repo for r in routes][0] == "runner" and routes[0].signals["file_rank"] == 1
+    from query.surfaces.render import routes_markdown, routes_text
+
+    assert "best file #1)" in routes_text(routes)[0] and "best file #1)" in routes_markdown(report, "s", routes)
     assert all(not e["path"].startswith("tests/") for r in routes for e in r.evidence)
     asked = route(reader, hasher, "tests: teardown fixture runs twice", limit=2)
     assert any(e["path"] == "tests/test_cart.py" for r in asked for e in r.evidence)

@@ -135,6 +135,12 @@ def file_markdown(f: FileText) -> str:
     return f"{head}\n\n{numbered}{more}"
 
 
+def file_rank(signals: dict) -> str:
+    """Where the repo's best file ranks in file localization: the order fuses it with the score."""
+    rank = signals.get("file_rank")
+    return f"best file #{rank}" if rank else "no file in the first 30"
+
+
 def routes_markdown(task: str, snapshot_id: str, routes: list[RepoRoute]) -> str:
     """route_task's answer: repos ranked, each with its score broken down, evidence, coupling and checkout."""
     if not routes:
@@ -144,7 +150,7 @@ def routes_markdown(task: str, snapshot_id: str, routes: list[RepoRoute]) -> str
         s = r.signals
         lines.append(
             f"{n}. **{r.repo}** {r.score:.3f} (peak {s['peak']:.2f}, depth {s['depth']:.2f}, "
-            f"spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']:.1f})"
+            f"spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']:.1f}; {file_rank(s)})"
         )
         for e in r.evidence:
             lines.append(
@@ -201,7 +207,8 @@ def routes_text(routes: list[RepoRoute], bold: Callable[[str], str] = plain) -> 
         s = r.signals
         lines.append(
             bold(f"{n}. {r.repo}  {r.score:.3f}") + f"  (peak {s['peak']:.2f}, depth "
-            f"{s['depth']:.2f}, spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']})"
+            f"{s['depth']:.2f}, spread {s['spread']:.2f}, prior {s['prior']:.2f}, substance {s['substance']}; "
+            f"{file_rank(s)})"
         )
         for e in r.evidence:
             lines.append(f"     {e['path']}:{e['line_start']}-{e['line_end']}  {e['symbol']}  {e['relevance']:.3f}")
