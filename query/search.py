@@ -290,10 +290,13 @@ def passages(text: str, fits=None) -> list[str]:
     return [f"{title}\n{p}" if p else title for p in out]
 
 
+@functools.lru_cache(maxsize=32)  # route_task asks again through file localization, an eval once per mode
 def query_vectors(embedder: Embedder, text: str) -> np.ndarray:
-    """The query's vectors, one row per passage (one row for a text that fits the model)."""
+    """The query's vectors, one row per passage (one row for a text that fits the model); read-only."""
     parts = passages(text, embedder.fits)
-    return np.asarray(embedder.embed([embed_text("", p) for p in parts]), dtype=np.float32)
+    vectors = np.asarray(embedder.embed([embed_text("", p) for p in parts]), dtype=np.float32)
+    vectors.flags.writeable = False  # shared by every caller that asks the same text
+    return vectors
 
 
 def cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
