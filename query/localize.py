@@ -30,6 +30,7 @@ from query.search import (
     named_definitions,
     row_mask,
     rrf,
+    title_and_body,
     validate,
 )
 
@@ -111,7 +112,7 @@ def named_files(text: str) -> set[str]:
 
 def title_scopes(text: str) -> list[str]:
     """The scopes a task's title names before its colon ("findpaths", "gopls/internal/cache")."""
-    m = SCOPE_RE.match(text.lstrip().split("\n", 1)[0])
+    m = SCOPE_RE.match(title_and_body(text)[0])
     if not m:
         return []
     return [s.strip("/") for s in (m.group(1) or m.group(2)).split(",") if s.strip("/")]
@@ -133,20 +134,15 @@ def is_test_file(path: str) -> bool:
 
 def asks_for_tests(text: str) -> bool:
     """Whether a task asks for test code: its title (first non-blank line) speaks of tests."""
-    title = next((line for line in text.splitlines() if line.strip()), "")
-    return bool(TESTS_ASKED_RE.search(title))
+    return bool(TESTS_ASKED_RE.search(title_and_body(text)[0]))
 
 
 def runner_repos(reader: SnapshotReader, org: str) -> frozenset[str]:
     """The repos of an org whose product is a test tool: named after one, or shipping one as a top-level package."""
 
     def load() -> frozenset[str]:
-        col, found = reader.col, set()
-        for repo in {r.name for r in reader.manifest.repos if r.org == org}:
-            if TEST_TOOL_NAME_RE.match(repo):
-                found.add(repo)
-        rows = col["org"] == org
-        for repo, path in set(zip(col["repo"][rows], col["path"][rows])):
+        found = {r.name for r in reader.manifest.repos if r.org == org and TEST_TOOL_NAME_RE.match(r.name)}
+        for repo, path in reader.files(org):
             if repo not in found and TEST_TOOL_PATH_RE.match(path) and not is_test_file(path):
                 found.add(repo)
         return frozenset(found)
@@ -202,7 +198,7 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
             tests_wanted = tests_asked and repo not in tools
             if weigh_tests and is_test_file(path) != tests_wanted:
                 entry.signals["test_weight"] = OFF_TOPIC_CODE_WEIGHT if tests_wanted else OFF_TOPIC_TEST_WEIGHT
-    per_name = NAMED_SYMBOL_BONUS_IN_REPORTS if "\n" in req.query.strip() else NAMED_SYMBOL_BONUS
+    per_name = NAMED_SYMBOL_BONUS_IN_REPORTS if title_and_body(req.query)[1] else NAMED_SYMBOL_BONUS
     for key, entry in files.items():
         s = entry.signals
         s["named_symbols"] = round(s["named_symbols"], 3)

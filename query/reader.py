@@ -71,6 +71,15 @@ class SnapshotReader:
             self._rows_at = index
         return self._rows_at.get((org, repo, path), [])
 
+    def files(self, org: str) -> frozenset[tuple[str, str]]:
+        """The (repo, path) of every indexed file of an org."""
+
+        def load() -> frozenset[tuple[str, str]]:
+            rows = self.col["org"] == org
+            return frozenset(zip(self.col["repo"][rows], self.col["path"][rows]))
+
+        return self.cached(f"files:{org}", load)
+
     @property
     def snapshot_id(self) -> str:
         return self.manifest.snapshot_id

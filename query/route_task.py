@@ -32,7 +32,16 @@ from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
 from query.reader import SnapshotReader
 from query.localize import asks_for_tests, is_test_file, localize
-from query.search import CANDIDATES, SearchRequest, cosines, lexical_ranks, query_vectors, row_mask, validate
+from query.search import (
+    CANDIDATES,
+    SearchRequest,
+    cosines,
+    lexical_ranks,
+    query_vectors,
+    row_mask,
+    rrf,
+    validate,
+)
 
 WEIGHTS = {"peak": 0.48, "depth": 0.28, "spread": 0.10, "prior": 0.14}
 PER_REPO_CANDIDATES = 40
@@ -172,7 +181,7 @@ def route(
 def _fuse_files(
     reader: SnapshotReader, embedder: Embedder, req: SearchRequest, routes: list[RepoRoute], best: float
 ) -> list[RepoRoute]:
-    """The routes in the order of two rankings fused (reciprocal rank, k=1, ties to the repo score): the repo
+    """The routes in the order of two rankings fused by reciprocal rank (ties to the repo score): the repo
     scores, and each repo's best file in file localization over the whole org, which weighs what a task
     names (definitions, files, scopes) and whether it asks for tests. A repo under RELATIVE_FLOOR stays
     when it holds the first file."""
@@ -180,11 +189,8 @@ def _fuse_files(
     place: dict[str, int] = {}
     for i, f in enumerate(files, 1):
         place.setdefault(f.repo, i)
-    by_file = sorted(place, key=place.get)
-    fused = {r.repo: 1 / (1 + i) for i, r in enumerate(routes, 1)}
-    for i, repo in enumerate(by_file, 1):
-        fused[repo] = fused.get(repo, 0.0) + 1 / (1 + i)
+    fused = rrf([("score", 1.0, [(r.repo, r.score) for r in routes]), ("file", 1.0, list(place.items()))])
     for r in routes:
         r.signals["file_rank"] = place.get(r.repo)
     keep = [r for r in routes if r.score >= RELATIVE_FLOOR * best or place.get(r.repo) == 1]
-    return sorted(keep, key=lambda r: (-fused[r.repo], -r.score, r.repo))
+    return sorted(keep, key=lambda r: (-fused[r.repo]["score"], -r.score, r.repo))

@@ -255,6 +255,13 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
     return mask
 
 
+def title_and_body(text: str) -> tuple[str, str]:
+    """A task text's title (its first non-blank line) and body (the rest, empty for a one-line query): a text
+    with a body is a report, and its title is where it says what it asks."""
+    title, _, body = text.strip().partition("\n")
+    return title.strip(), body.strip()
+
+
 def passages(text: str, fits=None) -> list[str]:
     """A task text as the model should read it: whole when it fits (`fits(text)`, by default at most
     PASSAGE_CHARS characters), else its paragraphs and fenced code blocks (a block that does not fit, line
@@ -263,8 +270,8 @@ def passages(text: str, fits=None) -> list[str]:
     text = text.strip()
     if fits(text):
         return [text]
-    title, _, body = text.partition("\n")
-    title = title.strip()[: PASSAGE_CHARS // 4]
+    title, body = title_and_body(text)
+    title = title[: PASSAGE_CHARS // 4]
     blocks, at = [], 0
     for fence in FENCE_RE.finditer(body):  # a code block stays whole, blank lines and all
         blocks += re.split(r"\n\s*\n", body[at : fence.start()]) + [fence.group()]
@@ -374,7 +381,7 @@ def named_definitions(text: str) -> frozenset[str]:
     names = set()
     # A report's prose capitalises people, products and places: there only code-like spellings count
     # (pytest's `eval issues`, hybrid MRR on the tune half 0.758 -> 0.773).
-    has_body = "\n" in text.strip()
+    report = bool(title_and_body(text)[1])
     for m in WORD_RE.finditer(text):
         word, start, after = m.group(), m.start(), text[m.end() : m.end() + 1]
         if word.isdigit():
@@ -389,7 +396,7 @@ def named_definitions(text: str) -> frozenset[str]:
             or after == "("
             or (after == "`" and text[start - 1 : start] == "`")
             or FRAME_FUNCTION_RE.search(text, max(0, start - 32), start)
-            or (word[0].isupper() and not sentence_start and not has_body)
+            or (word[0].isupper() and not sentence_start and not report)
         ):
             names.update(
                 n for n in (word.lower(), word.lower().rsplit(".", 1)[-1]) if len(n) >= 3 and n not in STOPWORDS

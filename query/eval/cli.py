@@ -55,12 +55,36 @@ MODEL_HELP = (
 )
 
 
+# The cases of `eval issues` by commit time: the older half of each history (tune), the newer (test), or all.
+SPLIT_OPTION = click.option(
+    "--split",
+    type=click.Choice(["tune", "test", "all"]),
+    default="test",
+    show_default=True,
+    help="Which cases by commit time: the older half of each history (tune), the newer half (test), or all.",
+)
+
+
+def _history_sample(source: str, unit: str):
+    """The options of an eval that samples a repo's history: the repo, how many, the seed, models and org."""
+    options = [
+        click.option("--repo", required=True, help=f"A configured, indexed repo whose history supplies the {source}."),
+        click.option("--n", "count", default=150, show_default=True, type=int, help=f"How many {unit} to sample."),
+        click.option("--seed", default=0, show_default=True, type=int),
+        click.option("--model", "models", multiple=True, help=MODEL_HELP),
+        click.option("--org", default=DEFAULT_ORG, show_default=True),
+    ]
+
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
 @eval_group.command("commits")
-@click.option("--repo", required=True, help="A configured, indexed repo whose history supplies the queries.")
-@click.option("--n", "count", default=150, show_default=True, type=int, help="How many commits to sample.")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--model", "models", multiple=True, help=MODEL_HELP)
-@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@_history_sample("queries", "commits")
 @click.option(
     "--json",
     "as_json",
@@ -85,18 +109,8 @@ def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
 
 
 @eval_group.command("issues")
-@click.option("--repo", required=True, help="A configured, indexed repo whose history supplies the task texts.")
-@click.option("--n", "count", default=150, show_default=True, type=int, help="How many cases to sample.")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option(
-    "--split",
-    type=click.Choice(["tune", "test", "all"]),
-    default="test",
-    show_default=True,
-    help="Which cases by commit time: the older half (tune), the newer half (test), or all.",
-)
-@click.option("--model", "models", multiple=True, help=MODEL_HELP)
-@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@_history_sample("task texts", "cases")
+@SPLIT_OPTION
 @click.option(
     "--json",
     "as_json",
@@ -196,15 +210,9 @@ def _per_model(cfg, models, as_json: bool, render, measure) -> None:
     type=click.Choice(["subjects", "issues"]),
     default="subjects",
     show_default=True,
-    help="Commit subjects (as eval commits samples them) or long task texts (as eval issues does).",
+    help="Commit subjects (as eval commits samples them) or long task texts (as eval issues does, from --split).",
 )
-@click.option(
-    "--split",
-    type=click.Choice(["tune", "test", "all"]),
-    default="test",
-    show_default=True,
-    help="With --cases issues: which half of each repo's time split is sampled.",
-)
+@SPLIT_OPTION
 @click.option("--mask", is_flag=True, help="Replace every pooled repo's name and package names by PKG in the queries.")
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.option("--json", "as_json", is_flag=True)

@@ -143,6 +143,11 @@ def split_cases(cases: list[IssueCase], split: str) -> tuple[list[IssueCase], di
     return {"tune": cases[:half], "test": cases[half:], "all": cases}[split], info
 
 
+def sample(cases: list[IssueCase], n: int, seed: int) -> list[IssueCase]:
+    """`n` of the cases at random (`seed`), kept in time order."""
+    return [cases[i] for i in sorted(random.Random(seed).sample(range(len(cases)), min(n, len(cases))))]
+
+
 def lengths(queries: list[str]) -> dict:
     """min / median / p90 (nearest rank) / max of the queries' length in characters and in words."""
 
@@ -180,7 +185,7 @@ def eval_issues(
         raise EvalError(
             f"the {split} half of {repo!r} holds no case: only {len(cases)} commit qualifies; use --split all"
         )
-    chosen = [chosen[i] for i in sorted(random.Random(seed).sample(range(len(chosen)), min(n, len(chosen))))]
+    chosen = sample(chosen, n, seed)
     result = score_at_parents(cfg, repo, org, [c.case for c in chosen], embedder, progress, reranker, ISSUE_HITS)
     for row, c in zip(result["cases"], chosen):
         row.update(kind=c.kind, time=datetime.fromtimestamp(c.time, timezone.utc).isoformat())

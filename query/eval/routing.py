@@ -8,13 +8,12 @@ says `pytest` or `import blinker` cannot name its owner.
 
 from __future__ import annotations
 
-import random
 import re
 
 from indexer.config import Config
 from query.eval import EvalError
 from query.eval.commits import commit_cases
-from query.eval.issues import issue_cases, split_cases
+from query.eval.issues import issue_cases, sample, split_cases
 from query.eval.metrics import Case, configuration
 from query.reader import SnapshotReader
 
@@ -26,8 +25,7 @@ def package_names(reader: SnapshotReader, org: str, repos: list[str]) -> set[str
     """The names a text could use for the pooled repos: each repo's name (without `.js`-like suffixes) and the
     packages under its `src/` (a leading underscore dropped: pytest ships `_pytest`)."""
     names = {r.split(".")[0].lower() for r in repos}
-    col = reader.col
-    for repo, path in set(zip(col["repo"][col["org"] == org], col["path"][col["org"] == org])):
+    for repo, path in reader.files(org):
         if repo in repos and path.startswith("src/") and path.count("/") >= 2:
             names.add(path.split("/")[1].lstrip("_").lower())
     return {n for n in names if len(n) >= 3}
@@ -50,9 +48,7 @@ def pooled_cases(cfg: Config, repos: list[str], n: int, seed: int, org: str, kin
     pooled = []
     for repo in repos:
         cases, _ = issue_cases(cfg, repo, org)
-        chosen = split_cases(cases, split)[0] if cases else []
-        picked = sorted(random.Random(seed).sample(range(len(chosen)), min(n, len(chosen))))
-        pooled += [chosen[i].case for i in picked]
+        pooled += [c.case for c in sample(split_cases(cases, split)[0] if cases else [], n, seed)]
     return pooled
 
 
