@@ -12,7 +12,7 @@ import click
 from indexer.cli import COMMANDS, cli_config
 from indexer.config import DEFAULT_ORG
 from indexer.errors import BlobdexError
-from query.eval.cli import eval_group
+from query.eval.cli import eval_group, tune_cmd
 
 # Exit codes: 0 ok; 1 a repo failed or the disk is full (the run's own report says which);
 # 2 bad input; 70 a bug (EX_SOFTWARE); 75 another index run holds the lock (EX_TEMPFAIL, try later).
@@ -394,6 +394,7 @@ def token_revoke(ctx, token_id) -> None:
 
 
 cli.add_command(eval_group)
+cli.add_command(tune_cmd)
 
 
 def main() -> None:

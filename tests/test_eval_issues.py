@@ -12,7 +12,7 @@ from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from query.cli import cli
 from query.eval import EvalError
-from query.eval.issues import eval_issues, issue_cases, lengths, split_cases
+from query.eval.issues import eval_issues, issue_cases, lengths, render, split_cases
 from query.eval.metrics import Scores
 from tests import gitrepo
 from tests.corpus import write_config
@@ -153,6 +153,16 @@ def test_eval_issues_cli_prints_the_table_split_and_lengths(shop):
     ]
     assert result["lengths"]["words"]["min"] == min(len(row["query"].split()) for row in result["cases"])
     assert result["split"]["split"] == "all" and all(row["bm25"]["rank"] for row in result["cases"])
+
+
+def test_a_tuned_models_cutoff_leaves_the_cases_it_learned_from_out(shop):
+    cases, _ = issue_cases(shop, "shop")
+    result = eval_issues(shop, "shop", 5, 0, HashEmbedder(), split="all", unseen_from=cases[1].time)
+    assert [row["commit_id"] for row in result["cases"]] == [c.case.commit_id for c in cases[1:]]
+    assert result["split"]["seen_dropped"] == 1
+    assert "1 older than the tuned model's cutoff left out" in render(result)
+    with pytest.raises(EvalError, match=r"every case of the test half of 'shop' is older .* tune with --before"):
+        eval_issues(shop, "shop", 5, 0, HashEmbedder(), split="test", unseen_from=cases[-1].time + 1)
 
 
 def test_eval_issues_says_why_no_commit_qualifies(tmp_path):

@@ -99,12 +99,13 @@ def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
 
     cfg = cli_config(ctx, must_exist=True)
     report = partial(_progress, "commits", 10)
+    unseen = _unseen_from(models, org, repo)
     _per_model(
         cfg,
         models,
         as_json,
         render,
-        lambda c, embedder, reranker: eval_commits(c, repo, count, seed, embedder, org, report, reranker),
+        lambda c, embedder, reranker: eval_commits(c, repo, count, seed, embedder, org, report, reranker, unseen),
     )
 
 
@@ -125,13 +126,25 @@ def eval_issues_cmd(ctx, repo, count, seed, split, models, org, as_json) -> None
 
     cfg = cli_config(ctx, must_exist=True)
     report = partial(_progress, "cases", 10)
+    unseen = _unseen_from(models, org, repo)
     _per_model(
         cfg,
         models,
         as_json,
         render,
-        lambda c, embedder, reranker: eval_issues(c, repo, count, seed, embedder, org, split, report, reranker),
+        lambda c, embedder, reranker: eval_issues(
+            c, repo, count, seed, embedder, org, split, report, reranker, unseen_from=unseen
+        ),
     )
+
+
+def _unseen_from(models: tuple[str, ...], org: str, repo: str) -> int | None:
+    """The latest cutoff of the models `blobdex tune` made from this repo's history: every model is measured
+    on the same cases, the ones none of them learned from."""
+    from query.eval.tune import learned_until
+
+    cutoffs = [t for t in (learned_until(m, org, repo) for m in models) if t is not None]
+    return max(cutoffs) if cutoffs else None
 
 
 @eval_group.command("codesearchnet")
@@ -180,6 +193,51 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
         return {"configuration": configuration(reader, reranker), **result}
 
     _per_model(cfg, models, as_json, codesearchnet.render_with_configuration, measure)
+
+
+@click.command("tune")
+@click.option("--name", required=True, help="The new model's name: it is written to <data_dir>/models/NAME/.")
+@click.option("--repo", "repos", multiple=True, help="Learn from this repo (repeatable). Default: every repo of --org.")
+@click.option(
+    "--before",
+    help="Learn only from history before this: a commit (of the one --repo; 'blobdex eval issues' names the commit "
+    "its held-out half starts at) or an ISO date. Default: all history up to the indexed commit.",
+)
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, 10))
+@click.option(
+    "--max-pairs", default=4000, show_default=True, type=click.IntRange(2, 100_000), help="Pairs mined, at most."
+)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the record written beside the model as JSON.")
+@click.pass_context
+def tune_cmd(ctx, name, repos, before, epochs, max_pairs, seed, org, as_json) -> None:
+    """Fine-tune the configured model on your own repos: docstrings and comments -> the code they document,
+    commit messages -> the code they changed. Compare it before using it: blobdex eval issues --model A --model B."""
+    from query.eval.tune import tune
+
+    cfg = cli_config(ctx, must_exist=True)
+    names = list(repos) or [r.name for r in cfg.repos if r.org == org]
+    if not names:
+        raise click.UsageError(f"no repo is configured in org {org!r}; add one with 'blobdex repo add'")
+
+    def report(step: int, steps: int, loss: float) -> None:
+        if step % 10 == 0 or step == steps:
+            click.echo(f"tune: step {step}/{steps}, loss {loss:.3f}", err=True)
+
+    record = tune(cfg, names, name, org, before, epochs, max_pairs, seed, report)
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+        return
+    cut = ", ".join(f"{c['repo']} before {c['time_iso'][:10]} ({c['commit_id'][:12]})" for c in record["cutoffs"])
+    p = record["pairs"]
+    click.echo(
+        f"tuned {name}: {p['doc'] + p['commit']} pairs ({p['doc']} doc, {p['commit']} commit) from {cut}; "
+        f"loss {record['loss_first']} -> {record['loss_last']} over {record['steps']} steps in "
+        f"{record['train_seconds']:g} s"
+    )
+    click.echo(f"compare: blobdex eval issues --repo {names[0]} --model {cfg.model} --model {record['model']}")
+    click.echo(f'use it:  model = "{record["model"]}" in blobdex.toml, then blobdex index (everything is re-embedded)')
 
 
 def _per_model(cfg, models, as_json: bool, render, measure) -> None:

@@ -45,12 +45,23 @@ def history(cfg: Config, repo: str, org: str = "default", max_walk: int = 5000) 
         yield git, (entry.commit for entry in git.get_walker(include=[tip.encode()], max_entries=max_walk))
 
 
-def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default", max_walk: int = 5000) -> list[Case]:
+def commit_cases(
+    cfg: Config,
+    repo: str,
+    n: int,
+    seed: int,
+    org: str = "default",
+    max_walk: int = 5000,
+    unseen_from: int | None = None,
+) -> list[Case]:
     """Real commits as labelled queries: non-merge, subject >= 4 words and not a chore, modifying
-    1-5 existing source files; the query is the subject and the answer is those files."""
+    1-5 existing source files; the query is the subject and the answer is those files. With `unseen_from`
+    (a tuned model's cutoff, seconds since the epoch) only commits from then on qualify."""
     candidates = []
     with history(cfg, repo, org, max_walk) as (git, commits):
         for commit in commits:
+            if unseen_from is not None and commit.commit_time < unseen_from:
+                continue
             subject = commit.message.decode("utf-8", "replace").strip().split("\n", 1)[0]
             if len(commit.parents) != 1 or len(subject.split()) < MIN_SUBJECT_WORDS or SKIP_SUBJECT_RE.search(subject):
                 continue
@@ -67,14 +78,24 @@ def commit_cases(cfg: Config, repo: str, n: int, seed: int, org: str = "default"
 
 
 def eval_commits(
-    cfg: Config, repo: str, n: int, seed: int, embedder, org: str = "default", progress=None, reranker=None
+    cfg: Config,
+    repo: str,
+    n: int,
+    seed: int,
+    embedder,
+    org: str = "default",
+    progress=None,
+    reranker=None,
+    unseen_from: int | None = None,
 ) -> dict:
     """Index each sampled commit's parent (blob identity makes consecutive parents nearly free),
-    then ask its subject and score the files it changed."""
-    cases = commit_cases(cfg, repo, n, seed, org)
+    then ask its subject and score the files it changed (with `unseen_from`, only commits a tuned model
+    did not learn from)."""
+    cases = commit_cases(cfg, repo, n, seed, org, unseen_from=unseen_from)
     if not cases:
+        newer = " newer than the tuned model's cutoff" if unseen_from is not None else ""
         raise EvalError(
-            f"no commit of {repo!r} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
+            f"no commit of {repo!r}{newer} qualifies (non-merge, 1-{MAX_FILES_CHANGED} modified source "
             f"files, a subject of {MIN_SUBJECT_WORDS}+ words)"
         )
     return score_at_parents(cfg, repo, org, cases, embedder, progress, reranker)

@@ -169,9 +169,12 @@ def eval_issues(
     split: str = "test",
     progress=None,
     reranker=None,
+    unseen_from: int | None = None,
 ) -> dict:
     """Sample `n` cases of one half of the time split, index each one's parent and score the files it changed,
-    with hit@1/3/5/10 and MRR per mode, the split and the queries' length distribution."""
+    with hit@1/3/5/10 and MRR per mode, the split and the queries' length distribution. With `unseen_from`
+    (a tuned model's cutoff, seconds since the epoch) cases older than it are left out: the model learned
+    from them."""
     cases, skipped = issue_cases(cfg, repo, org)
     if not cases:
         why = ", ".join(f"{reason}: {count}" for reason, count in skipped.most_common() if reason != "looked at")
@@ -185,6 +188,15 @@ def eval_issues(
         raise EvalError(
             f"the {split} half of {repo!r} holds no case: only {len(cases)} commit qualifies; use --split all"
         )
+    if unseen_from is not None:
+        info["seen_dropped"] = sum(1 for c in chosen if c.time < unseen_from)
+        chosen = [c for c in chosen if c.time >= unseen_from]
+        if not chosen:
+            raise EvalError(
+                f"every case of the {split} half of {repo!r} is older than the tuned model's cutoff "
+                f"({datetime.fromtimestamp(unseen_from, timezone.utc).isoformat()}): it learned from them; "
+                f"tune with --before {info['at'][:12]} to keep the newer half unseen"
+            )
     chosen = sample(chosen, n, seed)
     result = score_at_parents(cfg, repo, org, [c.case for c in chosen], embedder, progress, reranker, ISSUE_HITS)
     for row, c in zip(result["cases"], chosen):
@@ -200,7 +212,8 @@ def render(result: dict) -> str:
             render_table(result),
             "",
             f"split: {s['split']} (tune {s['tune']} older, test {s['test']} newer; the newer half starts at "
-            f"{s['at'][:12]}, {s['at_time']})",
+            f"{s['at'][:12]}, {s['at_time']})"
+            + (f"; {s['seen_dropped']} older than the tuned model's cutoff left out" if s.get("seen_dropped") else ""),
             *(
                 f"query {unit:<5}: min {d['min']}  median {d['median']:g}  p90 {d['p90']}  max {d['max']}"
                 for unit, d in (("chars", q["chars"]), ("words", q["words"]))
