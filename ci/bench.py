@@ -86,7 +86,7 @@ def query_latency(data_dir: Path, repo_name: str) -> dict:
     reader = SnapshotReader(data_dir)
     load_reader = time.monotonic() - t0
     t0 = time.monotonic()
-    embedder = load_embedder(DEFAULT_MODEL)
+    embedder = load_embedder(DEFAULT_MODEL, cache=data_dir / "cache")
     load_model = time.monotonic() - t0
     rng = random.Random(0)
     symbols = sorted({s for s in reader.rows.column("symbol").to_pylist() if s})

@@ -24,7 +24,7 @@ from indexer.cache import Cache, text_id
 from indexer.cards import card_texts
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
-from indexer.embed import Embedder, embed_text, load_embedder, model_id_for
+from indexer.embed import Embedder, configured_embedder, embed_text, model_id_for
 from indexer.ignore import SkipReason
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
@@ -303,7 +303,7 @@ class Run:
 
     def loaded_embedder(self) -> Embedder:
         if self.embedder is None:
-            self.embedder = load_embedder(self.cfg.model)
+            self.embedder = configured_embedder(self.cfg, writable=True)
         return self.embedder
 
 

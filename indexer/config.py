@@ -30,6 +30,7 @@ SESSION_IDLE_HOURS = 24.0
 KNOWN_KEYS = {
     "data_dir": ("string", 'data_dir = ".blobdex"'),
     "model": ("string", f'model = "{DEFAULT_MODEL}"'),
+    "encoder": ("string", 'encoder = "onnx" (or "torch", for a GPU or a model that is not BERT)'),
     "max_blob_bytes": ("whole number", f"max_blob_bytes = {MAX_BLOB_BYTES}"),
     "keep_snapshots": ("whole number", f"keep_snapshots = {KEEP_SNAPSHOTS}"),
     "session_idle_hours": ("number", f"session_idle_hours = {SESSION_IDLE_HOURS}"),
@@ -88,6 +89,7 @@ class Config:
     path: Path | None
     data_dir: Path
     model: str = DEFAULT_MODEL
+    encoder: str = "onnx"  # embed.ENCODERS: what runs the model (ONNX Runtime where the model allows, or torch)
     max_blob_bytes: int = MAX_BLOB_BYTES
     keep_snapshots: int = KEEP_SNAPSHOTS
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
@@ -148,6 +150,8 @@ def load(
     for key in ("max_blob_bytes", "keep_snapshots"):
         if key in raw and raw[key] < 1:
             raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
+    if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
+        raise ConfigError(f'{where}: `encoder` is {raw["encoder"]!r}; use "onnx" (the default) or "torch"')
     if data_dir is None:
         data_dir = os.environ.get("BLOBDEX_DATA_DIR")
     resolved = Path(data_dir) if data_dir is not None else path.parent / raw.get("data_dir", DEFAULT_DATA_DIR)
@@ -156,6 +160,7 @@ def load(
         data_dir=resolved.resolve(),
         repos=repos,
         model=os.environ.get("BLOBDEX_MODEL") or raw.get("model", DEFAULT_MODEL),
+        encoder=raw.get("encoder", "onnx"),
         max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
         keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
         session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
@@ -298,6 +303,8 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
     if data_dir_text is not None:
         doc["data_dir"] = data_dir_text
     doc["model"] = cfg.model
+    if cfg.encoder != "onnx":
+        doc["encoder"] = cfg.encoder
     doc["max_blob_bytes"] = cfg.max_blob_bytes
     doc["keep_snapshots"] = cfg.keep_snapshots
     if cfg.session_idle_hours != SESSION_IDLE_HOURS:

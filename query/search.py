@@ -452,7 +452,7 @@ def _kind_ok(wanted: str | None, lang: str, kind: str) -> bool:
     return wanted is None or kind == wanted
 
 
-def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray, vec: list) -> tuple[list, list]:
+def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray | None, vec: list) -> tuple[list, list]:
     """The session's chunks that pass the filters, as (key, score) lists: vectors merged with the
     snapshot's by cosine (comparable), and a lexical list of their own (query words matched)."""
     include, ignore = _globs(req.paths, "path"), _globs(req.ignore, "ignore")
@@ -467,8 +467,11 @@ def _overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray, vec
         keep.append(i)
     if not keep:
         return vec, []
-    scores = cosines(overlay.vectors[keep], vector)
-    merged = sorted(vec + [(OverlayKey(i), float(sc)) for i, sc in zip(keep, scores)], key=lambda x: -x[1])[:CANDIDATES]
+    merged = vec
+    if vector is not None:  # None: BM25 alone
+        scores = cosines(overlay.vectors[keep], vector)
+        merged = sorted(vec + [(OverlayKey(i), float(sc)) for i, sc in zip(keep, scores)], key=lambda x: -x[1])
+        merged = merged[:CANDIDATES]
     words = set(tokens(req.query)) - STOPWORDS
     lexical = []
     for i in keep:
@@ -537,18 +540,21 @@ def rank(
         # to outrank the committed ones, so filtering afterwards would keep returning them.
         for key in overlay.shadowed:
             mask[reader.rows_at(req.org, *key)] = False
-    vector = query_vectors(embedder, req.query)
-    vec = _vector_ranks(reader, vector, mask, depth) if req.mode != "bm25" else []
+    # BM25 alone reads no model: nothing is embedded and a hit's similarity is 0 (a query process that only
+    # asks BM25 never loads the embedder).
+    vector = query_vectors(embedder, req.query) if req.mode != "bm25" else None
+    vec = _vector_ranks(reader, vector, mask, depth) if vector is not None else []
     lex = lexical_ranks(reader, req, mask, depth) if req.mode != "vector" else []
     sym = _symbol_ranks(reader, req, mask, lex, vec, depth) if req.mode == "hybrid" else []
     extra = []
     if overlay is not None:
         vec, overlay_lex = _overlay_ranks(overlay, req, vector, vec)
-        extra = [("overlay_bm25", overlay_lex)]
+        extra = [("overlay_bm25", overlay_lex)] if req.mode != "vector" else []
     rankings = [(name, WEIGHTS[name], ranked) for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym))]
     rankings += [("bm25", WEIGHTS["bm25"], ranked) for _, ranked in extra]  # overlay keys never meet row keys
     fused = rrf(rankings, ("vector", "bm25", "symbol"))
-    for key, sim in zip(fused, similarity(reader, overlay, list(fused), vector)):
+    sims = similarity(reader, overlay, list(fused), vector) if vector is not None else [0.0] * len(fused)
+    for key, sim in zip(fused, sims):
         fused[key]["similarity"] = sim
     return sorted(fused.items(), key=lambda kv: (-kv[1]["score"], _tie(kv[0])))
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from indexer.config import Config
-from indexer.embed import Embedder, load_embedder, model_id_for
+from indexer.embed import Embedder, configured_embedder, model_id_for
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
 from query.clips import ClipStore
@@ -80,7 +80,7 @@ class Service:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                self._embedder = load_embedder(self.cfg.model)
+                self._embedder = configured_embedder(self.cfg)
             return self._embedder
 
     @property
@@ -109,13 +109,21 @@ class Service:
         reader = self.reader()
         overlay = self._overlay(req.org, session_id) if session_id else None
         validate(req, reader, overlay)  # before the model loads: bad input answers at once
-        hits = candidates(reader, self.embedder, req, overlay, self.reranker, req.limit)
+        embedder, reranker = self._models(req)
+        hits = candidates(reader, embedder, req, overlay, reranker, req.limit)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
 
     def localize(self, req: SearchRequest) -> tuple[str, list]:
         reader = self.reader()
         validate(req, reader)  # before the model loads, as search does (localize checks again, cheaply)
-        return reader.snapshot_id, localize(reader, self.embedder, req, self.reranker)
+        embedder, reranker = self._models(req)
+        return reader.snapshot_id, localize(reader, embedder, req, reranker)
+
+    def _models(self, req: SearchRequest):
+        """The embedder and reranker a request needs: none for BM25 alone, which never loads a model."""
+        if req.mode == "bm25":
+            return None, None
+        return self.embedder, self.reranker
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
         text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]

@@ -235,6 +235,7 @@ def test_v1_file_refuses_ranges_the_cli_refuses(url, params):
         ("/v1/search", {"query": "x", "mode": "magic"}, "unknown mode 'magic'"),
         ("/v1/search", {"query": "x", "min_score": 2}, "'min_score' must be a number from 0 to 1"),
         ("/v1/search", {"query": "x", "min_score": 0.1, "min_score_diff": 0.1}, "not both"),
+        ("/v1/search", {"query": "x", "mode": "bm25", "min_score": 0.1}, "which mode 'bm25' does not compute"),
     ],
 )
 def test_v1_bodies_refuse_what_they_do_not_take(url, path, body, message):

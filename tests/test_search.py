@@ -231,14 +231,25 @@ def test_rrf_is_weighted_reciprocal_rank_fusion_with_every_named_signal_present(
     assert fused["b"]["score"] == 1 / (RRF_K + 2) + 0.75 / (RRF_K + 1) and fused["b"]["bm25_rank"] == 1
 
 
-def test_a_bm25_only_hit_carries_its_real_cosine_similarity(reader, hasher):
-    hits = search(reader, hasher, SearchRequest(query="invoice customer", mode="bm25"))
-    query = hasher.embed(["invoice customer"])[0]
-    assert hits and all(h.signals.vector_rank is None for h in hits)  # no vector list: BM25 found each one
-    exact = [float(reader.vectors[h.row] @ query) for h in hits]
-    assert [h.similarity for h in hits] == pytest.approx(exact, abs=1e-6)
+def test_a_hit_bm25_alone_found_carries_its_real_cosine_similarity(reader, hasher):
+    from query.search import rank
+
+    fused = rank(reader, hasher, SearchRequest(query="renew invoice"), depth=1)  # each signal's first only
+    query = hasher.embed(["renew invoice"])[0]
+    lexical = [(row, s) for row, s in fused if s["vector_rank"] is None]
+    assert lexical and all(s["bm25_rank"] for _, s in lexical)  # not in the vector list: BM25 found each one
+    exact = [float(reader.vectors[row] @ query) for row, _ in lexical]
+    assert [s["similarity"] for _, s in lexical] == pytest.approx(exact, abs=1e-6)
     assert max(exact) > 0  # a real cosine, not the 0.0 a missing vector rank used to mean
-    assert "similarity" not in hits[0].to_dict()
+
+
+def test_bm25_alone_embeds_nothing_and_computes_no_similarity(reader):
+    class Refuses:
+        def embed(self, texts):
+            raise AssertionError("BM25 alone must not embed")
+
+    hits = search(reader, Refuses(), SearchRequest(query="invoice customer", mode="bm25"))
+    assert hits and all(h.signals.vector_rank is None and h.similarity == 0.0 for h in hits)
 
 
 def test_score_thresholds_keep_exactly_the_hits_similar_enough(reader, hasher):

@@ -31,7 +31,7 @@ def eval_queries(ctx, path, org, as_json) -> None:
     """Score a JSONL file of {"query", "repo"?, "expected": [path or path:lines]} against the live snapshot."""
     from pathlib import Path
 
-    from indexer.embed import load_embedder
+    from indexer.embed import configured_embedder
     from query.eval.metrics import configuration, render, run_cases
     from query.eval.queries import load_queries
     from query.reader import SnapshotReader
@@ -44,7 +44,7 @@ def eval_queries(ctx, path, org, as_json) -> None:
     reranker = load_reranker(cfg.reranker)
     result = {
         "configuration": configuration(reader, reranker),
-        **run_cases(reader, load_embedder(cfg.model), cases, org, reranker),
+        **run_cases(reader, configured_embedder(cfg), cases, org, reranker),
     }
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
@@ -245,13 +245,13 @@ def _per_model(cfg, models, as_json: bool, render, measure) -> None:
     several). A configured reranker adds a `rerank` column (hybrid, then the cross-encoder)."""
     from dataclasses import replace
 
-    from indexer.embed import load_embedder
+    from indexer.embed import configured_embedder
     from query.rerank import load_reranker
 
     results, reranker = [], load_reranker(cfg.reranker)
     for model in models or (cfg.model,):
         c = replace(cfg, model=model)
-        results.append(measure(c, load_embedder(model), reranker))
+        results.append(measure(c, configured_embedder(c), reranker))
         if not as_json:
             click.echo(("\n" if len(results) > 1 else "") + render(results[-1]))
     if as_json:
@@ -277,14 +277,14 @@ def _per_model(cfg, models, as_json: bool, render, measure) -> None:
 @click.pass_context
 def eval_routing_cmd(ctx, repos, count, seed, kind, split, mask, org, as_json) -> None:
     """route_task on pooled cases: top-1 accuracy and MRR of the owning repo (live snapshot)."""
-    from indexer.embed import load_embedder
+    from indexer.embed import configured_embedder
     from query.eval.metrics import configuration_line
     from query.eval.routing import eval_routing
     from query.reader import SnapshotReader
 
     cfg = cli_config(ctx, must_exist=True)
     names = [r.strip() for r in repos.split(",") if r.strip()]
-    reader, embedder = SnapshotReader(cfg.data_dir), load_embedder(cfg.model)
+    reader, embedder = SnapshotReader(cfg.data_dir), configured_embedder(cfg)
     result = eval_routing(cfg, reader, embedder, names, count, seed, org, kind, split, mask)
     if as_json:
         click.echo(json.dumps(result, indent=2))

@@ -147,6 +147,12 @@ async def search(request: Request):
     min_score, min_score_diff = _fraction(d, "min_score"), _fraction(d, "min_score_diff")
     if min_score is not None and min_score_diff is not None:
         raise SurfaceError(400, "pass 'min_score' or 'min_score_diff', not both")
+    if req.mode == "bm25" and (min_score is not None or min_score_diff is not None):
+        raise SurfaceError(
+            400,
+            "'min_score' and 'min_score_diff' act on the cosine similarity, which mode 'bm25' does not compute "
+            "(it reads no model); drop them or use mode 'hybrid'",
+        )
     session_id = _text(d, "session_id")
     if group_by == "file":
         if session_id:
