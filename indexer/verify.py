@@ -49,7 +49,7 @@ def open_check(path: Path, manifest: Manifest) -> str | None:
         if rows != manifest.chunks:
             return f"manifest says {manifest.chunks} chunks, vectors table has {rows}"
         if rows:
-            table.take_offsets([*range(0, rows, LANCE_ROWS_PER_FILE), rows - 1]).select(["row"]).to_arrow()
+            table.take([*range(0, rows, LANCE_ROWS_PER_FILE), rows - 1], columns=["row"])
     except BaseException as exc:
         if not store_error(exc):
             raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lancedb
+import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,15 +13,14 @@ import tantivy
 from indexer.edges import EDGE_INPUTS, edges
 from indexer.snapshot import (
     CARDS,
-    CHUNKS_TABLE,
     EDGES_SCHEMA,
     FILES_SCHEMA,
     GRAPH_DIR,
     GRAPH_SCHEMAS,
     LEXICAL_DIR,
-    VECTORS_DIR,
     cards_schema,
     chunk_schema,
+    chunks_path,
     graph_path,
     lexical_schema,
 )
@@ -51,8 +50,7 @@ def write_chunks(built: Path, columns: dict[str, list], vectors: np.ndarray) -> 
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
     arrays["vector"] = pa.FixedSizeListArray.from_arrays(flat, dim)
     table = pa.table([arrays[f.name] for f in schema], schema=schema)
-    db = lancedb.connect(str(built / VECTORS_DIR))
-    db.create_table(CHUNKS_TABLE, data=table, schema=schema)
+    lance.write_dataset(table, str(chunks_path(built)), schema=schema, max_rows_per_file=LANCE_ROWS_PER_FILE)
     return table
 
 

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from indexer.embed import TORCH_ADVICE
 from indexer.errors import BlobdexError
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,9 @@ class Reranker:
         try:
             from sentence_transformers import CrossEncoder
             from transformers.utils import logging as hf_logging
-
+        except ImportError as exc:
+            raise RerankError(f"cannot load reranker {name!r} without torch: {TORCH_ADVICE}") from exc
+        try:
             hf_logging.disable_progress_bar()
             self.model = CrossEncoder(name)
         except Exception as exc:  # the library raises many types for "cannot load"

@@ -66,7 +66,7 @@ def test_tool_versions_load_no_parser():
 
 
 def test_only_the_format_module_reads_a_snapshots_stores():
-    opens = ("lancedb.connect(", "tantivy.Index.open(", "pq.read_table(", "read_parquet(")
+    opens = ("lance.dataset(", "lance.write_dataset(", "tantivy.Index.open(", "pq.read_table(", "read_parquet(")
     allowed = {"indexer/snapshot.py", "indexer/write.py"}  # the reader and the writer of the format
     readers = sorted(
         p.relative_to(ROOT).as_posix()

@@ -10,13 +10,13 @@ import string
 import zlib
 from pathlib import Path
 
-import lancedb
 import pyarrow.parquet as pq
 import pytest
 
 from indexer.config import RepoSpec
 from indexer.build import run
 from indexer.secrets import credential_kind, hold_back, key_spans
+from indexer.snapshot import read_chunks
 from indexer.chunk import chunk_text
 from tests import gitrepo
 from tests.corpus import write_config
@@ -110,7 +110,7 @@ def _everything_written(data_dir: Path) -> list[tuple[str, str]]:
         out.append((f"cache blob {key}", zlib.decompress(raw).decode("utf-8")))
     db.close()
     for snap in (data_dir / "snapshots").iterdir():
-        table = lancedb.connect(str(snap / "vectors")).open_table("chunks").to_arrow()
+        table = read_chunks(snap)
         for name in table.column_names:
             if name != "vector":
                 out.append((f"{snap.name} chunks.{name}", json.dumps(table.column(name).to_pylist())))

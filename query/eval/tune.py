@@ -32,7 +32,7 @@ from pathlib import Path
 from dulwich.diff_tree import tree_changes
 
 from indexer.config import Config, check_name
-from indexer.embed import DEFAULT_MODEL_NAMES, embed_text
+from indexer.embed import DEFAULT_MODEL_NAMES, TORCH_ADVICE, embed_text
 from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
 from indexer.prepare import prepare
@@ -269,8 +269,11 @@ def batches(pairs: list[Pair], size: int, seed: int) -> list[list[Pair]]:
 
 def train(base: str, pairs: list[Pair], out: Path, epochs: int, seed: int, progress=None) -> dict:
     """Fine-tune `base` on the pairs and save it to `out`; returns the loss at the start and the end."""
-    import torch
-    import torch.nn.functional as F
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as exc:
+        raise EvalError(f"blobdex tune trains with torch: {TORCH_ADVICE}") from exc
 
     from indexer.embed import SentenceTransformerEmbedder
 
