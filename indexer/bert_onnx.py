@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 # 1: the graph above (opset 18 and com.microsoft 1).
-GRAPH_VERSION = 1
+# 2: a second output, `pooled`: the mean before normalisation (what a static model is distilled from).
+GRAPH_VERSION = 2
 OPSET = 18
 MS = "com.microsoft"  # ONNX Runtime's own operators
 
@@ -50,7 +51,8 @@ def supports(path: Path) -> bool:
 
 def build(path: Path) -> bytes:
     """The serialized ONNX graph of the model in `path` (supports(path) must hold): inputs `input_ids` and
-    `attention_mask` (int64, [batch, tokens]), output `embedding` (float32, [batch, hidden], unit length)."""
+    `attention_mask` (int64, [batch, tokens]); outputs `embedding` (float32, [batch, hidden], unit length) and
+    `pooled` (the same before normalisation)."""
     from onnx import TensorProto, helper
 
     g = _Graph(path)
@@ -71,6 +73,7 @@ def build(path: Path) -> bytes:
     mask = g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT), "last"])  # [batch, tokens, 1]
     summed = g.op("ReduceSum", [g.op("Mul", [x, mask]), "axis1"], keepdims=0)
     mean = g.op("Div", [summed, g.op("Max", [g.op("ReduceSum", [mask, "axis1"], keepdims=0), "tiny"])])
+    g.nodes.append(helper.make_node("Identity", [mean], ["pooled"]))
     norm = g.op("Max", [g.op("ReduceL2", [mean, "last"], keepdims=1), "tiny"])
     g.nodes.append(helper.make_node("Div", [mean, norm], ["embedding"]))
     return g.serialize()
@@ -143,7 +146,9 @@ class _Graph:
             helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "tokens"])
             for n in ("input_ids", "attention_mask")
         ]
-        out = [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", self.hidden])]
+        out = [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", self.hidden]) for n in ("embedding", "pooled")
+        ]
         graph = helper.make_graph(self.nodes, "sentence_encoder", ids, out, self.initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)])
         model.ir_version = 8  # what onnxruntime 1.2x and later read

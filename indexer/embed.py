@@ -30,6 +30,8 @@ HASH_MODEL = "blobdex:hash"
 HASH_DIM = 384
 BATCH_SIZE = 64
 INT8 = "+int8"  # a model name's suffix: its ONNX graph with 8-bit matrix products
+STATIC = "+static"  # a model name's suffix: its static distillation (indexer/static.py)
+FAST = "fast"  # the fast profile: the bundled model's static distillation
 ENCODERS = ("onnx", "torch")  # `encoder` in blobdex.toml: onnx where the model allows it (BERT), else torch
 GRAPHS_DIR = "encoders"  # under the cache dir: ONNX graphs, keyed by the weights they were written from
 TORCH_ADVICE = "install the torch extra (make install TORCH=torch==2.13.0, or pip install 'blobdex[torch]')"
@@ -148,6 +150,10 @@ class OnnxEmbedder:
     def fits(self, text: str) -> bool:
         return len(self._count.encode(text).ids) <= self.max_tokens  # with the [CLS] and [SEP] it adds
 
+    def pooled(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        """The mean output over the given token ids, before normalisation (what a static model distills)."""
+        return self._session.run(["pooled"], {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+
     def embed(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad least
@@ -186,15 +192,15 @@ def _model_path(name: str) -> Path | None:
     return path if path.is_dir() else None
 
 
-def _graph(path: Path, int8: bool, cache: Path | None, writable: bool) -> bytes:
-    """The model's ONNX graph: from the cache (keyed by graph version, precision and the weights file's
-    path, size and time), else written now, and cached when `writable` (only the indexer writes the cache)."""
+def _graph(path: Path, int8: bool, directory: Path | None, writable: bool) -> bytes:
+    """The model's ONNX graph: from `directory` (keyed by graph version, precision and the weights file's
+    path, size and time), else written now, and kept there when `writable` (only the indexer writes the cache)."""
     from indexer import bert_onnx
 
     weights = (path / "model.safetensors").resolve()
     stat = weights.stat()
     key = f"{bert_onnx.GRAPH_VERSION}|{int8}|{weights}|{stat.st_size}|{stat.st_mtime_ns}"
-    cached = cache / GRAPHS_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.onnx" if cache else None
+    cached = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.onnx" if directory else None
     if cached is not None and cached.is_file():
         return cached.read_bytes()
     graph = bert_onnx.build(path)
@@ -236,21 +242,27 @@ def load_embedder(name: str, encoder: str = "onnx", cache: Path | None = None, w
         return HashEmbedder()
     if encoder not in ENCODERS:
         raise EmbedError(f"unknown encoder {encoder!r}: use one of {', '.join(ENCODERS)} (encoder in blobdex.toml)")
-    base, int8 = (name[: -len(INT8)], True) if name.endswith(INT8) else (name, False)
-    path = _model_path(base)
     from indexer import bert_onnx
 
-    if path is not None and encoder == "onnx" and bert_onnx.supports(path):
-        return OnnxEmbedder(model_id_for(name), path, _graph(path, int8, cache, writable))
-    if int8:
-        raise EmbedError(
-            f"cannot load embedding model {name!r}: {INT8} is an ONNX encoding of a BERT sentence model; "
-            + (
-                'set encoder = "onnx" in blobdex.toml'
-                if path is not None and encoder == "torch"
-                else f"{base!r} is not one"
-            )
-        )
+    name = model_id_for(name)
+    base, variant = _variant(name)
+    path = _model_path(base)
+    graphs = cache / GRAPHS_DIR if cache else None
+    onnx_ok = path is not None and bert_onnx.supports(path)
+    if onnx_ok and variant == STATIC:  # distilled on ONNX Runtime, whatever the encoder
+        from indexer import static
+
+        def encoder_of_base() -> OnnxEmbedder:
+            return OnnxEmbedder(base, path, _graph(path, False, graphs, writable))
+
+        table = static.table(encoder_of_base, path, graphs, writable)
+        return static.StaticEmbedder(name, path / "tokenizer.json", table)
+    if onnx_ok and encoder == "onnx":
+        return OnnxEmbedder(name, path, _graph(path, variant == INT8, graphs, writable))
+    if variant:
+        what = "is an ONNX encoding" if variant == INT8 else "is a distillation"
+        fix = 'set encoder = "onnx" in blobdex.toml' if onnx_ok else f"{base!r} is not one"
+        raise EmbedError(f"cannot load embedding model {name!r}: {variant} {what} of a BERT sentence model; {fix}")
     return SentenceTransformerEmbedder(base)
 
 
@@ -260,7 +272,18 @@ def configured_embedder(cfg, model: str | None = None, writable: bool = False) -
     return load_embedder(model or cfg.model, cfg.encoder, cfg.data_dir / "cache", writable)
 
 
+def _variant(name: str) -> tuple[str, str]:
+    """(base model, "" | INT8 | STATIC) of a model name."""
+    for suffix in (INT8, STATIC):
+        if name.endswith(suffix):
+            return name[: -len(suffix)], suffix
+    return name, ""
+
+
 def model_id_for(name: str) -> str:
-    """The id a model is recorded under, without loading it (the bundled model's aliases are one id)."""
-    base, suffix = (name[: -len(INT8)], INT8) if name.endswith(INT8) else (name, "")
+    """The id a model is recorded under, without loading it: the bundled model's aliases are one id, and
+    FAST is its static distillation."""
+    if name == FAST:
+        return DEFAULT_MODEL_NAMES[0] + STATIC
+    base, suffix = _variant(name)
     return (DEFAULT_MODEL_NAMES[0] if base in DEFAULT_MODEL_NAMES else base) + suffix

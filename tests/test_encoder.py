@@ -102,3 +102,39 @@ def test_a_query_process_never_imports_torch_and_bm25_alone_loads_no_model(tmp_p
         assert [h["path"] for h in json.loads(out.stdout)["hits"]] == ["billing/renew.py"]
         loaded[mode] = json.loads(out.stderr.strip().splitlines()[-1])
     assert loaded == {"bm25": [], "hybrid": ["onnxruntime"]}
+
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    return load_embedder("fast", cache=cache, writable=True), cache
+
+
+def test_the_fast_profile_is_a_static_model_distilled_from_the_bundled_one(fast):
+    from indexer.static import PCA_DIMS, StaticEmbedder
+
+    model, cache = fast
+    assert isinstance(model, StaticEmbedder) and model.model_id == model_id_for("fast") == "all-MiniLM-L6-v2+static"
+    assert model.dim == PCA_DIMS
+    texts = [
+        "def parse_flags(argv):\n    return [a for a in argv if a.startswith('--')]",
+        "def tax_total(amount, rate):\n    return amount * rate",
+        "parse the command line flags",
+    ]
+    code_a, code_b, query = model.embed(texts)
+    assert np.allclose([np.linalg.norm(v) for v in (code_a, code_b, query)], 1.0, atol=1e-5)
+    assert query @ code_a > query @ code_b  # it still reads meaning, if coarsely
+    assert not model.embed([""]).any()  # nothing to average: a zero vector, never NaN
+    (table,) = (cache / GRAPHS_DIR).glob("static-*.npy")
+    code = (
+        "import json, sys; from pathlib import Path; from indexer.embed import load_embedder; "
+        f"e = load_embedder('fast', cache=Path({str(cache)!r})); e.embed(['hello']); "
+        "print(json.dumps(sorted(m for m in ('torch', 'onnxruntime') if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []  # a distilled table is a lookup: no model runs
+
+
+def test_static_and_8_bit_variants_need_a_bert_sentence_model(tmp_path):
+    with pytest.raises(EmbedError, match=r"\+static is a distillation of a BERT sentence model; '/nope' is not one"):
+        load_embedder("/nope+static")
