@@ -315,9 +315,16 @@ def mcp(ctx, org) -> None:
     from query.surfaces.mcp import build
     from query.service import Service
 
+    import threading
+
+    from indexer.snapshot import current_id, open_manifest
+
     cfg = cli_config(ctx)
+    if current_id(cfg.data_dir) is None:  # nothing published: one sentence now, not an error on every tool call
+        open_manifest(cfg.data_dir)
     service = Service(cfg)
-    service.reader()
+    # initialize and tools/list are answered at once; the snapshot and the model load meanwhile
+    threading.Thread(target=service.warm, name="blobdex-warm", daemon=True).start()
     build(service, org=lambda: org).run("stdio")
 
 

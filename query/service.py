@@ -93,6 +93,16 @@ class Service:
                 self._reranker = load_reranker(self.cfg.reranker)
             return self._reranker
 
+    def warm(self) -> None:
+        """Open the live snapshot and load the embedder now (`blobdex mcp` does it in a thread while it answers
+        `initialize`); a request that needs either meanwhile waits for it. A failure is logged here and
+        raised again, in its own words, by the first request that needs what failed."""
+        try:
+            self.reader()
+            self.embedder
+        except BlobdexError as exc:
+            log.error("%s", exc)
+
     def model_id(self) -> str:
         return self._embedder.model_id if self._embedder else model_id_for(self.cfg.model)
 

@@ -222,6 +222,36 @@ def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
     assert "tools:queue/src/lib.rs" in out and "drain_queue" in out
 
 
+def test_mcp_answers_initialize_and_lists_tools_while_the_model_still_loads(corpus, monkeypatch):
+    """What `blobdex mcp` does: the snapshot and the model load in a thread (Service.warm) while the server
+    answers; a tool that needs the model waits for it."""
+    import query.service as service_module
+
+    release = threading.Event()
+
+    def slow_model(cfg, model=None, writable=False):
+        release.wait(60)
+        return HashEmbedder()
+
+    monkeypatch.setattr(service_module, "configured_embedder", slow_model)
+    svc = Service(corpus.cfg)
+    warm = threading.Thread(target=svc.warm, daemon=True)
+    warm.start()
+
+    async def go():
+        async with Client(build(svc)) as client:  # initialize
+            names = [t.name for t in (await client.list_tools()).tools]
+            loading = warm.is_alive()
+            release.set()
+            return names, loading, await client.call_tool("search_code", {"query": "drain_queue"})
+
+    names, loading, found = asyncio.run(go())
+    assert "search_code" in names and loading  # answered before the model had loaded
+    assert "tools:queue/src/lib.rs" in text(found)
+    warm.join(5)
+    assert not warm.is_alive()
+
+
 def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):
     built = build_corpus(tmp_path, {"api": api_files()})
     cfg, first = built.cfg, built.commits["api"]
