@@ -1,4 +1,5 @@
-"""`make bench`: index a real codebase cold, again unchanged, again after one commit; time queries.
+"""`make bench`: index a real codebase cold, again unchanged, again after one commit; time queries, start-up
+and each encoder; index it cold once more with the fast profile.
 
 The codebase is a source tree turned into a git repo at bench time (default: the `networkx`
 package installed beside torch, ~550 Python files); pass --source DIR for another tree, or
@@ -159,6 +160,86 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
         return out
 
 
+ENCODER_SAMPLE = 600  # chunks embedded by each encoder (the same texts, in the snapshot's order)
+
+
+def encoder_throughput(data_dir: Path) -> dict:
+    """Chunks/s of each way to embed the same chunks, and how close each one's vectors are to torch's."""
+    import numpy as np
+
+    from indexer.embed import embed_text, load_embedder
+    from indexer.snapshot import read_chunks
+
+    table = read_chunks(data_dir / "snapshots" / (data_dir / "CURRENT").read_text().strip(), vectors=False)
+    rows = table.slice(0, ENCODER_SAMPLE).to_pylist()
+    texts = [embed_text(r["symbol"], r["text"]) for r in rows]
+    cache = data_dir / "cache"
+    out, reference = {}, None
+    for label, name, encoder in (
+        ("torch", "all-MiniLM-L6-v2", "torch"),
+        ("onnx", "all-MiniLM-L6-v2", "onnx"),
+        ("onnx_int8", "all-MiniLM-L6-v2+int8", "onnx"),
+        ("fast", "fast", "onnx"),
+    ):
+        t0 = time.monotonic()
+        embedder = load_embedder(name, encoder, cache, writable=True)  # builds (and keeps) a graph once
+        loaded = time.monotonic() - t0
+        embedder.embed(texts[:16])  # warm
+        t0 = time.monotonic()
+        vectors = embedder.embed(texts)
+        seconds = time.monotonic() - t0
+        out[label] = {"chunks_per_s": round(len(texts) / seconds, 1), "load_s": round(loaded, 2), "dim": embedder.dim}
+        if reference is None:
+            reference = vectors
+        elif vectors.shape == reference.shape:
+            cos = (vectors * reference).sum(axis=1)
+            out[label]["cosine_to_torch"] = {"min": round(float(cos.min()), 5), "mean": round(float(np.mean(cos)), 5)}
+    base = out["torch"]["chunks_per_s"]
+    for entry in out.values():
+        entry["speedup"] = round(entry["chunks_per_s"] / base, 2)
+    return {"chunks": len(texts), **out}
+
+
+def startup(work: Path, env: dict, query: str) -> dict:
+    """Wall seconds a fresh process takes: CLI search (hybrid and BM25 alone, median of 3), and `blobdex mcp`
+    over stdio from spawn to its `initialize` answer and to its first search_code answer."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    def cli(*args) -> float:
+        walls = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            subprocess.run(
+                [BLOBDEX, "search", query, "-n", "5", *args], cwd=work, env=env, capture_output=True, check=True
+            )
+            walls.append(time.monotonic() - t0)
+        return round(statistics.median(walls), 2)
+
+    async def mcp() -> tuple[float, float]:
+        t0 = time.monotonic()
+        params = StdioServerParameters(command=BLOBDEX, args=["mcp"], env=env, cwd=str(work))
+        async with Client(params) as client:
+            initialized = time.monotonic() - t0
+            await client.call_tool("search_code", {"query": query})
+            return round(initialized, 2), round(time.monotonic() - t0, 2)
+
+    initialize, first_search = asyncio.run(mcp())
+    return {
+        "cli_search_s": cli(),
+        "cli_search_bm25_s": cli("--mode", "bm25"),
+        "mcp_initialize_s": initialize,
+        "mcp_first_search_s": first_search,
+    }
+
+
+def venv_mib() -> int:
+    """The virtualenv's size on disk (this one: torch included when `make bench` installed it)."""
+    total = sum(p.stat().st_size for p in Path(sys.prefix).rglob("*") if p.is_file() and not p.is_symlink())
+    return total // 2**20
+
+
 def extraction_throughput(data_dir: Path) -> dict:
     """Parse + extract every indexed file with an extractor, single-threaded, from the mirror's blobs."""
     from indexer.chunk import GRAMMARS, parse
@@ -234,6 +315,14 @@ def main() -> None:
     latency, queries, paths = query_latency(work / "data", name)
     over_http = http_latency(work, env, queries, paths, name)
     extraction = extraction_throughput(work / "data")
+    started = startup(work, env, queries[1] or "graph")
+    encoders = encoder_throughput(work / "data")
+    fast_dir = work / "fast"
+    fast_dir.mkdir(exist_ok=True)
+    (fast_dir / "blobdex.toml").write_text(
+        f'data_dir = "data"\nmodel = "fast"\n\n[[repo]]\nname = "{name}"\nurl = "{url}"\n'
+    )
+    fast_cold, fast_wall = run_index(env, fast_dir)
 
     t = cold["totals"]
     embed_share = cold["seconds"]["embed"] / max(sum(cold["seconds"].values()), 1e-9)
@@ -256,6 +345,16 @@ def main() -> None:
             "chunks_embedded": again["totals"]["chunks_embedded"],
             "peak_rss_mib": again["peak_rss_mib"],
         },
+        "fast_profile_cold": {
+            "wall_s": round(fast_wall, 1),
+            "seconds": fast_cold["seconds"],
+            "chunks_per_s_embedding": round(
+                fast_cold["totals"]["chunks_embedded"] / max(fast_cold["seconds"]["embed"], 1e-9), 1
+            ),
+        },
+        "encoders": encoders,
+        "startup": started,
+        "venv_mib": venv_mib(),
         "queries": latency,
         "http": over_http,
         "extraction_parse_and_extract": extraction,

@@ -34,7 +34,7 @@ STATIC = "+static"  # a model name's suffix: its static distillation (indexer/st
 FAST = "fast"  # the fast profile: the bundled model's static distillation
 ENCODERS = ("onnx", "torch")  # `encoder` in blobdex.toml: onnx where the model allows it (BERT), else torch
 GRAPHS_DIR = "encoders"  # under the cache dir: ONNX graphs, keyed by the weights they were written from
-TORCH_ADVICE = "install the torch extra (make install TORCH=torch==2.13.0, or pip install 'blobdex[torch]')"
+TORCH_ADVICE = "install the torch extra (make install-torch, or pip install 'blobdex[torch]')"
 
 
 class EmbedError(BlobdexError):
