@@ -19,6 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
+from indexer import static
 from indexer.errors import BlobdexError
 from indexer.tokenize import tokens
 
@@ -32,6 +33,8 @@ BATCH_SIZE = 64
 INT8 = "+int8"  # a model name's suffix: its ONNX graph with 8-bit matrix products
 STATIC = "+static"  # a model name's suffix: its static distillation (indexer/static.py)
 FAST = "fast"  # the fast profile: the bundled model's static distillation
+INT8_VERSION = 1  # the 8-bit graph's recipe: bump it when its vectors change (GRAPH_VERSION, the quantization)
+VARIANT_VERSIONS = {INT8: INT8_VERSION, STATIC: static.STATIC_VERSION}
 ENCODERS = ("onnx", "torch")  # `encoder` in blobdex.toml: onnx where the model allows it (BERT), else torch
 GRAPHS_DIR = "encoders"  # under the cache dir: ONNX graphs, keyed by the weights they were written from
 TORCH_ADVICE = "install the torch extra (make install-torch, or pip install 'blobdex[torch]')"
@@ -128,7 +131,7 @@ class SentenceTransformerEmbedder:
 class OnnxEmbedder:
     """A BERT sentence model on ONNX Runtime: length-sorted batches, each padded only to its longest text."""
 
-    def __init__(self, model_id: str, path: Path, graph: bytes | str):
+    def __init__(self, model_id: str, path: Path, graph: Path | bytes):
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -143,9 +146,15 @@ class OnnxEmbedder:
         self._tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)))
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = os.cpu_count() or 1
+        options.intra_op_num_threads = len(os.sched_getaffinity(0))  # the cores this process may use
         options.log_severity_level = 3  # its notes on unused initializers are not the user's business
-        self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        source = str(graph) if isinstance(graph, Path) else graph
+        try:
+            self._session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT's errors share no base class it exports (InvalidProtobuf, Fail, ...)
+            if isinstance(graph, Path):
+                raise damaged_cache(model_id, graph, exc) from exc
+            raise
 
     def fits(self, text: str) -> bool:
         return len(self._count.encode(text).ids) <= self.max_tokens  # with the [CLS] and [SEP] it adds
@@ -192,28 +201,57 @@ def _model_path(name: str) -> Path | None:
     return path if path.is_dir() else None
 
 
-def _graph(path: Path, int8: bool, directory: Path | None, writable: bool) -> bytes | str:
-    """The model's ONNX graph: the path of its file in `directory` (keyed by graph version, precision and the
-    weights file's path, size and time), else the graph written now, kept there when `writable` (only the
-    indexer writes the cache). A path, not its bytes: ONNX Runtime loading the file holds 195 MiB at its peak,
-    from a copy of the bytes 323 MiB."""
+def _graph(path: Path, int8: bool, directory: Path | None, writable: bool) -> Path | bytes:
+    """The model's ONNX graph, written from its weights at most once per graph version and precision: the
+    path of its file in the cache when it is there (ONNX Runtime loading the file peaks at 195 MiB, from a
+    copy of its bytes at 323 MiB), else the graph itself."""
     from indexer import bert_onnx
 
-    weights = (path / "model.safetensors").resolve()
+    def build() -> bytes:
+        graph = bert_onnx.build(path)
+        return _quantize(graph) if int8 else graph
+
+    return cached_artifact(directory, path, f"{bert_onnx.GRAPH_VERSION}|{int8}", ".onnx", writable, build)
+
+
+def cached_artifact(
+    directory: Path | None, model: Path, recipe: str, suffix: str, writable: bool, build
+) -> Path | bytes:
+    """A file derived from a model's weights by `build()` (its bytes): its path in `directory` (named by the
+    recipe and the weights file's path, size and time) when it is there or this process may keep it
+    (`writable`: only the indexer writes the cache), else the bytes, built in memory. Written whole or not at
+    all: synced to a temporary name, then renamed; the temporary file never outlives a failure."""
+    if directory is None:
+        return build()
+    weights = (model / "model.safetensors").resolve()
     stat = weights.stat()
-    key = f"{bert_onnx.GRAPH_VERSION}|{int8}|{weights}|{stat.st_size}|{stat.st_mtime_ns}"
-    cached = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.onnx" if directory else None
-    if cached is not None and cached.is_file():
-        return str(cached)
-    graph = bert_onnx.build(path)
-    if int8:
-        graph = _quantize(graph)
-    if cached is not None and writable:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_bytes(graph)
+    key = f"{recipe}|{weights}|{stat.st_size}|{stat.st_mtime_ns}"
+    cached = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}{suffix}"
+    if cached.is_file():
+        return cached
+    data = build()
+    if not writable:
+        return data
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{cached.name}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, cached)
-    return graph
+    finally:
+        tmp.unlink(missing_ok=True)
+    return cached
+
+
+def damaged_cache(model_id: str, path: Path, exc: Exception) -> EmbedError:
+    """A cached graph or table that cannot be read (a truncated file, another version's): one sentence."""
+    why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return EmbedError(
+        f"cannot load {model_id!r} from the cached file {str(path)!r} ({why}): delete it and run 'blobdex index', "
+        f"which writes it again"
+    )
 
 
 def _quantize(graph: bytes) -> bytes:
@@ -246,21 +284,20 @@ def load_embedder(name: str, encoder: str = "onnx", cache: Path | None = None, w
         raise EmbedError(f"unknown encoder {encoder!r}: use one of {', '.join(ENCODERS)} (encoder in blobdex.toml)")
     from indexer import bert_onnx
 
-    name = model_id_for(name)
-    base, variant = _variant(name)
+    base, variant = split_variant(name)
+    model_id = model_id_for(name)
     path = _model_path(base)
     graphs = cache / GRAPHS_DIR if cache else None
     onnx_ok = path is not None and bert_onnx.supports(path)
     if onnx_ok and variant == STATIC:  # distilled on ONNX Runtime, whatever the encoder
-        from indexer import static
 
         def encoder_of_base() -> OnnxEmbedder:
             return OnnxEmbedder(base, path, _graph(path, False, graphs, writable))
 
-        table = static.table(encoder_of_base, path, graphs, writable)
-        return static.StaticEmbedder(name, path / "tokenizer.json", table)
+        table = static.table(encoder_of_base, path, graphs, writable, model_id)
+        return static.StaticEmbedder(model_id, path / "tokenizer.json", table)
     if onnx_ok and encoder == "onnx":
-        return OnnxEmbedder(name, path, _graph(path, variant == INT8, graphs, writable))
+        return OnnxEmbedder(model_id, path, _graph(path, variant == INT8, graphs, writable))
     if variant:
         what = "is an ONNX encoding" if variant == INT8 else "is a distillation"
         fix = 'set encoder = "onnx" in blobdex.toml' if onnx_ok else f"{base!r} is not one"
@@ -274,18 +311,20 @@ def configured_embedder(cfg, model: str | None = None, writable: bool = False) -
     return load_embedder(model or cfg.model, cfg.encoder, cfg.data_dir / "cache", writable)
 
 
-def _variant(name: str) -> tuple[str, str]:
-    """(base model, "" | INT8 | STATIC) of a model name."""
-    for suffix in (INT8, STATIC):
-        if name.endswith(suffix):
-            return name[: -len(suffix)], suffix
-    return name, ""
+def split_variant(name: str) -> tuple[str, str]:
+    """(base model, "" | INT8 | STATIC) of a model name; the bundled model's aliases are one name, and FAST is
+    its static distillation."""
+    if name == FAST:
+        return DEFAULT_MODEL_NAMES[0], STATIC
+    base, suffix = name, ""
+    for variant in (INT8, STATIC):
+        if name.endswith(variant):
+            base, suffix = name[: -len(variant)], variant
+    return (DEFAULT_MODEL_NAMES[0] if base in DEFAULT_MODEL_NAMES else base), suffix
 
 
 def model_id_for(name: str) -> str:
-    """The id a model is recorded under, without loading it: the bundled model's aliases are one id, and
-    FAST is its static distillation."""
-    if name == FAST:
-        return DEFAULT_MODEL_NAMES[0] + STATIC
-    base, suffix = _variant(name)
-    return (DEFAULT_MODEL_NAMES[0] if base in DEFAULT_MODEL_NAMES else base) + suffix
+    """The id a model's vectors are recorded under, without loading it. A variant's id carries its recipe's
+    version: vectors are cached by id, so a new recipe must never be served with the old one's vectors."""
+    base, variant = split_variant(name)
+    return f"{base}{variant}@{VARIANT_VERSIONS[variant]}" if variant else base

@@ -107,7 +107,7 @@ def _walk(repo: Repo, tree_id: bytes):
         todo.extend(reversed(subdirs))
 
 
-def _selection(include: tuple[str, ...], exclude: tuple[str, ...]):
+def selection(include: tuple[str, ...], exclude: tuple[str, ...]):
     """Whether a path is chosen by a repo's include/exclude globs (gitignore syntax)."""
     wanted = pathspec.PathSpec.from_lines("gitignore", include) if include else None
     unwanted = pathspec.PathSpec.from_lines("gitignore", exclude) if exclude else None
@@ -122,7 +122,7 @@ def scan_commit(
     """Every file of a commit with its language and, when known from the path, why it is skipped:
     the repo's own include/exclude globs first (the operator's word), then .gitattributes and our rules."""
     commit = repo[commit_id.encode()]
-    chosen = _selection(include, exclude)
+    chosen = selection(include, exclude)
     listed = []
     for raw_path, mode, sha in _walk(repo, commit.tree):
         if len(listed) >= MAX_FILES_PER_REF:

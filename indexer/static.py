@@ -5,8 +5,9 @@ Distilling: every word piece of the model's vocabulary is read by the model alon
 output averaged over the three positions; the vocabulary's vectors are reduced to PCA_DIMS by PCA and each
 weighted by SIF_COEFFICIENT / (SIF_COEFFICIENT + p), p the piece's probability by Zipf's law over the vocabulary
 order (model2vec's defaults: 256 dimensions, 1e-4). A text's vector is then the mean of its pieces' vectors,
-normalised: no attention, no window, a table lookup. The table is written once per model and cached beside
-the ONNX graphs (the indexer writes it; a query process that finds none distills in memory).
+normalised: no attention, a table lookup (of the first MAX_TOKENS pieces). The table is written once per model
+and cached beside the ONNX graphs (the indexer writes it; a query process that finds none distills in memory,
+to the same table: the PCA's signs are fixed below, so no machine's eigensolver can flip an axis).
 
 The distilled vectors are another model's: the model id is the base's with embed.STATIC, and its snapshots
 and cached vectors are its own.
@@ -14,8 +15,7 @@ and cached vectors are its own.
 
 from __future__ import annotations
 
-import hashlib
-import os
+import io
 import re
 from pathlib import Path
 
@@ -88,20 +88,20 @@ def distill(encoder, tokenizer_path: Path) -> np.ndarray:
     return (reduced * weights[:, None]).astype(np.float32)
 
 
-def table(encoder, path: Path, directory: Path | None, writable: bool) -> np.ndarray:
-    """The model's static table: from `directory` (keyed by STATIC_VERSION and the weights file), else
-    distilled now with `encoder()` (loaded only then), and kept there when `writable`."""
-    weights = (path / "model.safetensors").resolve()
-    stat = weights.stat()
-    key = f"{STATIC_VERSION}|{weights}|{stat.st_size}|{stat.st_mtime_ns}"
-    cached = directory / f"static-{hashlib.sha256(key.encode()).hexdigest()[:24]}.npy" if directory else None
-    if cached is not None and cached.is_file():
-        return np.load(cached)
-    distilled = distill(encoder(), path / "tokenizer.json")
-    if cached is not None and writable:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f".{cached.name}.tmp-{os.getpid()}")
-        with open(tmp, "wb") as f:
-            np.save(f, distilled)
-        os.replace(tmp, cached)
-    return distilled
+def table(encoder, path: Path, directory: Path | None, writable: bool, model_id: str) -> np.ndarray:
+    """The model's static table, distilled at most once per STATIC_VERSION with `encoder()` (loaded only
+    then): from the cache when it is there, else distilled now (kept when `writable`)."""
+    from indexer.embed import cached_artifact, damaged_cache
+
+    def build() -> bytes:
+        out = io.BytesIO()
+        np.save(out, distill(encoder(), path / "tokenizer.json"))
+        return out.getvalue()
+
+    found = cached_artifact(directory, path, f"static|{STATIC_VERSION}", ".static.npy", writable, build)
+    if isinstance(found, bytes):
+        return np.load(io.BytesIO(found))
+    try:
+        return np.load(found)
+    except (OSError, ValueError, EOFError) as exc:
+        raise damaged_cache(model_id, found, exc) from exc

@@ -312,19 +312,16 @@ def _bind(host: str, port: int):
 @click.pass_context
 def mcp(ctx, org) -> None:
     """Serve MCP over stdio, for agent runtimes that spawn their servers. Nothing but MCP touches stdout."""
-    from query.surfaces.mcp import build
-    from query.service import Service
-
-    import threading
-
     from indexer.snapshot import current_id, open_manifest
+    from query.service import Service
+    from query.surfaces.mcp import build
 
     cfg = cli_config(ctx)
     if current_id(cfg.data_dir) is None:  # nothing published: one sentence now, not an error on every tool call
         open_manifest(cfg.data_dir)
     service = Service(cfg)
     # initialize and tools/list are answered at once; the snapshot and the model load meanwhile
-    threading.Thread(target=service.warm, name="blobdex-warm", daemon=True).start()
+    service.warm_in_background()
     build(service, org=lambda: org).run("stdio")
 
 

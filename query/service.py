@@ -69,7 +69,9 @@ class Service:
         self._embedder = embedder
         self._reranker = None
         self.live = LiveSnapshot(cfg.data_dir, self.model_id)
-        self._lock = threading.Lock()  # the embedder, the reranker and the stores
+        self._lock = threading.Lock()  # the stores: opened in a moment
+        self._loading = threading.Lock()  # the embedder and the reranker: loading one takes seconds, and a
+        # session call must not wait behind it
         self._clips = ClipStore()
         self._overlays: OverlayStore | None = None
         self._pushed: PushedStore | None = None
@@ -78,7 +80,7 @@ class Service:
     # -- what every operation reads ------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
-        with self._lock:
+        with self._loading:
             if self._embedder is None:
                 self._embedder = configured_embedder(self.cfg)
             return self._embedder
@@ -86,12 +88,18 @@ class Service:
     @property
     def reranker(self):
         """The configured cross-encoder (loaded on first use), or None when `reranker` is unset."""
-        with self._lock:
+        with self._loading:
             if self._reranker is None and self.cfg.reranker:
                 from query.rerank import load_reranker
 
                 self._reranker = load_reranker(self.cfg.reranker)
             return self._reranker
+
+    def warm_in_background(self) -> threading.Thread:
+        """Run `warm` in a thread, returned started: `blobdex mcp` answers `initialize` meanwhile."""
+        thread = threading.Thread(target=self.warm, name="blobdex-warm", daemon=True)
+        thread.start()
+        return thread
 
     def warm(self) -> None:
         """Open the live snapshot and load the embedder now (`blobdex mcp` does it in a thread while it answers

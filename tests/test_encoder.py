@@ -42,7 +42,8 @@ def test_the_onnx_graph_gives_the_vectors_sentence_transformers_gives(encoders):
 
 def test_the_8_bit_encoding_is_another_model_id_close_to_the_exact_one(encoders, tmp_path):
     int8 = load_embedder("all-MiniLM-L6-v2+int8", cache=tmp_path, writable=True)
-    assert int8.model_id == model_id_for("sentence-transformers/all-MiniLM-L6-v2+int8") == "all-MiniLM-L6-v2+int8"
+    # the id names the recipe's version: vectors are cached by id, a new recipe must not meet old vectors
+    assert int8.model_id == model_id_for("sentence-transformers/all-MiniLM-L6-v2+int8") == "all-MiniLM-L6-v2+int8@1"
     cos = (int8.embed(TEXTS) * encoders[0].embed(TEXTS)).sum(axis=1)
     assert 0.97 <= cos.min() and cos.max() < 0.99999  # quantized: near, never the same vectors
     with pytest.raises(EmbedError, match=r'\+int8 is an ONNX encoding of a BERT sentence model; set encoder = "onnx"'):
@@ -63,6 +64,15 @@ def test_a_built_graph_is_cached_only_where_the_indexer_may_write(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
     assert graph.stat().st_size > 1_000_000
+    assert not list((tmp_path / GRAPHS_DIR).glob(".*"))  # no temporary file left beside it
+
+
+def test_a_damaged_cached_graph_is_one_sentence_naming_the_file(tmp_path):
+    load_embedder("all-MiniLM-L6-v2", cache=tmp_path, writable=True)
+    (graph,) = (tmp_path / GRAPHS_DIR).glob("*.onnx")
+    graph.write_bytes(graph.read_bytes()[:4096])  # a truncated copy, as a full disk leaves one
+    with pytest.raises(EmbedError, match=r"cannot load 'all-MiniLM-L6-v2' from the cached file .*\.onnx.*delete it"):
+        load_embedder("all-MiniLM-L6-v2", cache=tmp_path)
 
 
 def test_which_models_the_onnx_encoder_takes(tmp_path):
@@ -114,7 +124,7 @@ def test_the_fast_profile_is_a_static_model_distilled_from_the_bundled_one(fast)
     from indexer.static import PCA_DIMS, StaticEmbedder
 
     model, cache = fast
-    assert isinstance(model, StaticEmbedder) and model.model_id == model_id_for("fast") == "all-MiniLM-L6-v2+static"
+    assert isinstance(model, StaticEmbedder) and model.model_id == model_id_for("fast") == "all-MiniLM-L6-v2+static@1"
     assert model.dim == PCA_DIMS
     texts = [
         "def parse_flags(argv):\n    return [a for a in argv if a.startswith('--')]",
@@ -125,7 +135,7 @@ def test_the_fast_profile_is_a_static_model_distilled_from_the_bundled_one(fast)
     assert np.allclose([np.linalg.norm(v) for v in (code_a, code_b, query)], 1.0, atol=1e-5)
     assert query @ code_a > query @ code_b  # it still reads meaning, if coarsely
     assert not model.embed([""]).any()  # nothing to average: a zero vector, never NaN
-    (table,) = (cache / GRAPHS_DIR).glob("static-*.npy")
+    (table,) = (cache / GRAPHS_DIR).glob("*.static.npy")
     code = (
         "import json, sys; from pathlib import Path; from indexer.embed import load_embedder; "
         f"e = load_embedder('fast', cache=Path({str(cache)!r})); e.embed(['hello']); "
@@ -133,6 +143,14 @@ def test_the_fast_profile_is_a_static_model_distilled_from_the_bundled_one(fast)
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []  # a distilled table is a lookup: no model runs
+
+
+def test_a_damaged_static_table_is_one_sentence_naming_the_file(fast, tmp_path):
+    shutil.copytree(fast[1], tmp_path / "cache")
+    (table,) = (tmp_path / "cache" / GRAPHS_DIR).glob("*.static.npy")
+    table.write_bytes(b"not a table")
+    with pytest.raises(EmbedError, match=r"cannot load 'all-MiniLM-L6-v2\+static@1' from the cached file .*delete it"):
+        load_embedder("fast", cache=tmp_path / "cache")
 
 
 def test_static_and_8_bit_variants_need_a_bert_sentence_model(tmp_path):

@@ -235,19 +235,19 @@ def test_mcp_answers_initialize_and_lists_tools_while_the_model_still_loads(corp
 
     monkeypatch.setattr(service_module, "configured_embedder", slow_model)
     svc = Service(corpus.cfg)
-    warm = threading.Thread(target=svc.warm, daemon=True)
-    warm.start()
+    warm = svc.warm_in_background()  # as cli.mcp starts it
 
     async def go():
         async with Client(build(svc)) as client:  # initialize
             names = [t.name for t in (await client.list_tools()).tools]
             loading = warm.is_alive()
-            release.set()
-            return names, loading, await client.call_tool("search_code", {"query": "drain_queue"})
+            threading.Timer(0.5, release.set).start()  # the model "loads" half a second from now
+            found = await client.call_tool("search_code", {"query": "drain_queue"})
+            return names, loading, release.is_set(), found
 
-    names, loading, found = asyncio.run(go())
+    names, loading, model_was_loaded, found = asyncio.run(go())
     assert "search_code" in names and loading  # answered before the model had loaded
-    assert "tools:queue/src/lib.rs" in text(found)
+    assert model_was_loaded and "tools:queue/src/lib.rs" in text(found)  # the search waited for the model
     warm.join(5)
     assert not warm.is_alive()
 

@@ -187,6 +187,10 @@ def test_tune_refuses_an_existing_name_and_a_commit_cutoff_over_several_repos(sh
     assert two.code == 2 and "belongs to one repo" in two.err
     bad = blobdex("--config", shop.cfg.path, "tune", "--name", "../up", "--repo", "shop")
     assert bad.code == 2 and "invalid model name" in bad.err
+    fast = shop.cfg.path.with_name("fast.toml")
+    fast.write_text(shop.cfg.path.read_text(encoding="utf-8").replace('"all-MiniLM-L6-v2"', '"fast"'))
+    variant = blobdex("--config", fast, "tune", "--name", "x", "--repo", "shop")
+    assert variant.code == 2 and "cannot tune model 'fast': it is the +static variant" in variant.err
 
 
 def test_an_eval_of_a_tuned_model_leaves_out_what_it_learned_from(shop, tuned, blobdex):
@@ -203,3 +207,15 @@ def test_an_eval_of_a_tuned_model_leaves_out_what_it_learned_from(shop, tuned, b
     base = blobdex("--config", shop.cfg.path, "eval", "commits", "--repo", "shop", "--n", "10", "--json")
     older = {shop.commits["round"], shop.commits["secret"]}
     assert older <= {row["commit_id"] for row in json.loads(base.out)["cases"]}
+
+
+def test_a_tuned_model_in_the_config_or_its_variant_is_never_measured_on_what_it_learned(shop, tuned, blobdex):
+    """The cutoff holds when the tuned model is the configured one (no --model) and for its 8-bit encoding."""
+    assert learned_until(tuned["model"] + "+int8", "default", "shop") == tuned["cutoffs"][0]["time"]
+    configured = shop.cfg.path.with_name("tuned.toml")
+    text = shop.cfg.path.read_text(encoding="utf-8").replace('"all-MiniLM-L6-v2"', json.dumps(tuned["model"]))
+    configured.write_text(text.replace('data_dir = "data"', f"data_dir = {json.dumps(str(shop.cfg.data_dir))}"))
+    assert tuned["model"] in configured.read_text()
+    out = blobdex("--config", configured, "eval", "commits", "--repo", "shop", "--n", "10", "--json")
+    assert out.code == 0, out.err
+    assert {row["commit_id"] for row in json.loads(out.out)["cases"]} == {shop.commits["cutoff"], shop.commits["after"]}

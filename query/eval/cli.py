@@ -99,7 +99,7 @@ def eval_commits_cmd(ctx, repo, count, seed, models, org, as_json) -> None:
 
     cfg = cli_config(ctx, must_exist=True)
     report = partial(_progress, "commits", 10)
-    unseen = _unseen_from(models, org, repo)
+    unseen = _unseen_from(models or (cfg.model,), org, repo)
     _per_model(
         cfg,
         models,
@@ -126,7 +126,7 @@ def eval_issues_cmd(ctx, repo, count, seed, split, models, org, as_json) -> None
 
     cfg = cli_config(ctx, must_exist=True)
     report = partial(_progress, "cases", 10)
-    unseen = _unseen_from(models, org, repo)
+    unseen = _unseen_from(models or (cfg.model,), org, repo)
     _per_model(
         cfg,
         models,
@@ -204,7 +204,7 @@ def eval_codesearchnet_cmd(ctx, annotations, repo, depth, models, org, as_json) 
     "its held-out half starts at) or an ISO date. Default: all history up to the indexed commit.",
 )
 @click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, 10))
-@click.option(
+@click.option(  # the default is tune.MAX_PAIRS (tune is imported only when it runs)
     "--max-pairs", default=4000, show_default=True, type=click.IntRange(2, 100_000), help="Pairs mined, at most."
 )
 @click.option("--seed", default=0, show_default=True, type=int)

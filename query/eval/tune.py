@@ -19,6 +19,7 @@ A model's directory is its identity: vectors are cached by (model, text), so a d
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import os
 import random
@@ -32,11 +33,12 @@ from pathlib import Path
 from dulwich.diff_tree import tree_changes
 
 from indexer.config import Config, check_name
-from indexer.embed import DEFAULT_MODEL_NAMES, TORCH_ADVICE, embed_text
+from indexer.embed import DEFAULT_MODEL_NAMES, TORCH_ADVICE, embed_text, split_variant
 from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
 from indexer.prepare import prepare
-from indexer.scan import ScanError, resolve_ref, scan_commit
+from indexer.ignore import skip_for_path
+from indexer.scan import ScanError, resolve_ref, scan_commit, selection
 from indexer.secrets import credential_kind
 from query.eval import EvalError
 from query.eval.commits import MIN_SUBJECT_WORDS, SKIP_SUBJECT_RE
@@ -162,8 +164,13 @@ def _touched_chunk(git, parent, commit, paths: tuple[str, ...], max_bytes: int):
     return best
 
 
-def commit_pairs(git, cut: Cutoff, limit: int, seed: int, max_bytes: int = 1 << 20) -> list[Pair]:
-    """A commit's text -> the chunk of its parent it changed most, for commits older than the cutoff."""
+def commit_pairs(
+    git, cut: Cutoff, limit: int, seed: int, max_bytes: int = 1 << 20, include=(), exclude=()
+) -> list[Pair]:
+    """A commit's text -> the chunk of its parent it changed most, for commits older than the cutoff, among
+    the files the index would keep: the repo's include/exclude globs and the path rules (vendored, generated,
+    minified ...; a .gitattributes of that commit is not read, as scanning every parent's tree would cost)."""
+    kept = selection(include, exclude)
     chosen = []
     for entry in git.get_walker(include=[cut.commit_id.encode()], max_entries=MAX_WALK):
         commit = entry.commit
@@ -179,7 +186,7 @@ def commit_pairs(git, cut: Cutoff, limit: int, seed: int, max_bytes: int = 1 << 
         if len(pairs) >= limit:
             break
         parent = git[commit.parents[0]]
-        paths = truth_files(git, parent, commit)
+        paths = tuple(p for p in truth_files(git, parent, commit) if kept(p) and skip_for_path(p) is None)
         if not 1 <= len(paths) <= MAX_TRUTH_FILES:
             continue
         chunk = _touched_chunk(git, parent, commit, paths, max_bytes)
@@ -243,7 +250,7 @@ def mine(cfg: Config, cut: Cutoff, max_pairs: int, seed: int) -> list[Pair]:
         docs = doc_pairs(git, cut, spec.include, spec.exclude, cfg.max_blob_bytes)
         random.Random(seed).shuffle(docs)
         commit_quota = max_pairs - min(len(docs), max_pairs // 2)
-        commits = commit_pairs(git, cut, commit_quota, seed, cfg.max_blob_bytes)
+        commits = commit_pairs(git, cut, commit_quota, seed, cfg.max_blob_bytes, spec.include, spec.exclude)
     return docs[: max_pairs - len(commits)] + commits
 
 
@@ -343,6 +350,14 @@ def tune(
     """Mine pairs from `repos` before the cutoff, fine-tune the configured model on them and write
     `<data_dir>/models/<name>/`; returns the record written beside the weights."""
     check_name("model", name)
+    base, variant = split_variant(cfg.model)
+    if variant:  # refused before minutes of mining, as is a missing torch
+        raise EvalError(
+            f"cannot tune model {cfg.model!r}: it is the {variant} variant of {base!r}, not weights to train; set "
+            f"model = {base!r}, tune it, then name the tuned model's directory with {variant}"
+        )
+    if importlib.util.find_spec("torch") is None:
+        raise EvalError(f"blobdex tune trains with torch: {TORCH_ADVICE}")
     out = models_dir(cfg) / name
     if out.exists():
         raise EvalError(
@@ -381,8 +396,8 @@ def tune(
 
 def learned_until(model: str, org: str, repo: str) -> int | None:
     """The cutoff time of a tuned model for one repo (commits at or after it are unseen), None when the model
-    was not tuned on that repo by blobdex."""
-    path = Path(model) / TUNE_RECORD
+    was not tuned on that repo by blobdex. Its 8-bit and static variants learned what it learned."""
+    path = Path(split_variant(model)[0]) / TUNE_RECORD
     if not path.is_file():
         return None
     record = json.loads(path.read_text(encoding="utf-8"))
