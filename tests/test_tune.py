@@ -86,6 +86,8 @@ def shop(tmp_path_factory):
 
 
 GO_TWICE = "func Twice(x int) int {\n\treturn 2 * x\n}"
+RUST_POINT = "struct Point { x: i32 }"
+LUA_TWICE = "local function twice(x) return 2 * x end"
 JAVA_TWICE = "int twice(int x) { return 2 * x; }"
 
 
@@ -99,6 +101,20 @@ JAVA_TWICE = "int twice(int x) { return 2 * x; }"
         ("java", "/**\n * Twice x.\n */\n" + JAVA_TWICE, "Twice x.", JAVA_TWICE),
         ("python", "def f(x):\n    return 2 * x\n", None, None),
         ("go", "// only a comment\n// and nothing else", None, None),
+        ("rust", "#[derive(Debug, Clone, PartialEq)]\n" + RUST_POINT, None, None),  # an attribute, not a doc
+        (
+            "rust",
+            "/// A point on the plane.\nstruct Point { x: i32 }",
+            "A point on the plane.",
+            "struct Point { x: i32 }",
+        ),
+        ("c", "#define TWICE(x) (2 * (x))\nint twice(int x);", None, None),
+        (
+            "lua",
+            "-- Twice x.\nlocal function twice(x) return 2 * x end",
+            "Twice x.",
+            "local function twice(x) return 2 * x end",
+        ),
     ],
 )
 def test_split_doc_takes_a_docstring_or_leading_comment_off_its_code(lang, text, doc, code):

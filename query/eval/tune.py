@@ -57,8 +57,15 @@ MIN_DOC_WORDS = 4
 MAX_QUERY_CHARS = 1000  # about what the model reads (256 word pieces); the rest would be cut anyway
 DEFINITIONS = frozenset({"function", "method", "class", "definition"})
 LEGAL_RE = re.compile(r"copyright|licen[cs]e|spdx", re.I)
-# A definition's leading comment lines: //, #, /* ... */, * and /// (every grammar we chunk uses one of them).
-COMMENT_LINE_RE = re.compile(r"^\s*(?://+|#+(?!!)|/\*+|\*+/?|\*/)")
+# A definition's leading comment lines, by language: //, /* ... */, * and /// in the C family; # where it opens
+# a comment (not Rust's #[derive(...)] or C's #define); -- in Lua.
+SLASHES, HASHES = r"//+|/\*+|\*+/?|\*/", r"#+(?!!)"
+COMMENT_LINE_RES = {
+    **{lang: re.compile(rf"^\s*(?:{HASHES})") for lang in ("python", "ruby", "bash")},
+    "php": re.compile(rf"^\s*(?:{HASHES}|{SLASHES})"),
+    "lua": re.compile(r"^\s*--+"),
+}
+C_COMMENT_LINE_RE = re.compile(rf"^\s*(?:{SLASHES})")
 PY_DOCSTRING_RE = re.compile(
     r"^(?P<head>(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\b[^\n]*?:[ \t]*\n)"
     r"(?P<indent>[ \t]*)[rRuU]?(?P<quote>\"\"\"|''')(?P<doc>.*?)(?P=quote)[ \t]*\n?",
@@ -96,13 +103,14 @@ def split_doc(text: str, lang: str) -> tuple[str, str] | None:
         m = PY_DOCSTRING_RE.match(text)
         if m:
             return m.group("doc"), m.group("head") + text[m.end() :]
+    comment = COMMENT_LINE_RES.get(lang, C_COMMENT_LINE_RE)
     lines = text.split("\n")
     n = 0
-    while n < len(lines) and COMMENT_LINE_RE.match(lines[n]):
+    while n < len(lines) and comment.match(lines[n]):
         n += 1
     if n == 0 or n == len(lines):
         return None
-    doc = "\n".join(COMMENT_LINE_RE.sub("", line, count=1).rstrip("*/ \t") for line in lines[:n])
+    doc = "\n".join(comment.sub("", line, count=1).rstrip("*/ \t") for line in lines[:n])
     return doc, "\n".join(lines[n:])
 
 
