@@ -129,7 +129,8 @@ def load(
     """Read and check the config file; a missing file is an empty config unless `must_exist`.
 
     The data dir comes from, in order: `data_dir`, `BLOBDEX_DATA_DIR`, the file's `data_dir`
-    (relative to the file), `./.blobdex`. `BLOBDEX_MODEL` overrides the file's `model`.
+    (relative to the file), `./.blobdex`. `BLOBDEX_MODEL` overrides the file's `model`, a local directory
+    of which is also relative to the file.
     """
     path = resolve_config_path(config)
     raw: dict = {}
@@ -159,7 +160,7 @@ def load(
         path=path,
         data_dir=resolved.resolve(),
         repos=repos,
-        model=os.environ.get("BLOBDEX_MODEL") or raw.get("model", DEFAULT_MODEL),
+        model=os.environ.get("BLOBDEX_MODEL") or _model(path, raw.get("model", DEFAULT_MODEL)),
         encoder=raw.get("encoder", "onnx"),
         max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
         keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
@@ -167,6 +168,13 @@ def load(
         reranker=raw.get("reranker", ""),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
     )
+
+
+def _model(path: Path, name: str) -> str:
+    """The file's `model`: a name, or a local directory, which like `data_dir` is relative to the file (cron
+    and CI run blobdex from anywhere)."""
+    local = path.parent / Path(name).expanduser()
+    return str(local.resolve()) if not Path(name).expanduser().is_absolute() and local.is_dir() else name
 
 
 def _read(path: Path) -> tuple[str, dict]:

@@ -312,15 +312,18 @@ def configured_embedder(cfg, model: str | None = None, writable: bool = False) -
 
 
 def split_variant(name: str) -> tuple[str, str]:
-    """(base model, "" | INT8 | STATIC) of a model name; the bundled model's aliases are one name, and FAST is
-    its static distillation."""
+    """(base model, "" | INT8 | STATIC) of a model name; the bundled model's aliases are one name, a local
+    directory is its absolute path, and FAST is the bundled model's static distillation."""
     if name == FAST:
         return DEFAULT_MODEL_NAMES[0], STATIC
     base, suffix = name, ""
     for variant in (INT8, STATIC):
         if name.endswith(variant):
             base, suffix = name[: -len(variant)], variant
-    return (DEFAULT_MODEL_NAMES[0] if base in DEFAULT_MODEL_NAMES else base), suffix
+    if base in DEFAULT_MODEL_NAMES:
+        return DEFAULT_MODEL_NAMES[0], suffix
+    local = Path(base).expanduser()  # one id however a local model's path is spelled
+    return (str(local.resolve()) if local.is_dir() else base), suffix
 
 
 def model_id_for(name: str) -> str:

@@ -273,3 +273,21 @@ def test_the_protocol_auth_keys_are_read_through_the_one_config_parser(tmp_path,
     path.write_text('jwt_users = "alice"\n', encoding="utf-8")
     with pytest.raises(configmod.ConfigError, match="jwt_users"):
         configmod.load(path)
+
+
+def test_a_local_model_directory_is_relative_to_the_file_and_has_one_id(tmp_path, monkeypatch):
+    """Like data_dir, a model directory is found beside the file wherever blobdex runs (cron, CI), and its id
+    is its absolute path however it is spelled, so a server and an eval agree on which vectors are its."""
+    from indexer.embed import model_id_for
+
+    (tmp_path / "models" / "tuned").mkdir(parents=True)
+    path = tmp_path / "blobdex.toml"
+    path.write_text('model = "models/tuned"\n', encoding="utf-8")
+    monkeypatch.chdir("/")
+    cfg = configmod.load(path)
+    assert cfg.model == str(tmp_path / "models" / "tuned")
+    path.write_text('model = "all-MiniLM-L6-v2+int8"\n', encoding="utf-8")
+    assert configmod.load(path).model == "all-MiniLM-L6-v2+int8"  # a name stays a name
+    monkeypatch.chdir(tmp_path)
+    assert model_id_for("models/tuned") == model_id_for("./models/tuned/") == str(tmp_path / "models" / "tuned")
+    assert model_id_for("models/tuned+int8") == str(tmp_path / "models" / "tuned") + "+int8@1"
