@@ -28,9 +28,9 @@ MAX_FILES_CHANGED = 5
 
 
 @contextmanager
-def history(cfg: Config, repo: str, org: str = "default", max_walk: int = 5000) -> Iterator[tuple[object, Iterator]]:
-    """The mirror of a configured repo and the commits of the ref that is indexed (not whatever the mirror's
-    HEAD is), newest first, at most `max_walk` of them."""
+def indexed_tip(cfg: Config, repo: str, org: str, doing: str) -> Iterator[tuple[object, str]]:
+    """The mirror of a configured repo and the commit its indexed ref points at (not whatever the mirror's HEAD
+    is); `doing` says what could not be done without it ("sample commits of")."""
     spec = cfg.repo(repo, org)
     if spec is None:
         raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
@@ -39,9 +39,17 @@ def history(cfg: Config, repo: str, org: str = "default", max_walk: int = 5000) 
             _, tip = resolve_ref(git, spec.refs[0] if spec.refs else None, repo)
         except ScanError as exc:
             raise EvalError(
-                f"cannot sample commits of {repo!r}: {exc} (if 'blobdex index' reported that it "
+                f"cannot {doing} {repo!r}: {exc} (if 'blobdex index' reported that it "
                 f"could not fetch {repo!r}, fix that first)"
             ) from exc
+        yield git, tip
+
+
+@contextmanager
+def history(cfg: Config, repo: str, org: str = "default", max_walk: int = 5000) -> Iterator[tuple[object, Iterator]]:
+    """The mirror of a configured repo and the commits of the ref that is indexed, newest first, at most
+    `max_walk` of them."""
+    with indexed_tip(cfg, repo, org, "sample commits of") as (git, tip):
         yield git, (entry.commit for entry in git.get_walker(include=[tip.encode()], max_entries=max_walk))
 
 

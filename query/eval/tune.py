@@ -41,7 +41,7 @@ from indexer.ignore import skip_for_path
 from indexer.scan import ScanError, resolve_ref, scan_commit, selection
 from indexer.secrets import credential_kind
 from query.eval import EvalError
-from query.eval.commits import MIN_SUBJECT_WORDS, SKIP_SUBJECT_RE
+from query.eval.commits import MIN_SUBJECT_WORDS, SKIP_SUBJECT_RE, indexed_tip
 from query.eval.issues import MAX_TRUTH_FILES, truth_files, without_trailers
 from query.localize import is_test_file
 
@@ -216,14 +216,7 @@ def _cutoff_time(before: str) -> int | None:
 def cutoff(cfg: Config, repo: str, org: str, before: str | None) -> Cutoff:
     """The cutoff in one repo: `before` is a commit (its parent's tree is mined, and commits older than it),
     an ISO date (the newest first-parent commit before it), or None (the indexed ref's tip, all its history)."""
-    spec = cfg.repo(repo, org)
-    if spec is None:
-        raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
-    with open_mirror(mirror_path(cfg.data_dir, spec)) as git:
-        try:
-            _, tip = resolve_ref(git, spec.refs[0] if spec.refs else None, repo)
-        except ScanError as exc:
-            raise EvalError(f"cannot tune on {repo!r}: {exc} (run 'blobdex index' first)") from exc
+    with indexed_tip(cfg, repo, org, "tune on") as (git, tip):
         if before is None:
             head = git[tip.encode()]
             return Cutoff(repo=repo, org=org, commit_id=tip, time=head.commit_time + 1)
