@@ -47,7 +47,9 @@ from query.localize import is_test_file
 
 TUNE_RECORD = "blobdex-tune.json"
 MODELS_DIR = "models"
-MAX_PAIRS = 4000  # per run; about 8 minutes of two CPU cores for one epoch at BATCH_SIZE (README "Measured")
+# Pairs per run: one epoch of 4,000 is about an hour of two busy CPU cores (2,125 took 23 min, 2,000 29 min:
+# README "Measured"), minutes on a GPU.
+MAX_PAIRS = 4000
 MAX_WALK = 5000  # commits looked at per repo, newest first from the cutoff, as the evals walk
 BATCH_SIZE = 32  # in-batch negatives: 31 other pairs' code per text
 LEARNING_RATE = 2e-5  # a light touch: the base model already reads code; more forgets what it knew
