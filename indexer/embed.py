@@ -261,18 +261,29 @@ def _quantize(graph: bytes) -> bytes:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
-        src.write_bytes(graph)
-        quantize_dynamic(
-            src,
-            dst,
-            per_channel=True,
-            weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul", "Attention"],
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # ORT's own operators have no shapes
-        )
-        return onnx.load(str(dst)).SerializeToString()
+    root = logging.getLogger()
+    root.addFilter(_no_preprocessing_advice)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
+            src.write_bytes(graph)
+            quantize_dynamic(
+                src,
+                dst,
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul", "Attention"],
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # ORT's own operators have no shapes
+            )
+            return onnx.load(str(dst)).SerializeToString()
+    finally:
+        root.removeFilter(_no_preprocessing_advice)
+
+
+def _no_preprocessing_advice(record: logging.LogRecord) -> bool:
+    """The quantizer advises shape inference and graph optimisation first, on the root logger, where it would
+    reach the user as a warning of blobdex's: this graph is written already fused."""
+    return not record.getMessage().startswith("Please consider to run pre-processing")
 
 
 def load_embedder(name: str, encoder: str = "onnx", cache: Path | None = None, writable: bool = False) -> Embedder:
