@@ -15,6 +15,7 @@ from query.eval import EvalError
 from query.eval.commits import commit_cases, eval_commits
 from query.eval.metrics import Scores, run_cases
 from query.eval.queries import load_queries
+from query.eval.scratch import drop_scratch, index_scratch
 from query.localize import (
     NAMED_FILE_BONUS,
     NAMED_SYMBOL_BONUS,
@@ -239,6 +240,22 @@ def test_eval_commits_indexes_parents_and_scores_all_modes(history):
     assert all(row["hybrid"]["rank"] is not None for row in result["cases"])
     with pytest.raises(EvalError, match="unknown repo 'nope'"):
         eval_commits(history, "nope", 1, 0, HashEmbedder())
+
+
+def test_eval_runs_on_a_data_dir_that_has_only_a_mirror_and_again(tmp_path):
+    """An eval before any index run (the mirror fetched, no cache yet), twice: the scratch snapshot shares a
+    cache that exists (a link to a missing one failed the second run with FileExistsError)."""
+    from indexer.mirror import fetch
+
+    gitrepo.commit(gitrepo.init(tmp_path / "src" / "shop"), {"shop/cart.py": b"def add_item(cart, item):\n    pass\n"})
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
+    fetch(cfg.data_dir, cfg.repos[0])
+    assert not (cfg.data_dir / "cache").exists()
+    for _ in range(2):
+        reader = index_scratch(cfg, "shop", "default", HashEmbedder())
+        assert reader.manifest.chunks == 1
+        drop_scratch(cfg, "shop", "default")
+    assert (cfg.data_dir / "eval" / "default-shop" / "cache").resolve() == (cfg.data_dir / "cache").resolve()
 
 
 def test_eval_routing_scores_the_owner(tmp_path):

@@ -25,7 +25,8 @@ def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, .
         raise EvalError(f"unknown repo {repo!r} in org {org!r}; add it with 'blobdex repo add' and index it first")
     work = _scratch(cfg, repo, org)
     work.mkdir(parents=True, exist_ok=True)
-    if not (work / "cache").exists():
+    (cfg.data_dir / "cache").mkdir(exist_ok=True)  # before any index run too: the link must not dangle
+    if not (work / "cache").is_symlink():
         os.symlink(cfg.data_dir / "cache", work / "cache")
     source = str(mirror_path(cfg.data_dir, spec))
     eval_cfg = replace(
