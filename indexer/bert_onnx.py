@@ -5,8 +5,9 @@ The graph computes what sentence-transformers computes for these models: word + 
 embeddings and LayerNorm; per layer, multi-head self-attention with the padding masked out, then the GELU
 feed-forward block, each with its residual and LayerNorm; mean pooling over the real tokens; L2 normalisation.
 Token types are all zero, as for one sentence. Each layer uses ONNX Runtime's own CPU operators for exactly
-these steps (com.microsoft Attention, SkipLayerNormalization, BiasGelu): on two cores they embedded 17 % faster
-than the same layer in standard operators, and 37 % faster once quantized (ci/bench.py). Checked against
+these steps (com.microsoft Attention, SkipLayerNormalization, BiasGelu): on two busy cores they embedded 17 %
+faster than the same layer in standard operators, and 37 % faster once quantized (measured when this was
+written; ci/bench.py measures the encoders against torch). Checked against
 sentence-transformers on the bundled model: cosine >= 0.99999 (tests/test_encoder.py).
 
 `supports(path)` says whether a directory holds such a model; `build(path)` returns the serialized graph.

@@ -129,8 +129,8 @@ def load(
     """Read and check the config file; a missing file is an empty config unless `must_exist`.
 
     The data dir comes from, in order: `data_dir`, `BLOBDEX_DATA_DIR`, the file's `data_dir`
-    (relative to the file), `./.blobdex`. `BLOBDEX_MODEL` overrides the file's `model`, a local directory
-    of which is also relative to the file.
+    (relative to the file), `./.blobdex`. `BLOBDEX_MODEL` overrides the file's `model`; a local directory
+    the file names is relative to the file.
     """
     path = resolve_config_path(config)
     raw: dict = {}

