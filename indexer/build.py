@@ -12,9 +12,9 @@ import logging
 import shutil
 import sqlite3
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ from indexer.cache import Cache, text_id
 from indexer.cards import card_texts
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
-from indexer.embed import Embedder, configured_embedder, embed_text, model_id_for
+from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for, vector_tier
 from indexer.ignore import SkipReason
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 EMBED_BATCH = 256  # texts per model call; vectors are cached after every batch, so a crash loses little
 CHUNK_CACHE_BATCH = 500
+# fast_first: a run with at least this many chunks lacking the model's vectors (about a minute of the bundled
+# model on two cores) publishes the model's static tier first, in seconds, then backfills.
+FAST_FIRST_CHUNKS = 2000
 
 
 class RunError(BlobdexError):
@@ -122,6 +125,7 @@ def _previous(data_dir: Path) -> tuple[Path | None, Manifest | None]:
 
 
 def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool) -> Report:
+    started = time.monotonic()
     model_id = embedder.model_id if embedder else model_id_for(cfg.model)
     report = Report(model=model_id)
     _sweep(cfg, report)
@@ -167,10 +171,12 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             report=report,
             cache=cache,
             work=work,
+            model=cfg.model,
             model_id=model_id,
             prev_path=prev_path,
             prev=prev,
             show_progress=show_progress,
+            started=started,
             embedder=embedder,
         )
         return _build(run, wanted)
@@ -295,15 +301,17 @@ class Run:
     report: Report
     cache: Cache
     work: list[_RepoWork]
+    model: str  # the model's name, as load_embedder takes it
     model_id: str
     prev_path: Path | None
     prev: Manifest | None
     show_progress: bool
+    started: float  # time.monotonic() at the run's start
     embedder: Embedder | None = None
 
     def loaded_embedder(self) -> Embedder:
         if self.embedder is None:
-            self.embedder = configured_embedder(self.cfg, writable=True)
+            self.embedder = configured_embedder(self.cfg, self.model, writable=True)
         return self.embedder
 
 
@@ -354,14 +362,6 @@ def _rows(run: Run, entries: dict[str, BlobEntry]) -> tuple[Tables, dict]:
     return tables, states
 
 
-def _embed_stage(run: Run, cols: dict[str, list], dim_hint: int | None) -> np.ndarray:
-    texts = [embed_text(s, t) for s, t in zip(cols["symbol"], cols["text"])]
-    vectors, embedded = _vectors(run, texts, dim_hint, run.show_progress)
-    run.report.chunks_embedded = embedded
-    run.report.chunks_reused = len(texts) - embedded
-    return vectors
-
-
 def _vectors(
     run: Run, texts: list[str], dim_hint: int | None, show_progress: bool, label: str = "embed"
 ) -> tuple[np.ndarray, int]:
@@ -378,55 +378,60 @@ def _vectors(
         if not found:
             found = cache.get_vectors(model_id, unique, dim)
             missing = [i for i in unique if i not in found]
-    text_of = dict(zip(ids, texts))
-    with Progress(label, len(missing), show_progress) as bar:
-        for start in range(0, len(missing), EMBED_BATCH):
-            batch = missing[start : start + EMBED_BATCH]
-            new = dict(zip(batch, run.embedder.embed([text_of[i] for i in batch])))
-            cache.put_vectors(model_id, new)
-            found.update(new)
-            bar.advance(len(batch))
+    found.update(_embed(run, missing, dict(zip(ids, texts)), show_progress, label))
     matrix = np.stack([found[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
     return matrix.astype(np.float32, copy=False), len(missing)
 
 
-def _carry_forward(run: Run, tables: Tables, vectors: np.ndarray, states: dict) -> np.ndarray:
-    """Append the previous snapshot's rows of repos that failed this run, so they keep serving."""
+def _embed(
+    run: Run,
+    ids: list[str],
+    text_of: dict[str, str],
+    show_progress: bool,
+    label: str,
+    deadline: float = 0.0,
+    after=None,
+) -> dict[str, np.ndarray]:
+    """Embed the texts of `ids` in batches, each cached as soon as it is done (a killed run loses one batch);
+    stop after the batch that passes `deadline` (a time.monotonic(); 0: none). `after(n)` is called with the
+    count embedded so far after every batch."""
+    done: dict[str, np.ndarray] = {}
+    with Progress(label, len(ids), show_progress) as bar:
+        for start in range(0, len(ids), EMBED_BATCH):
+            if deadline and time.monotonic() >= deadline:
+                break
+            batch = ids[start : start + EMBED_BATCH]
+            new = dict(zip(batch, run.loaded_embedder().embed([text_of[i] for i in batch])))
+            run.cache.put_vectors(run.model_id, new)
+            done.update(new)
+            bar.advance(len(batch))
+            if after is not None:
+                after(len(done))
+    return done
+
+
+def _carry_forward(run: Run, tables: Tables, states: dict) -> None:
+    """Append the previous snapshot's rows of repos that failed this run, so they keep serving. Their vectors
+    go to the cache under the previous snapshot's model, to be read back like any chunk's (a run with
+    another model embeds their texts instead)."""
     prev = run.prev
     stale = [w for w in run.work if w.report.status != "ok" and prev is not None and prev.repo(*w.spec.key)]
-    if not stale or prev.model_id != run.model_id:
-        return vectors
-    chunks, others = carried(run.prev_path, [w.spec.key for w in stale])
-    tables.extend(tables.chunks, chunks)
-    tables.extend(tables.files, others["files"])
-    for name, table in others.items():
-        if name != "files":
-            tables.extend(tables.facts[name], table)
+    if stale:
+        chunks, others = carried(run.prev_path, [w.spec.key for w in stale])
+        tables.extend(tables.chunks, chunks)
+        tables.extend(tables.files, others["files"])
+        for name, table in others.items():
+            if name != "files":
+                tables.extend(tables.facts[name], table)
+        texts = [
+            embed_text(s, t) for s, t in zip(chunks.column("symbol").to_pylist(), chunks.column("text").to_pylist())
+        ]
+        run.cache.put_vectors(prev.model_id, dict(zip(map(text_id, texts), vector_matrix(chunks))))
     for w in stale:
         before = prev.repo(*w.spec.key)
         states[w.spec.key] = RepoState(**{**before.__dict__, "status": "stale", "error": w.report.error})
         w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in before.refs]
         w.report.files, w.report.files_indexed, w.report.chunks = before.files, before.files_indexed, before.chunks
-    if not chunks.num_rows:
-        return vectors
-    old = vector_matrix(chunks)
-    return np.concatenate([vectors, old]) if len(vectors) else old
-
-
-def _build(run: Run, wanted: dict) -> Report:
-    cfg, report, prev = run.cfg, run.report, run.prev
-    t0 = time.monotonic()
-    entries = _chunk_stage(run, wanted)
-    tables, states = _rows(run, entries)
-    report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
-
-    t0 = time.monotonic()
-    dim_hint = prev.dim if prev is not None and prev.model_id == run.model_id else None
-    vectors = _embed_stage(run, tables.chunks, dim_hint)
-    report.seconds["embed"] = time.monotonic() - t0
-
-    t0 = time.monotonic()
-    vectors = _carry_forward(run, tables, vectors, states)
     for w in run.work:
         if w.spec.key not in states:  # failed, and nothing earlier to keep serving
             states[w.spec.key] = RepoState(
@@ -437,6 +442,101 @@ def _build(run: Run, wanted: dict) -> Report:
                 error=w.report.error,
                 indexed_at=None,
             )
+
+
+def _build(run: Run, wanted: dict) -> Report:
+    """Chunk, then publish: the model's static tier first when the model has much to embed (fast_first),
+    then, once every chunk has the model's vectors, the model's own snapshot."""
+    report = run.report
+    t0 = time.monotonic()
+    entries = _chunk_stage(run, wanted)
+    tables, states = _rows(run, entries)
+    _carry_forward(run, tables, states)
+    report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
+    texts = [embed_text(s, t) for s, t in zip(tables.chunks["symbol"], tables.chunks["text"])]
+    fast = _fast_tier(run, texts)
+    if fast is not None:
+        fast_run, missing = fast
+        if not _serves(run, fast_run):
+            serving = _publish(fast_run, tables, states, texts, backfill_model_id=run.model_id, backlog=len(missing))
+        else:
+            serving = report.snapshot_id = run.prev.snapshot_id
+            _totals(report, run.prev)
+        left = _backfill(run, missing, dict(zip(map(text_id, texts), texts)), serving)
+        report.backlog = left
+        if left:  # backfill_seconds ran out
+            _note(
+                report,
+                f"snapshot {serving} serves static vectors ({fast_run.model_id}); {left} of its chunks still lack "
+                f"{run.model_id}'s: this run stopped embedding after backfill_seconds = {run.cfg.backfill_seconds}, "
+                f"the next 'blobdex index' goes on",
+            )
+            return report
+    _publish(run, tables, states, texts)
+    snapshot.clear_backfill(run.cfg.data_dir)
+    return report
+
+
+def _fast_tier(run: Run, texts: list[str]) -> tuple[Run, list[str]] | None:
+    """(the run of the model's static tier, the text ids lacking the model's vectors) when fast_first is on
+    and at least FAST_FIRST_CHUNKS texts lack them; else None: the model embeds what it lacks and publishes."""
+    if not run.cfg.fast_first:
+        return None
+    ids = list(dict.fromkeys(map(text_id, texts)))
+    cached = run.cache.vector_ids(run.model_id, ids)
+    missing = [i for i in ids if i not in cached]
+    if len(missing) < FAST_FIRST_CHUNKS:
+        return None
+    fast = fast_variant(run.model) if run.model_id == model_id_for(run.model) else None  # not a test's embedder
+    if fast is None:
+        return None
+    return replace(run, model=fast, model_id=model_id_for(fast), embedder=None), missing
+
+
+def _serves(run: Run, fast_run: Run) -> bool:
+    """Whether the live snapshot is the static tier of exactly what this run would publish (a run that goes on
+    with the backfill of an unchanged corpus publishes nothing first)."""
+    prev = run.prev
+    return (
+        prev is not None
+        and _unchanged(run.cfg, prev, run.work, fast_run.model_id)
+        and open_check(run.prev_path, prev) is None
+    )
+
+
+def _backfill(run: Run, missing: list[str], text_of: dict[str, str], serving: str) -> int:
+    """Embed the model's missing vectors (the cache keeps each batch) while the static tier `serving` serves,
+    until done or backfill_seconds have passed; returns how many are still missing."""
+    data_dir = run.cfg.data_dir
+    snapshot.write_backfill(data_dir, serving, run.model_id, len(missing))
+    t0 = time.monotonic()
+    deadline = t0 + run.cfg.backfill_seconds if run.cfg.backfill_seconds else 0.0
+    done = _embed(
+        run,
+        missing,
+        text_of,
+        run.show_progress,
+        "backfill",
+        deadline,
+        lambda n: snapshot.write_backfill(data_dir, serving, run.model_id, len(missing) - n),
+    )
+    run.report.chunks_embedded += len(done)
+    run.report.seconds["embed"] += time.monotonic() - t0
+    return len(missing) - len(done)
+
+
+def _publish(run: Run, tables: Tables, states: dict, texts: list[str], **manifest_fields) -> str:
+    """Embed what the run's model lacks, write every store into a new snapshot, publish it; returns its id."""
+    cfg, report, prev = run.cfg, run.report, run.prev
+    t0 = time.monotonic()
+    dim_hint = prev.dim if prev is not None and prev.model_id == run.model_id else None
+    vectors, embedded = _vectors(run, texts, dim_hint, run.show_progress)
+    if run.model_id == report.model:  # the counts are the configured model's: a static tier is a lookup
+        report.chunks_embedded += embedded
+        report.chunks_reused = len(texts) - report.chunks_embedded
+    report.seconds["embed"] += time.monotonic() - t0
+
+    t0 = time.monotonic()
     snapshot_id = snapshot.new_snapshot_id()
     built = snapshot.build_dir(cfg.data_dir, snapshot_id)
     try:
@@ -450,7 +550,7 @@ def _build(run: Run, wanted: dict) -> Report:
         with Progress("lexical", table.num_rows, run.show_progress) as bar:
             write_lexical(built, table, bar)
         edge_count = write_graph(built, tables)
-        report.seconds["write"] = time.monotonic() - t0
+        report.seconds["write"] += time.monotonic() - t0
 
         t0 = time.monotonic()
         manifest = Manifest(
@@ -461,6 +561,7 @@ def _build(run: Run, wanted: dict) -> Report:
             repos=[states[w.spec.key] for w in run.work],
             max_blob_bytes=cfg.max_blob_bytes,
             edges=edge_count,
+            **manifest_fields,
             **TOOLS.as_fields(),
         )
         snapshot.publish(cfg.data_dir, built, manifest)
@@ -468,20 +569,29 @@ def _build(run: Run, wanted: dict) -> Report:
         shutil.rmtree(built, ignore_errors=True)
         raise
     snapshot.prune(cfg.data_dir, cfg.keep_snapshots)
-    report.seconds["publish"] = time.monotonic() - t0
+    report.seconds["publish"] += time.monotonic() - t0
     report.snapshot_id, report.published = snapshot_id, True
+    report.snapshots.append(
+        {
+            "snapshot_id": snapshot_id,
+            "model": run.model_id,
+            "tier": vector_tier(run.model_id),
+            "seconds": round(time.monotonic() - run.started, 3),
+        }
+    )
     _totals(report, manifest)
-    return report
+    return snapshot_id
 
 
 def _totals(report: Report, manifest: Manifest) -> None:
     report.chunks = manifest.chunks
     report.graph = {t: sum(r.graph.get(t, 0) for r in manifest.repos) for t in FACT_COLUMNS}
     report.graph["edges"] = manifest.edges
+    report.files = sum(r.files for r in manifest.repos)
+    report.files_indexed = sum(r.files_indexed for r in manifest.repos)
+    report.files_skipped = Counter()
     for r in manifest.repos:
-        report.files += r.files
-        report.files_indexed += r.files_indexed
         report.files_skipped.update(r.files_skipped)
-        report.secrets_held_back += r.secrets_held_back
-        report.parse_fallbacks += r.parse_fallbacks
-        report.syntax_errors += r.syntax_errors
+    report.secrets_held_back = sum(r.secrets_held_back for r in manifest.repos)
+    report.parse_fallbacks = sum(r.parse_fallbacks for r in manifest.repos)
+    report.syntax_errors = sum(r.syntax_errors for r in manifest.repos)

@@ -160,5 +160,18 @@ class Cache:
             self.db.executemany("INSERT OR REPLACE INTO vector VALUES (?, ?, ?)", rows)
 
     @_repairing
+    def vector_ids(self, model: str, ids: list[str]) -> set[str]:
+        """Which of `ids` have a vector under `model`, without reading the vectors."""
+        found = set()
+        for i in range(0, len(ids), LOOKUP_BATCH):
+            batch = ids[i : i + LOOKUP_BATCH]
+            marks = ",".join("?" * len(batch))
+            rows = self.db.execute(
+                f"SELECT text_id FROM vector WHERE model = ? AND text_id IN ({marks})", [model, *batch]
+            )
+            found.update(tid for (tid,) in rows)
+        return found
+
+    @_repairing
     def count_vectors(self, model: str) -> int:
         return self.db.execute("SELECT count(*) FROM vector WHERE model = ?", [model]).fetchone()[0]

@@ -220,12 +220,28 @@ def repo_remove(ctx, name: str, org: str) -> None:
     help="Print nothing on success: no progress, no report (errors still go to "
     "stderr, and --json still prints the report).",
 )
+@click.option(
+    "--fast-first/--no-fast-first",
+    default=None,
+    help="With much to embed, publish static vectors first (searchable in seconds), then the model's; "
+    "default: fast_first in blobdex.toml (on).",
+)
+@click.option(
+    "--backfill-seconds",
+    type=click.IntRange(min=0),
+    help="After publishing static vectors, embed with the model for at most this long; the next run goes on "
+    "(0: until done; default: backfill_seconds in blobdex.toml).",
+)
 @click.pass_context
-def index(ctx, full: bool, as_json: bool, quiet: bool) -> None:
+def index(ctx, full: bool, as_json: bool, quiet: bool, fast_first: bool | None, backfill_seconds: int | None) -> None:
     """Mirror, scan, chunk, embed, write and publish. Exit code 1 if any repo failed."""
     from indexer.build import run
 
     cfg = cli_config(ctx, must_exist=True)
+    if fast_first is not None:
+        cfg = replace(cfg, fast_first=fast_first)
+    if backfill_seconds is not None:
+        cfg = replace(cfg, backfill_seconds=backfill_seconds)
     report = run(cfg, full=full, show_progress=not quiet)
     if as_json:
         click.echo(report.to_json())

@@ -33,6 +33,8 @@ KNOWN_KEYS = {
     "encoder": ("string", 'encoder = "onnx" (or "torch", for a GPU or a model that is not BERT)'),
     "max_blob_bytes": ("whole number", f"max_blob_bytes = {MAX_BLOB_BYTES}"),
     "keep_snapshots": ("whole number", f"keep_snapshots = {KEEP_SNAPSHOTS}"),
+    "fast_first": ("boolean", "fast_first = false"),
+    "backfill_seconds": ("whole number", "backfill_seconds = 600 (0: until done)"),
     "session_idle_hours": ("number", f"session_idle_hours = {SESSION_IDLE_HOURS}"),
     "reranker": ("string", 'reranker = "/models/cross-encoder"'),
     "repo": ("list of tables", "[[repo]] sections"),
@@ -92,6 +94,10 @@ class Config:
     encoder: str = "onnx"  # embed.ENCODERS: what runs the model (ONNX Runtime where the model allows, or torch)
     max_blob_bytes: int = MAX_BLOB_BYTES
     keep_snapshots: int = KEEP_SNAPSHOTS
+    # A run with much to embed publishes the model's static distillation first, then its own vectors
+    # (indexer/build.py); backfill_seconds caps the embedding one run does after that (0: no cap).
+    fast_first: bool = True
+    backfill_seconds: int = 0
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
     reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
@@ -151,6 +157,8 @@ def load(
     for key in ("max_blob_bytes", "keep_snapshots"):
         if key in raw and raw[key] < 1:
             raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
+    if raw.get("backfill_seconds", 0) < 0:
+        raise ConfigError(f"{where}: `backfill_seconds` is {raw['backfill_seconds']}; use 0 (no cap) or more")
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
         raise ConfigError(f'{where}: `encoder` is {raw["encoder"]!r}; use "onnx" (the default) or "torch"')
     if data_dir is None:
@@ -164,6 +172,8 @@ def load(
         encoder=raw.get("encoder", "onnx"),
         max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
         keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
+        fast_first=raw.get("fast_first", True),
+        backfill_seconds=raw.get("backfill_seconds", 0),
         session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
         reranker=raw.get("reranker", ""),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
@@ -202,6 +212,7 @@ def _check_keys(where: str, table: dict, known: dict) -> None:
 _IS = {
     "string": lambda v: isinstance(v, str),
     "whole number": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "list of strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
 }
@@ -315,6 +326,10 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
         doc["encoder"] = cfg.encoder
     doc["max_blob_bytes"] = cfg.max_blob_bytes
     doc["keep_snapshots"] = cfg.keep_snapshots
+    if not cfg.fast_first:
+        doc["fast_first"] = False
+    if cfg.backfill_seconds:
+        doc["backfill_seconds"] = cfg.backfill_seconds
     if cfg.session_idle_hours != SESSION_IDLE_HOURS:
         doc["session_idle_hours"] = cfg.session_idle_hours
     if cfg.reranker:

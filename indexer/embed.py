@@ -338,6 +338,27 @@ def split_variant(name: str) -> tuple[str, str]:
     return (str(local.resolve()) if local.is_dir() else base), suffix
 
 
+def fast_variant(name: str) -> str | None:
+    """The name of a model's static distillation, the tier a fast-first run publishes before the model's
+    own vectors; None where there is none to distill (a static model already, a model that is not a local
+    BERT sentence model, the hashing embedder)."""
+    from indexer import bert_onnx
+
+    base, variant = split_variant(name)
+    if variant == STATIC or name == HASH_MODEL:
+        return None
+    try:
+        path = _model_path(base)
+    except EmbedError:  # the bundled weights are missing: the run's own load says so
+        return None
+    return base + STATIC if path is not None and bert_onnx.supports(path) else None
+
+
+def vector_tier(model_id: str) -> str:
+    """ "fast" for a static model's vectors (a table lookup per piece), else "full" (the model itself ran)."""
+    return "fast" if model_id.rsplit("@", 1)[0].endswith(STATIC) else "full"
+
+
 def model_id_for(name: str) -> str:
     """The id a model's vectors are recorded under, without loading it. A variant's id carries its recipe's
     version: vectors are cached by id, so a new recipe must never be served with the old one's vectors."""

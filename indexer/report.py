@@ -47,6 +47,11 @@ class Report:
     syntax_errors: int = 0
     graph: dict[str, int] = field(default_factory=dict)  # rows per graph table, edges included
     notes: list[str] = field(default_factory=list)  # one sentence each: what the run repaired, or why it refused
+    # Every snapshot this run published, in order: {snapshot_id, model, tier, seconds since the run began}
+    # (a fast-first run publishes the static tier, then the model's own); and the chunks still lacking the
+    # model's vectors when it ended (0 unless a backfill stopped early).
+    snapshots: list[dict] = field(default_factory=list)
+    backlog: int = 0
 
     @property
     def failed(self) -> bool:
@@ -80,6 +85,8 @@ class Report:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "repos": [asdict(r) for r in self.repos],
+            "snapshots": self.snapshots,
+            "backlog": self.backlog,
             "notes": self.notes,
         }
 
@@ -96,8 +103,16 @@ class Report:
             lines.append(f"  {r.org}/{r.name}  {refs}  files {r.files_indexed}/{r.files}  chunks {r.chunks}  {state}")
         if self.unchanged:
             head = f"unchanged: every repo is at the commit snapshot {self.previous_snapshot_id} already holds"
+        elif len(self.snapshots) > 1:  # fast first: say when search began, and when the model's tier took over
+            head = "published " + ", then ".join(
+                f"snapshot {x['snapshot_id']} ({x['tier']} vectors, after {x['seconds']:.1f}s)" for x in self.snapshots
+            )
         elif self.published:
             head = f"published snapshot {self.snapshot_id}"
+            if self.backlog:
+                head += f" (fast vectors; {self.backlog} chunks still to embed with the model)"
+        elif self.backlog:
+            head = f"snapshot {self.snapshot_id} keeps serving (fast vectors; {self.backlog} chunks still to embed)"
         else:
             head = "nothing published"
         skipped = ", ".join(f"{k} {v}" for k, v in t["files_skipped"].items()) or "none"

@@ -16,7 +16,8 @@ A snapshot is a directory under `<data_dir>/snapshots/`, immutable once publishe
     cards.parquet     one row per repo: its card text (indexer/cards.py) and the card's vector
 
 `<data_dir>/CURRENT` names the live snapshot. It is replaced atomically and written last,
-so a crash at any moment leaves the previous snapshot serving.
+so a crash at any moment leaves the previous snapshot serving. `<data_dir>/backfill.json`, while a
+fast-tier snapshot serves, says how many of its chunks still lack the configured model's vectors.
 """
 
 from __future__ import annotations
@@ -251,6 +252,10 @@ class Manifest:
     extractor_version: int = 0
     edges: int = 0
     max_blob_bytes: int = 0  # the size cap the files were judged with
+    # A fast-tier snapshot (static vectors, published first: indexer/build.py) names the model whose vectors
+    # are being backfilled and how many of its chunks lacked them when it was published; "" and 0 otherwise.
+    backfill_model_id: str = ""
+    backlog: int = 0
     format_version: int = FORMAT_VERSION
 
     @property
@@ -280,7 +285,10 @@ class Manifest:
         return json.dumps(data, sort_keys=True)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        data = asdict(self)
+        if not self.backfill_model_id:  # a full snapshot's manifest reads as it did before fast-first runs
+            del data["backfill_model_id"], data["backlog"]
+        return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Manifest":
@@ -388,6 +396,32 @@ def open_manifest(data_dir: Path, snapshot_id: str | None = None) -> tuple[Path,
             f"or run a matching blobdex version"
         )
     return path, manifest
+
+
+BACKFILL = "backfill.json"
+
+
+def write_backfill(data_dir: Path, snapshot_id: str, model_id: str, left: int) -> None:
+    """Record the backlog of the fast-tier snapshot `snapshot_id`: `left` chunks still lack `model_id`'s
+    vectors. Replaced whole (a reader never sees half a file); the indexer writes it after every batch."""
+    tmp = data_dir / f".{BACKFILL}.tmp"
+    state = {"snapshot_id": snapshot_id, "model_id": model_id, "left": left, "updated_at": now_iso()}
+    tmp.write_text(json.dumps(state), encoding="utf-8")
+    os.replace(tmp, data_dir / BACKFILL)
+
+
+def read_backfill(data_dir: Path, snapshot_id: str) -> dict | None:
+    """The backlog record of snapshot `snapshot_id`, or None when there is none for it (or it is unreadable:
+    the manifest's backlog then stands)."""
+    try:
+        state = json.loads((data_dir / BACKFILL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and state.get("snapshot_id") == snapshot_id else None
+
+
+def clear_backfill(data_dir: Path) -> None:
+    (data_dir / BACKFILL).unlink(missing_ok=True)
 
 
 TRASH_PREFIX = ".trash-"  # a snapshot being deleted: renamed first, so a kill never leaves a half-deleted one

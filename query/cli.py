@@ -156,11 +156,12 @@ def status(ctx, org, as_json) -> None:
     """Per repo: refs, indexed commit, when, files, chunks, and whether it is stale or behind its mirror."""
     from query.surfaces import render
 
-    snapshot_id, rows = _service(ctx).repos(org)
+    found = _service(ctx).status(org)
     if as_json:
-        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": [r.to_dict() for r in rows]}, indent=2))
+        rows = [r.to_dict() for r in found.repos]
+        click.echo(json.dumps({"snapshot_id": found.snapshot_id, "vectors": found.vectors, "repos": rows}, indent=2))
         return
-    _echo(render.status_text(snapshot_id, rows))
+    _echo(render.status_text(found.snapshot_id, list(found.repos), found.vectors))
 
 
 @cli.command()
@@ -270,8 +271,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     cfg = cli_config(ctx)
     sock = _bind(host, port)
     service = Service(cfg)
-    service.reader()  # fail now, with the reason, rather than on the first request
-    service.embedder
+    service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):
         click.echo(
             f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "

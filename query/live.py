@@ -18,11 +18,11 @@ RETRY_REFUSED_SECONDS = 30.0  # how often a snapshot that failed to open is trie
 
 class LiveSnapshot:
     """Follows CURRENT under `data_dir`: refuse a snapshot that cannot be served, retry it later, swap in
-    one that can. `model_id()` names the model the server embeds queries with (checked on every open)."""
+    one that can. `model_ids()` names the models the server can embed queries with (checked on every open)."""
 
-    def __init__(self, data_dir: Path, model_id: Callable[[], str]):
+    def __init__(self, data_dir: Path, model_ids: Callable[[], tuple[str, ...]]):
         self.data_dir = data_dir
-        self.model_id = model_id
+        self.model_ids = model_ids
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None  # (snapshot id, when) of the last one refused
         self._opening = threading.Lock()  # one request at a time opens a new snapshot
@@ -62,10 +62,10 @@ class LiveSnapshot:
         """Open `live` and serve it; if it cannot be served, keep (or at start-up find) one that can."""
         try:
             fresh = SnapshotReader(self.data_dir, live)
-            fresh.check_model(self.model_id())
+            fresh.check_model(self.model_ids())
         except SnapshotError as exc:
             if self._reader is None:  # starting up: serve the newest kept snapshot that opens
-                fresh = open_kept(self.data_dir, self.model_id())
+                fresh = open_kept(self.data_dir, self.model_ids())
                 if fresh is None:
                     raise
                 log.error(

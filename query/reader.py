@@ -92,21 +92,24 @@ class SnapshotReader:
     def row(self, row: int) -> dict:
         return {name: self.rows.column(name)[row].as_py() for name in self.rows.column_names}
 
-    def check_model(self, model_id: str) -> None:
-        if self.manifest.model_id != model_id:
+    def check_model(self, model_ids: str | tuple[str, ...]) -> None:
+        """Refuse a snapshot whose vectors no model in `model_ids` (the one configured, then its static tier,
+        which a fast-first run publishes first) can query."""
+        model_ids = (model_ids,) if isinstance(model_ids, str) else model_ids
+        if self.manifest.model_id not in model_ids:
             raise SnapshotError(
                 f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
-                f"(dim {self.manifest.dim}), this process embeds with {model_id!r}; rebuild with "
+                f"(dim {self.manifest.dim}), this process embeds with {model_ids[0]!r}; rebuild with "
                 f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml"
             )
 
 
-def open_kept(data_dir: Path, model_id: str) -> SnapshotReader | None:
-    """The newest snapshot kept before CURRENT's that opens and serves `model_id`, or None."""
+def open_kept(data_dir: Path, model_ids: tuple[str, ...]) -> SnapshotReader | None:
+    """The newest snapshot kept before CURRENT's that opens and serves one of `model_ids`, or None."""
     for snapshot_id in kept(data_dir):
         try:
             reader = SnapshotReader(data_dir, snapshot_id)
-            reader.check_model(model_id)
+            reader.check_model(model_ids)
             return reader
         except SnapshotError as exc:
             log.debug("kept snapshot %s cannot be served either: %s", snapshot_id, exc)

@@ -11,7 +11,7 @@ import numpy as np
 import pathspec
 import tantivy
 
-from indexer.embed import Embedder, embed_text
+from indexer.embed import Embedder, embed_text, vector_tier
 from indexer.errors import BlobdexError
 from indexer.languages import category
 from indexer.tokenize import WORD_RE, tokens
@@ -98,6 +98,9 @@ class Signals:
     symbol_score: float | None = None
     snippet_lines: tuple[int, int] = (0, 0)
     rerank_score: float | None = None  # set only on hits a reranker scored
+    # The vectors that scored it: "full" (the model's own) or "fast" (a static model's, served while a
+    # fast-first run backfills); None when no vector search ran (BM25 alone).
+    vector_tier: str | None = None
 
     def rank(self, signal: str) -> int | None:
         """The hit's place in one ranking: "vector", "bm25" or "symbol"."""
@@ -554,8 +557,9 @@ def rank(
     rankings += [("bm25", WEIGHTS["bm25"], ranked) for _, ranked in extra]  # overlay keys never meet row keys
     fused = rrf(rankings, ("vector", "bm25", "symbol"))
     sims = similarity(reader, overlay, list(fused), vector) if vector is not None else [0.0] * len(fused)
+    tier = vector_tier(embedder.model_id) if vector is not None else None
     for key, sim in zip(fused, sims):
-        fused[key]["similarity"] = sim
+        fused[key]["similarity"], fused[key]["vector_tier"] = sim, tier
     return sorted(fused.items(), key=lambda kv: (-kv[1]["score"], _tie(kv[0])))
 
 
@@ -593,7 +597,7 @@ def search_overlay(embedder: Embedder, req: SearchRequest, overlay: Overlay) -> 
     vec, lex = _overlay_ranks(overlay, req, vector, [])
     fused = rrf([("vector", 1.0, vec), ("bm25", 1.0, lex)], ("vector", "bm25"))
     for key, sim in zip(fused, similarity(None, overlay, list(fused), vector)):
-        fused[key]["similarity"] = sim
+        fused[key]["similarity"], fused[key]["vector_tier"] = sim, vector_tier(embedder.model_id)
     best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], _tie(kv[0])))[: req.limit]
     hits = [_overlay_hit(overlay, key.index, signals, req) for key, signals in best]
     return [(h, h.similarity) for h in hits]

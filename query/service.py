@@ -1,6 +1,11 @@
 """The query facade: every operation the surfaces (MCP, HTTP, the compatibility APIs, the CLI) expose,
-over one live snapshot (query.live), one embedder and reranker, one clip store (query.clips) and the
-session and pushed stores, with the same semantics on each."""
+over one live snapshot (query.live), the embedders of its vectors and a reranker, one clip store (query.clips)
+and the session and pushed stores, with the same semantics on each.
+
+A snapshot's vectors are the configured model's, or its static tier's while a fast-first run backfills
+(indexer/build.py): a query is embedded by the model of the snapshot it searches (`embedder_for`). Sessions
+and pushed chunks are stored with the configured model's vectors, and searched beside a static-tier
+snapshot with their texts embedded by it, a table lookup (`in_tier`)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from indexer.config import Config
-from indexer.embed import Embedder, configured_embedder, model_id_for
+from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
 from query.clips import ClipStore
@@ -25,7 +30,7 @@ from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound,
 from query.overlays.pushed import PushedStore
 from query.search import Hit, Overlay, SearchRequest, candidates, check_org, validate
 from query.sql import run as run_sql
-from query.status import RepoStatus, held_back, repo_status
+from query.status import RepoStatus, held_back, repo_status, vector_status
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +57,13 @@ class ChunkText:
 @dataclass(frozen=True, kw_only=True)
 class IndexStatus:
     """index_status's answer: CURRENT's snapshot, the one being served (they differ while one is refused),
-    the model queries are embedded with, and each repo's status."""
+    the model queries are embedded with, the vectors (tier and backlog: query.status.vector_status), and
+    each repo's status."""
 
     snapshot_id: str | None
     serving: str | None
     model: str
+    vectors: dict | None
     repos: tuple[RepoStatus, ...]
 
     def to_dict(self) -> dict:
@@ -67,8 +74,9 @@ class Service:
     def __init__(self, cfg: Config, embedder: Embedder | None = None):
         self.cfg = cfg
         self._embedder = embedder
+        self._fast: Embedder | None = None  # the configured model's static tier, loaded when a snapshot has it
         self._reranker = None
-        self.live = LiveSnapshot(cfg.data_dir, self.model_id)
+        self.live = LiveSnapshot(cfg.data_dir, self.model_ids)
         self._lock = threading.Lock()  # the stores: opened in a moment
         self._loading = threading.Lock()  # the embedder and the reranker: loading one takes seconds, and a
         # session call must not wait behind it
@@ -80,10 +88,28 @@ class Service:
     # -- what every operation reads ------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
+        """The configured model: what session and pushed chunks are stored with."""
         with self._loading:
             if self._embedder is None:
                 self._embedder = configured_embedder(self.cfg)
             return self._embedder
+
+    def embedder_for(self, reader: SnapshotReader) -> Embedder:
+        """The model of the snapshot's vectors, which its queries are embedded with (LiveSnapshot serves
+        only the model_ids())."""
+        if reader.manifest.model_id == self.model_id():
+            return self.embedder
+        with self._loading:
+            if self._fast is None:
+                self._fast = configured_embedder(self.cfg, fast_variant(self.cfg.model))
+            return self._fast
+
+    def in_tier(self, embedder: Embedder, chunks: list, vectors):
+        """Stored overlay vectors (the configured model's) as `embedder` sees them: unchanged for that model,
+        the chunks' texts embedded again for the static tier (a lookup per word piece)."""
+        if embedder.model_id == self.model_id() or not chunks:
+            return vectors
+        return embedder.embed([embed_text(c.symbol, c.text) for c in chunks])
 
     @property
     def reranker(self):
@@ -106,13 +132,21 @@ class Service:
         `initialize`); a request that needs either meanwhile waits for it. A failure is logged here and
         raised again, in its own words, by the first request that needs what failed."""
         try:
-            self.reader()
-            self.embedder
+            self.embedder_for(self.reader())
         except BlobdexError as exc:
             log.error("%s", exc)
 
     def model_id(self) -> str:
+        """The configured model's id."""
         return self._embedder.model_id if self._embedder else model_id_for(self.cfg.model)
+
+    def model_ids(self) -> tuple[str, ...]:
+        """The models whose snapshots this process serves: the configured one, then its static tier (which a
+        fast-first run publishes first) where it has one. A test's own embedder has none."""
+        if self._embedder is not None and self._embedder.model_id != model_id_for(self.cfg.model):
+            return (self._embedder.model_id,)
+        fast = fast_variant(self.cfg.model)
+        return (self.model_id(),) + ((model_id_for(fast),) if fast else ())
 
     def reader(self) -> SnapshotReader:
         """The live snapshot (query.live): CURRENT's, or the one still served while CURRENT's is refused."""
@@ -127,21 +161,23 @@ class Service:
         reader = self.reader()
         overlay = self._overlay(req.org, session_id) if session_id else None
         validate(req, reader, overlay)  # before the model loads: bad input answers at once
-        embedder, reranker = self._models(req)
+        embedder, reranker = self._models(reader, req)
+        if overlay is not None and embedder is not None:
+            overlay = replace(overlay, vectors=self.in_tier(embedder, overlay.chunks, overlay.vectors))
         hits = candidates(reader, embedder, req, overlay, reranker, req.limit)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
 
     def localize(self, req: SearchRequest) -> tuple[str, list]:
         reader = self.reader()
         validate(req, reader)  # before the model loads, as search does (localize checks again, cheaply)
-        embedder, reranker = self._models(req)
+        embedder, reranker = self._models(reader, req)
         return reader.snapshot_id, localize(reader, embedder, req, reranker)
 
-    def _models(self, req: SearchRequest):
+    def _models(self, reader: SnapshotReader, req: SearchRequest):
         """The embedder and reranker a request needs: none for BM25 alone, which never loads a model."""
         if req.mode == "bm25":
             return None, None
-        return self.embedder, self.reranker
+        return self.embedder_for(reader), self.reranker
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
         text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]
@@ -232,7 +268,7 @@ class Service:
 
     def route(self, org: str, task: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
         reader = self.reader()
-        return reader.snapshot_id, route(reader, self.embedder, task, org, limit)
+        return reader.snapshot_id, route(reader, self.embedder_for(reader), task, org, limit)
 
     def context(self, org: str, symbol: str, repo: str | None = None) -> dict:
         return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id())
@@ -256,10 +292,12 @@ class Service:
     def status(self, org: str) -> IndexStatus:
         snapshot_id, rows = repo_status(self.cfg, org, self._serving_manifest())
         reader = self.live.serving
+        vectors = vector_status(self.cfg, self._serving_manifest())
         return IndexStatus(
             snapshot_id=snapshot_id,
             serving=reader.snapshot_id if reader else None,
-            model=self.model_id(),
+            model=vectors["model"] if vectors else self.model_id(),
+            vectors=vectors,
             repos=tuple(rows),
         )
 

@@ -1,5 +1,5 @@
-"""Status: what each repo has in the live snapshot, whether its mirror has moved on since, and where
-credentials were held back."""
+"""Status: what each repo has in the live snapshot, whether its mirror has moved on since, which vectors it
+serves (and the backlog of a fast-tier one), and where credentials were held back."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass
 import pyarrow.compute as pc
 
 from indexer.config import Config
+from indexer.embed import vector_tier
 from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
 from indexer.scan import ScanError, resolve_ref
-from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
+from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_backfill, read_graph
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +85,37 @@ def repo_status(
             )
         )
     return (manifest.snapshot_id if manifest else None), rows
+
+
+def vector_status(cfg: Config, serving: Manifest | None = None) -> dict | None:
+    """The vectors of the served snapshot (else CURRENT's): their model and tier ("full", or "fast": a static
+    model's), and for a fast-tier snapshot that a fast-first run published, its backfill: the model being
+    embedded and how many chunks still lack its vectors (as the indexer last recorded, at `updated_at`).
+    None when no snapshot can be read."""
+    manifest = serving
+    if manifest is None:
+        try:
+            manifest = open_manifest(cfg.data_dir)[1] if current_id(cfg.data_dir) else None
+        except SnapshotError:
+            return None
+    if manifest is None:
+        return None
+    backfill = None
+    if manifest.backfill_model_id:
+        record = read_backfill(cfg.data_dir, manifest.snapshot_id) or {}
+        backfill = {
+            "model": manifest.backfill_model_id,
+            "chunks_left": record.get("left", manifest.backlog),
+            "of": manifest.backlog,
+            "updated_at": record.get("updated_at", manifest.created_at),
+        }
+    return {
+        "model": manifest.model_id,
+        "tier": vector_tier(manifest.model_id),
+        "dim": manifest.dim,
+        "chunks": manifest.chunks,
+        "backfill": backfill,
+    }
 
 
 def _behind(cfg: Config, spec, ref: str, commit_id: str) -> bool | None:

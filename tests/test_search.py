@@ -278,8 +278,12 @@ def test_signals_are_a_record_whose_json_names_every_ranking_and_the_snippet_lin
         "symbol_rank",
         "symbol_score",
         "snippet_lines",
+        "vector_tier",
     ]  # rerank_score appears only where a reranker scored the hit
     assert data["snippet_lines"] == [hit.line_start, hit.line_end] and data["bm25_rank"] == 1
+    assert data["vector_tier"] == "full"  # the hashing embedder is no static model
+    bm25 = search(reader, hasher, SearchRequest(query="renew_subscription", repos=("api",), mode="bm25"))[0]
+    assert bm25.signals.vector_tier is None  # no vectors were read
 
 
 def test_a_long_task_text_is_asked_as_titled_passages_that_lose_nothing():

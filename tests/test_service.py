@@ -70,7 +70,14 @@ def test_search_hits_get_clip_ids_that_read_back_only_in_their_org(service):
 def test_status_and_repos_are_records_with_one_json_shape(service, corpus):
     status = service.status("default")
     data = status.to_dict()
-    assert list(data) == ["snapshot_id", "serving", "model", "repos"] and data["model"] == "blobdex:hash"
+    assert list(data) == ["snapshot_id", "serving", "model", "vectors", "repos"] and data["model"] == "blobdex:hash"
+    assert data["vectors"] == {
+        "model": "blobdex:hash",
+        "tier": "full",
+        "dim": 384,
+        "chunks": corpus.report.chunks,
+        "backfill": None,
+    }
     assert [r["name"] for r in data["repos"]] == ["api", "tools"]
     api = status.repos[0]
     assert api.refs[0].ref == "refs/heads/main" and api.refs[0].commit_id == corpus.commits["api_main"]
@@ -96,7 +103,7 @@ def test_session_answers_are_records(tmp_path):
 def test_the_live_snapshot_refuses_a_bad_current_keeps_serving_and_swaps_to_a_good_one(tmp_path, caplog):
     built = build_corpus(tmp_path, {"api": {"a.py": b"def first():\n    return 1\n"}})
     data_dir = built.cfg.data_dir
-    live = LiveSnapshot(data_dir, lambda: HASH_MODEL)
+    live = LiveSnapshot(data_dir, lambda: (HASH_MODEL,))
     assert live.serving is None
     first = live.reader()
     assert live.serving is first and first.snapshot_id == current_id(data_dir)

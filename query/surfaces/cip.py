@@ -175,15 +175,18 @@ async def do_search(request: Request):
     chunks, vectors, _ = service.pushed.overlay(org, sp, (repo,) if repo else ())
     shadowed = {(c.repo, c.path) for c in chunks}
     shadowed |= {(r, k[len("shadow:") :]) for r, k in service.pushed.keys(org, sp, "shadow:")}
-    overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=vectors)
     reader = service.reader()
     known = {r.name for r in reader.manifest.repos if r.org == org}
     req = SearchRequest(query=query, org=org, repos=(repo,) if repo else (), langs=(lang,) if lang else (), limit=limit)
-    if repo and repo not in known:
+    if repo and repo not in known:  # pushed chunks alone: the configured model's vectors, as stored
+        overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=vectors)
         found = await anyio.to_thread.run_sync(search_overlay, service.embedder, req, overlay)
         hits = [h for h, _ in found]
-    else:
-        hits = await anyio.to_thread.run_sync(search, reader, service.embedder, req, overlay)
+    else:  # beside the snapshot: in its vectors' space
+        embedder = service.embedder_for(reader)
+        vectors = service.in_tier(embedder, chunks, vectors)
+        overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=vectors)
+        hits = await anyio.to_thread.run_sync(search, reader, embedder, req, overlay)
     results = []
     for h in hits:
         text = h.text if h.uncommitted else reader.row(h.row)["text"]

@@ -215,7 +215,7 @@ async def search(request: Request):
         ignore_re=p["ignore_re"],
     )
     reader = service.reader()  # one snapshot for the search and the rows its hits point at
-    hits = await anyio.to_thread.run_sync(hybrid_search, reader, service.embedder, req)
+    hits = await anyio.to_thread.run_sync(hybrid_search, reader, service.embedder_for(reader), req)
     hits, echo = _thresholds(p, hits)
     results = []
     for h in hits:

@@ -216,9 +216,18 @@ def routes_text(routes: list[RepoRoute], bold: Callable[[str], str] = plain) -> 
     return lines or ["no repo matched"]
 
 
-def status_text(snapshot_id: str | None, rows: list[RepoStatus]) -> list[str]:
-    """`blobdex status`: the snapshot, then one line per repo."""
+def status_text(snapshot_id: str | None, rows: list[RepoStatus], vectors: dict | None = None) -> list[str]:
+    """`blobdex status`: the snapshot and its vectors (query.status.vector_status), then one line per repo."""
     lines = [f"snapshot {snapshot_id or '(none published)'}"]
+    if vectors:
+        line = f"vectors {vectors['model']} ({vectors['tier']} tier, {vectors['dim']} dims)"
+        b = vectors["backfill"]
+        if b:
+            line += (
+                f"; backfill with {b['model']}: {b['chunks_left']} of {b['of']} chunks left "
+                f"(as of {b['updated_at']}; 'blobdex index' goes on with it)"
+            )
+        lines.append(line)
     for r in rows:
         refs = (
             ", ".join(f"{x.ref}@{(x.commit_id or '-')[:12]}" + (" (behind mirror)" if x.behind else "") for x in r.refs)
