@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import duckdb
-
 from indexer.errors import BlobdexError
 from indexer.snapshot import TABLE_SCHEMAS, open_manifest, read_chunks, read_graph
 
@@ -15,8 +13,11 @@ class SqlError(BlobdexError):
     """The query cannot run: it is empty, or DuckDB refused it (then the message is DuckDB's own)."""
 
 
-def connect(data_dir: Path) -> tuple[str, duckdb.DuckDBPyConnection]:
-    """An in-memory DuckDB with one table per graph table, then file access switched off for good."""
+def connect(data_dir: Path):
+    """(snapshot_id, an in-memory DuckDB with one table per graph table). DuckDB is imported here: every
+    query process imports this module, few run SQL."""
+    import duckdb
+
     path, manifest = open_manifest(data_dir)
     con = duckdb.connect(":memory:")
     for name in TABLE_SCHEMAS:
@@ -26,6 +27,8 @@ def connect(data_dir: Path) -> tuple[str, duckdb.DuckDBPyConnection]:
 
 def run(data_dir: Path, query: str) -> tuple[str, list[str], list[tuple]]:
     """(snapshot_id, column names, rows) of one query."""
+    import duckdb
+
     snapshot_id, con = connect(data_dir)
     if re.search(r"\bchunks\b", query, re.IGNORECASE):  # loaded only when asked for: it holds all text
         path, _ = open_manifest(data_dir, snapshot_id)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, NoReturn
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import server as mcpserver_module
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
@@ -82,6 +83,9 @@ class Server(MCPServer):
     call and `org`, which names the org of the current request."""
 
     def __init__(self, service: Service, org: Callable[[], str], **kw):
+        # The SDK's logging set-up imports rich (0.1 s before `initialize` can be answered) for a handler that
+        # logging.basicConfig then drops: blobdex's own handler is on the root logger already.
+        mcpserver_module.configure_logging = lambda level="INFO": None
         super().__init__("blobdex", instructions=INSTRUCTIONS, log_level="WARNING", **kw)
         self.service = service
         self.org = org
