@@ -6,6 +6,8 @@ A snapshot is a directory under `<data_dir>/snapshots/`, immutable once publishe
     vectors/          a LanceDB database holding one table, `chunks`: one row per
                       (org, repo, path, blob_id, chunk_index) with the refs it is reachable from,
                       its text and its vector. `row` is the row's position and its id everywhere.
+      chunks.arrow    the same table as one Arrow IPC file, which query processes map instead of
+                      opening Lance: no Lance runtime (~120 MiB at 10k chunks) and no copy of the vectors
     lexical/          a Tantivy index: one document per chunks row, keyed by `row`, fields
                       tokenized by indexer.tokenize (handed to Tantivy's `whitespace` tokenizer)
     graph/            Parquet tables, schemas in TABLE_SCHEMAS below:
@@ -154,6 +156,11 @@ def chunks_path(snapshot_dir: Path) -> Path:
     return snapshot_dir / VECTORS_DIR / f"{CHUNKS_TABLE}.lance"
 
 
+def chunks_arrow_path(snapshot_dir: Path) -> Path:
+    """The chunks table as one Arrow IPC file (absent in snapshots written before it)."""
+    return snapshot_dir / VECTORS_DIR / f"{CHUNKS_TABLE}.arrow"
+
+
 def chunks_table(snapshot_dir: Path):
     """The Lance dataset of chunks (with vectors), opened. Read with pylance: a query process reads the
     whole table and searches it in numpy, and pylance imports in 0.4 s where lancedb takes 2 s."""
@@ -163,7 +170,12 @@ def chunks_table(snapshot_dir: Path):
 
 
 def read_chunks(snapshot_dir: Path, vectors: bool = True) -> pa.Table:
-    """Every chunk row as Arrow; without `vectors`, the `vector` column is left out."""
+    """Every chunk row as Arrow, in row order; without `vectors`, the `vector` column is left out. Mapped
+    from chunks.arrow (zero copy: the pages are the file's) where the snapshot has it, else read by Lance."""
+    arrow = chunks_arrow_path(snapshot_dir)
+    if arrow.exists():
+        table = pa.ipc.open_file(pa.memory_map(str(arrow), "r")).read_all()
+        return table if vectors else table.drop_columns(["vector"])
     dataset = chunks_table(snapshot_dir)
     return dataset.to_table(columns=None if vectors else [f for f in dataset.schema.names if f != "vector"])
 

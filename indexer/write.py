@@ -20,6 +20,7 @@ from indexer.snapshot import (
     LEXICAL_DIR,
     cards_schema,
     chunk_schema,
+    chunks_arrow_path,
     chunks_path,
     graph_path,
     lexical_schema,
@@ -51,6 +52,8 @@ def write_chunks(built: Path, columns: dict[str, list], vectors: np.ndarray) -> 
     arrays["vector"] = pa.FixedSizeListArray.from_arrays(flat, dim)
     table = pa.table([arrays[f.name] for f in schema], schema=schema)
     lance.write_dataset(table, str(chunks_path(built)), schema=schema, max_rows_per_file=LANCE_ROWS_PER_FILE)
+    with pa.OSFile(str(chunks_arrow_path(built)), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        writer.write_table(table)  # one record batch: a reader's vector matrix is a view of the mapped file
     return table
 
 

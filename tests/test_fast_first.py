@@ -184,3 +184,22 @@ def test_fast_first_needs_a_model_with_a_static_tier_and_a_boolean(tmp_path, enc
     cfg.path.write_text("fast_first = 1\n" + cfg.path.read_text())
     with pytest.raises(ConfigError, match=r"`fast_first` is a whole number, but it must be a boolean"):
         load(cfg.path)
+
+
+def test_a_repo_that_fails_keeps_serving_through_both_tiers(tmp_path, encoders, monkeypatch):
+    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 5)
+    cfg, api = _configured(tmp_path, encoders, _files(4), fast_first=False)
+    tools = gitrepo.init(tmp_path / "src" / "tools")
+    gitrepo.commit(tools, {"cli.py": b"def rotate_logs(path):\n    return path + '.1'\n"})
+    cfg = replace(cfg, repos=cfg.repos + (RepoSpec(name="tools", url=str(tmp_path / "src" / "tools")),))
+    run(cfg, show_progress=False)  # the model's vectors for both repos
+    gitrepo.commit(api, _files(12))  # eight new chunks: the static tier goes first
+    shutil.move(tmp_path / "src" / "tools", tmp_path / "src" / "tools-moved")
+    report = run(replace(cfg, fast_first=True), show_progress=False)
+    assert [s["tier"] for s in report.snapshots] == ["fast", "full"] and report.failed
+    for published in report.snapshots:  # carried into the static tier too, with its texts embedded there
+        path, manifest = open_manifest(cfg.data_dir, published["snapshot_id"])
+        chunks = read_chunks(path)
+        rows = [r for r in chunks.select(["repo", "path"]).to_pylist() if r["repo"] == "tools"]
+        assert rows == [{"repo": "tools", "path": "cli.py"}] and manifest.repo("default", "tools").status == "stale"
+        assert vector_matrix(chunks).shape == (13, manifest.dim) and not np.isnan(vector_matrix(chunks)).any()

@@ -61,6 +61,7 @@ def edit_manifest_chunks(snap):
 DAMAGE = {
     "lance_data_truncated": lambda s: truncate(one(s, "vectors/chunks.lance/data/*.lance")),
     "lance_version_manifest_deleted": lambda s: one(s, "vectors/chunks.lance/_versions/*.manifest").unlink(),
+    "arrow_copy_truncated": lambda s: truncate(snapshot.chunks_arrow_path(s)),
     "tantivy_meta_garbage": lambda s: (s / "lexical" / "meta.json").write_text("garbage"),
     "tantivy_idx_truncated": lambda s: truncate(one(s, "lexical/*.idx")),
     "tantivy_term_flipped": lambda s: flip(one(s, "lexical/*.term"), one(s, "lexical/*.term").stat().st_size // 2),
@@ -131,7 +132,7 @@ def test_serve_falls_back_to_the_newest_kept_snapshot_that_opens(cfg, caplog):
     cfg = replace(cfg, keep_snapshots=3)
     oldest, kept, broken = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(3))
     assert current_id(cfg.data_dir) == broken
-    truncate(one(snapshot.snapshots_dir(cfg.data_dir) / broken, "vectors/chunks.lance/data/*.lance"))
+    truncate(snapshot.chunks_arrow_path(snapshot.snapshots_dir(cfg.data_dir) / broken))  # what a server maps
     service = Service(cfg, embedder=HashEmbedder())
     with caplog.at_level(logging.ERROR):
         client = TestClient(app(service), base_url="http://127.0.0.1")
@@ -158,7 +159,7 @@ def test_status_answers_from_the_served_snapshot_when_currents_manifest_is_unrea
 
 def test_serve_without_any_snapshot_that_opens_still_refuses(cfg):
     run(cfg, show_progress=False)
-    truncate(one(live_dir(cfg), "vectors/chunks.lance/data/*.lance"))
+    truncate(snapshot.chunks_arrow_path(live_dir(cfg)))
     with pytest.raises(SnapshotError, match="cannot open snapshot"):
         Service(cfg, embedder=HashEmbedder()).reader()
 
@@ -288,3 +289,19 @@ def test_cli_search_answers_from_the_newest_kept_snapshot_and_says_so(cfg, blobd
         out = blobdex("--config", tmp_path / "blobdex.toml", "search", "renew_subscription", "--json")
     assert out.code == 0 and json.loads(out.out)["snapshot_id"] == kept
     assert f"serving the older snapshot {kept}" in caplog.text and broken in caplog.text
+
+
+def test_verify_catches_an_arrow_copy_that_differs_from_the_lance_table(cfg):
+    import pyarrow as pa
+
+    run(cfg, show_progress=False)
+    path = snapshot.chunks_arrow_path(live_dir(cfg))
+    table = snapshot.read_chunks(live_dir(cfg))
+    texts = table.column("text").to_pylist()
+    texts[0] = "def planted():\n    pass\n"
+    changed = table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts))
+    tmp = path.with_name("planted.arrow")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, changed.schema) as writer:
+        writer.write_table(changed)
+    tmp.replace(path)
+    assert verify(cfg.data_dir)[1] == ["chunks.arrow differs from the Lance table it copies"]
