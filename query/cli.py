@@ -312,16 +312,16 @@ def _bind(host: str, port: int):
 @click.pass_context
 def mcp(ctx, org) -> None:
     """Serve MCP over stdio, for agent runtimes that spawn their servers. Nothing but MCP touches stdout."""
-    from indexer.snapshot import current_id, open_manifest
-    from query.service import Service
-    from query.surfaces.mcp import build
+    from query.surfaces.mcp import build, started_service
 
     cfg = cli_config(ctx)
-    if current_id(cfg.data_dir) is None:  # nothing published: one sentence now, not an error on every tool call
-        open_manifest(cfg.data_dir)
-    service = Service(cfg)
-    # initialize and tools/list are answered at once; the snapshot and the model load meanwhile
-    service.warm_in_background()
+    current = cfg.data_dir / "CURRENT"  # read here: indexer.snapshot would import numpy and Arrow before initialize
+    if not (current.is_file() and current.read_text(encoding="utf-8").strip()):
+        from indexer.snapshot import open_manifest
+
+        open_manifest(cfg.data_dir)  # nothing published: one sentence now, not an error on every tool call
+    # initialize and tools/list are answered at once; the query engine, the snapshot and the model load meanwhile
+    service, _ = started_service(cfg)
     build(service, org=lambda: org).run("stdio")
 
 

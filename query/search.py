@@ -15,6 +15,7 @@ from indexer.embed import Embedder, embed_text, vector_tier
 from indexer.errors import BlobdexError
 from indexer.languages import category
 from indexer.tokenize import WORD_RE, tokens
+from query import MAX_LIMIT
 from query.reader import SnapshotReader
 from query.rerank import RERANK_POOL
 
@@ -30,7 +31,6 @@ CANDIDATES = 100  # per signal, before fusion
 # definition bonus shared among the defining files (query.localize), measured with `blobdex eval
 # commits` (hybrid file MRR): pflag 0.779 -> 0.796, commander.js 0.837 -> 0.846, five others unchanged.
 MAX_DEFINING_FILES = 3
-MAX_LIMIT = 200
 SNIPPET_LINES = 10
 SYMBOL_BOOST = 2.0  # a query word that names the symbol counts more than one in its body
 PATH_BOOST = 1.5

@@ -121,12 +121,6 @@ class Service:
                 self._reranker = load_reranker(self.cfg.reranker)
             return self._reranker
 
-    def warm_in_background(self) -> threading.Thread:
-        """Run `warm` in a thread, returned started: `blobdex mcp` answers `initialize` meanwhile."""
-        thread = threading.Thread(target=self.warm, name="blobdex-warm", daemon=True)
-        thread.start()
-        return thread
-
     def warm(self) -> None:
         """Open the live snapshot and load the embedder now (`blobdex mcp` does it in a thread while it answers
         `initialize`); a request that needs either meanwhile waits for it. A failure is logged here and

@@ -15,7 +15,7 @@ from indexer.embed import HASH_MODEL, HashEmbedder
 from indexer.build import run
 from query.surfaces import bearer
 from query.surfaces.app import app
-from query.surfaces.mcp import build
+from query.surfaces.mcp import build, started_service
 from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
@@ -223,7 +223,7 @@ def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
 
 
 def test_mcp_answers_initialize_and_lists_tools_while_the_model_still_loads(corpus, monkeypatch):
-    """What `blobdex mcp` does: the snapshot and the model load in a thread (Service.warm) while the server
+    """What `blobdex mcp` does: the query engine, the snapshot and the model load in a thread while the server
     answers; a tool that needs the model waits for it."""
     import query.service as service_module
 
@@ -234,8 +234,7 @@ def test_mcp_answers_initialize_and_lists_tools_while_the_model_still_loads(corp
         return HashEmbedder()
 
     monkeypatch.setattr(service_module, "configured_embedder", slow_model)
-    svc = Service(corpus.cfg)
-    warm = svc.warm_in_background()  # as cli.mcp starts it
+    svc, warm = started_service(corpus.cfg)  # as cli.mcp starts it
 
     async def go():
         async with Client(build(svc)) as client:  # initialize
@@ -250,6 +249,21 @@ def test_mcp_answers_initialize_and_lists_tools_while_the_model_still_loads(corp
     assert model_was_loaded and "tools:queue/src/lib.rs" in text(found)  # the search waited for the model
     warm.join(5)
     assert not warm.is_alive()
+
+
+def test_what_blobdex_mcp_imports_before_it_can_answer_initialize_is_the_sdk_alone():
+    """The stdio server is built from the CLI and the MCP SDK; the query engine (numpy, Arrow, Lance, the search
+    and service modules) is imported by started_service's thread, while initialize is answered."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, query.cli; from query.surfaces.mcp import build; "
+        "print([m for m in ('numpy', 'pyarrow', 'lance', 'onnxruntime', 'query.search', 'query.service') "
+        "if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_live_swap_under_load_has_zero_errors_and_switches_commit(tmp_path):

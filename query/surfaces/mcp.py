@@ -9,8 +9,10 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import threading
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, NoReturn
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver import server as mcpserver_module
@@ -19,9 +21,11 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from indexer.errors import BlobdexError
-from query.search import MAX_LIMIT, SearchRequest, keep_similar
-from query.service import Service
+from query import MAX_LIMIT
 from query.surfaces import render
+
+if TYPE_CHECKING:
+    from query.service import Service
 
 FILE_LINES_PER_CALL = 500
 INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
@@ -82,13 +86,18 @@ class Server(MCPServer):
     and a rejected argument answered with one sentence (argument_error). It holds the service the tools
     call and `org`, which names the org of the current request."""
 
-    def __init__(self, service: Service, org: Callable[[], str], **kw):
+    def __init__(self, service: Service | Future, org: Callable[[], str], **kw):
         # The SDK's logging set-up imports rich (0.1 s before `initialize` can be answered) for a handler that
         # logging.basicConfig then drops: blobdex's own handler is on the root logger already.
         mcpserver_module.configure_logging = lambda level="INFO": None
         super().__init__("blobdex", instructions=INSTRUCTIONS, log_level="WARNING", **kw)
-        self.service = service
+        self._service = service
         self.org = org
+
+    @property
+    def service(self) -> Service:
+        """The service; while `blobdex mcp` still starts it (a Future, see started_service), a tool waits."""
+        return self._service.result() if isinstance(self._service, Future) else self._service
 
     def add_tool(
         self,
@@ -156,6 +165,8 @@ def search_code(
     With group_by='file', paste an issue text or a stack trace to get the files most likely involved."""
     if min_score is not None and min_score_diff is not None:
         raise ToolError("pass min_score or min_score_diff, not both")
+    from query.search import SearchRequest, keep_similar
+
     service, org = _scope(ctx)
     req = SearchRequest(
         query=query,
@@ -376,7 +387,29 @@ TOOLS = (
 )
 
 
-def build(service: Service, org: Callable[[], str] = lambda: "default") -> MCPServer:
+def started_service(cfg) -> tuple[Future, threading.Thread]:
+    """`blobdex mcp`'s service, made in a thread: this module imports only the MCP SDK, so initialize and
+    tools/list are answered while the thread imports the query engine (numpy, Arrow: 0.3 s), builds the
+    Service and warms it (the snapshot, the model). A tool called meanwhile waits (Server.service)."""
+    ready: Future = Future()
+
+    def start() -> None:
+        try:
+            from query.service import Service
+
+            service = Service(cfg)
+        except BaseException as exc:
+            ready.set_exception(exc)
+            raise
+        ready.set_result(service)
+        service.warm()
+
+    thread = threading.Thread(target=start, name="blobdex-warm", daemon=True)
+    thread.start()
+    return ready, thread
+
+
+def build(service: Service | Future, org: Callable[[], str] = lambda: "default") -> MCPServer:
     """An MCP server whose every tool runs inside the org that `org()` names for the current request."""
     mcp = Server(service, org)
     for tool, hints in TOOLS:

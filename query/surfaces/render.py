@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from query.get_file import FileText
-from query.grep import GrepMatch
-from query.route_task import RepoRoute
-from query.search import Hit
-from query.service import ChunkText
-from query.status import RepoStatus
+if TYPE_CHECKING:  # names for annotations only: `blobdex mcp` imports this before the query engine
+    from query.get_file import FileText
+    from query.grep import GrepMatch
+    from query.route_task import RepoRoute
+    from query.search import Hit
+    from query.service import ChunkText
+    from query.status import RepoStatus
 
 
 def plain(text: str) -> str:
