@@ -15,7 +15,9 @@ from indexer import build
 from indexer.build import run
 from indexer.config import DEFAULT_MODEL, RepoSpec
 from indexer.embed import GRAPHS_DIR, load_embedder, model_id_for
+from indexer.cache import Cache
 from indexer.snapshot import open_manifest, read_backfill, read_chunks, vector_matrix
+from query.eval.scratch import index_scratch
 from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
@@ -173,11 +175,20 @@ def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tm
     assert (status.model, status.vectors["tier"], status.vectors["backfill"]) == (DEFAULT_MODEL, "full", None)
 
 
-def test_fast_first_needs_a_model_with_a_static_tier_and_a_boolean(tmp_path, encoders, monkeypatch):
+def test_fast_first_needs_a_model_with_a_static_tier_and_a_boolean(tmp_path, encoders, monkeypatch, blobdex):
     from indexer.config import ConfigError, load
 
     monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 1)
     cfg, _ = _configured(tmp_path, encoders, _files(3))
+    once = blobdex("--config", cfg.path, "index", "--no-fast-first", "--json")
+    assert [s["tier"] for s in json.loads(once.out)["snapshots"]] == ["full"]
+    refused = blobdex("--config", cfg.path, "index", "--backfill-seconds", "-5")
+    assert refused.code == 2 and "--backfill-seconds" in refused.err and "Traceback" not in refused.err
+    int8 = DEFAULT_MODEL + "+int8"  # no vector of it cached: a run would go fast first
+    scratch = index_scratch(replace(cfg, model=int8), "api", "default", load_embedder(int8, cache=tmp_path / "g"))
+    assert scratch.manifest.model_id == model_id_for(int8)  # an eval measures the model, never its static tier
+    cache = Cache(cfg.data_dir / "cache")
+    assert cache.count_vectors(STATIC_ID) == 0 and cache.count_vectors(model_id_for(int8)) == 4  # 3 chunks, 1 card
     fast_cfg = replace(cfg, model="fast")  # static already: nothing faster to publish first
     assert [s["tier"] for s in run(fast_cfg, show_progress=False).snapshots] == ["fast"]
     assert model_id_for("fast") == STATIC_ID

@@ -33,6 +33,7 @@ def index_scratch(cfg: Config, repo: str, org: str, embedder, refs: tuple[str, .
         cfg,
         data_dir=work,
         keep_snapshots=1,
+        fast_first=False,  # an eval measures the model itself: one snapshot, its own vectors
         repos=(RepoSpec(name=repo, url=source, org=org, refs=spec.refs if refs is None else refs),),
     )
     run(eval_cfg, embedder=embedder, show_progress=False)
