@@ -98,12 +98,19 @@ class SnapshotReader:
         """Refuse a snapshot whose vectors no model in `model_ids` (the one configured, then its static tier,
         which a fast-first run publishes first) can query."""
         model_ids = (model_ids,) if isinstance(model_ids, str) else model_ids
-        if self.manifest.model_id not in model_ids:
+        if self.manifest.model_id in model_ids:
+            return
+        if self.manifest.backfill_model_id in model_ids:  # e.g. an eval of the model, during the backfill
             raise SnapshotError(
-                f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
-                f"(dim {self.manifest.dim}), this process embeds with {model_ids[0]!r}; rebuild with "
-                f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml"
+                f"cannot use snapshot {self.manifest.snapshot_id} with {model_ids[0]!r}: it holds the static vectors "
+                f"{self.manifest.model_id!r} published while {self.manifest.backfill_model_id!r}'s own are embedded "
+                f"(blobdex status shows how many are left); run 'blobdex index' to finish, then ask again"
             )
+        raise SnapshotError(
+            f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
+            f"(dim {self.manifest.dim}), this process embeds with {model_ids[0]!r}; rebuild with "
+            f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml"
+        )
 
 
 def open_kept(data_dir: Path, model_ids: tuple[str, ...]) -> SnapshotReader | None:

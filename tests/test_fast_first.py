@@ -4,6 +4,7 @@ backfilled (in one run, or over several when backfill_seconds stops one), querie
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from dataclasses import replace
@@ -16,10 +17,12 @@ from indexer.build import run
 from indexer.config import DEFAULT_MODEL, RepoSpec
 from indexer.embed import GRAPHS_DIR, load_embedder, model_id_for
 from indexer.cache import Cache
-from indexer.snapshot import open_manifest, read_backfill, read_chunks, vector_matrix
+from indexer.snapshot import SnapshotError, open_manifest, read_backfill, read_chunks, vector_matrix
 from query.eval.scratch import index_scratch
+from query.reader import SnapshotReader
 from query.search import SearchRequest
 from query.service import Service
+from query.surfaces import render
 from tests import gitrepo
 from tests.corpus import write_config
 
@@ -138,11 +141,16 @@ def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tm
     _, live = open_manifest(cfg.data_dir)
     assert live.model_id == STATIC_ID and live.backlog == 24
     assert read_backfill(cfg.data_dir, live.snapshot_id)["left"] == report.backlog
+    with pytest.raises(SnapshotError, match=r"holds the static vectors .* run 'blobdex index' to finish"):
+        SnapshotReader(cfg.data_dir).check_model(DEFAULT_MODEL)  # what an eval of the model itself hears
 
     service = Service(cfg)
     _, hits = service.search(SearchRequest(query="pay back an invoice charged twice", org="default"))
     assert hits and {h.signals.vector_tier for _, h in hits} == {"fast"}
     assert hits[0][1].path in REFUNDS
+    assert render.FAST_TIER_NOTE in render.hits_markdown("pay back", "s", hits, [])  # what an agent reads
+    caption = render.hits_text([hits[0][1]])[0]  # every chunk of 24 has a vector rank
+    assert re.search(r"\(vec #\d+ [\d.]+ fast \| bm25", caption), caption
     status = service.status("default")
     assert (status.model, status.vectors["tier"]) == (STATIC_ID, "fast")
     assert status.vectors["backfill"] == {

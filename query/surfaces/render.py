@@ -46,6 +46,12 @@ def read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | Non
 # -- markdown, for the calling model ---------------------------------------------------
 
 
+FAST_TIER_NOTE = (
+    "; meaning scored with fast (static) vectors while the model's own are still being embedded "
+    "(index_status shows how many are left): identifiers count as usual"
+)
+
+
 def hits_markdown(query: str, snapshot_id: str, hits: list[tuple[int, Hit]], applied: list[str]) -> str:
     """search_code's answer: each hit's caption and snippet, then what to call next."""
     lines = [
@@ -54,6 +60,8 @@ def hits_markdown(query: str, snapshot_id: str, hits: list[tuple[int, Hit]], app
         f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"),
         "",
     ]
+    if any(h.signals.vector_tier == "fast" for _, h in hits):
+        lines[2] += FAST_TIER_NOTE
     for clip, h in hits:
         lines.append(
             f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}{at(h.ref, h.commit_id)} • "
@@ -181,6 +189,7 @@ def hits_text(hits: list[Hit], bold: Callable[[str], str] = plain) -> list[str]:
     for n, h in enumerate(hits, 1):
         s = h.signals
         vec = f"vec #{s.vector_rank} {s.vector_score:.3f}" if s.vector_rank else "vec -"
+        vec += " fast" if s.vector_tier == "fast" else ""
         lex = f"bm25 #{s.bm25_rank} {s.bm25_score:.2f}" if s.bm25_rank else "bm25 -"
         lines.append(
             bold(f"{n}. {h.repo}:{h.path}:{h.line_start}-{h.line_end}")
