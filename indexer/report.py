@@ -120,7 +120,8 @@ class Report:
         lines += [head, *(f"  note: {n}" for n in self.notes)]
         lines += [
             f"  blobs {t['blobs']} ({t['blobs_new']} new, {t['blobs_reused']} reused)",
-            f"  chunks {t['chunks']} ({t['chunks_embedded']} embedded, {t['chunks_reused']} from cache)",
+            f"  chunks {t['chunks']} ({t['chunks_embedded']} embedded, {t['chunks_reused']} from cache"
+            + (f", {self.backlog} still to embed)" if self.backlog else ")"),
             f"  files {t['files']}: {t['files_indexed']} indexed; skipped: {skipped}",
             f"  secrets held back {t['secrets_held_back']}, parse fallbacks {t['parse_fallbacks']}, "
             f"files with syntax errors {t['syntax_errors']}",

@@ -138,6 +138,9 @@ def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tm
     assert [s["tier"] for s in report.snapshots] == ["fast"] and report.published
     assert 0 < report.backlog < 24 and report.backlog == 24 - len(slow.texts)
     assert "the next 'blobdex index' goes on" in report.notes[-1]
+    assert (
+        f"chunks 24 ({24 - report.backlog} embedded, 0 from cache, {report.backlog} still to embed)" in report.to_text()
+    )
     _, live = open_manifest(cfg.data_dir)
     assert live.model_id == STATIC_ID and live.backlog == 24
     assert read_backfill(cfg.data_dir, live.snapshot_id)["left"] == report.backlog
