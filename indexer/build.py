@@ -423,10 +423,7 @@ def _carry_forward(run: Run, tables: Tables, states: dict) -> None:
         for name, table in others.items():
             if name != "files":
                 tables.extend(tables.facts[name], table)
-        texts = [
-            embed_text(s, t) for s, t in zip(chunks.column("symbol").to_pylist(), chunks.column("text").to_pylist())
-        ]
-        run.cache.put_vectors(prev.model_id, dict(zip(map(text_id, texts), vector_matrix(chunks))))
+        run.cache.put_vectors(prev.model_id, _vectors_by_text(chunks), keep_existing=True)
     for w in stale:
         before = prev.repo(*w.spec.key)
         states[w.spec.key] = RepoState(**{**before.__dict__, "status": "stale", "error": w.report.error})
@@ -454,15 +451,18 @@ def _build(run: Run, wanted: dict) -> Report:
     _carry_forward(run, tables, states)
     report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
     texts = [embed_text(s, t) for s, t in zip(tables.chunks["symbol"], tables.chunks["text"])]
-    fast = _fast_tier(run, texts)
-    if fast is not None:
-        fast_run, missing = fast
+    ids = [text_id(t) for t in texts]
+    missing = _missing(run, ids)
+    fast_run = _fast_tier(run, missing)
+    if fast_run is not None:
+        lacking = set(missing)
+        report.chunks_reused = sum(1 for i in ids if i not in lacking)
         if not _serves(run, fast_run):
             serving = _publish(fast_run, tables, states, texts, backfill_model_id=run.model_id, backlog=len(missing))
         else:
             serving = report.snapshot_id = run.prev.snapshot_id
             _totals(report, run.prev)
-        left = _backfill(run, missing, dict(zip(map(text_id, texts), texts)), serving)
+        left = _backfill(run, missing, dict(zip(ids, texts)), serving)
         report.backlog = left
         if left:  # backfill_seconds ran out
             _note(
@@ -477,20 +477,47 @@ def _build(run: Run, wanted: dict) -> Report:
     return report
 
 
-def _fast_tier(run: Run, texts: list[str]) -> tuple[Run, list[str]] | None:
-    """(the run of the model's static tier, the text ids lacking the model's vectors) when fast_first is on
-    and at least FAST_FIRST_CHUNKS texts lack them; else None: the model embeds what it lacks and publishes."""
-    if not run.cfg.fast_first:
-        return None
-    ids = list(dict.fromkeys(map(text_id, texts)))
-    cached = run.cache.vector_ids(run.model_id, ids)
-    missing = [i for i in ids if i not in cached]
-    if len(missing) < FAST_FIRST_CHUNKS:
+def _missing(run: Run, ids: list[str]) -> list[str]:
+    """The distinct text ids without the model's vectors in the cache. When many lack them and the live
+    snapshot holds the model's vectors (a cache lost, or damaged and set aside), they are read back from it
+    first: a snapshot that serves the model's vectors is never replaced by a static tier or re-embedded."""
+    unique = list(dict.fromkeys(ids))
+    cached = run.cache.vector_ids(run.model_id, unique)
+    missing = [i for i in unique if i not in cached]
+    prev = run.prev
+    if len(missing) >= FAST_FIRST_CHUNKS and prev is not None and prev.model_id == run.model_id:
+        try:
+            held = _vectors_by_text(snapshot.read_chunks(run.prev_path), set(missing))
+        except BaseException as exc:
+            if not snapshot.store_error(exc):
+                raise
+            log.warning("cannot read the model's vectors back from snapshot %s: %s", prev.snapshot_id, exc)
+            held = {}
+        if held:
+            run.cache.put_vectors(run.model_id, held, keep_existing=True)
+            missing = [i for i in missing if i not in held]
+    return missing
+
+
+def _vectors_by_text(chunks, wanted: set[str] | None = None) -> dict[str, np.ndarray]:
+    """A snapshot's chunk vectors by the id of the text they embed (those in `wanted`, or all)."""
+    symbols, texts = chunks.column("symbol").to_pylist(), chunks.column("text").to_pylist()
+    found = {}
+    for row, (symbol, text) in enumerate(zip(symbols, texts)):
+        tid = text_id(embed_text(symbol, text))
+        if wanted is None or tid in wanted:
+            found[tid] = row
+    matrix = vector_matrix(chunks)
+    return {tid: matrix[row] for tid, row in found.items()}
+
+
+def _fast_tier(run: Run, missing: list[str]) -> Run | None:
+    """The run of the model's static tier when fast_first is on and at least FAST_FIRST_CHUNKS texts lack
+    the model's vectors; else None: the model embeds what it lacks and publishes."""
+    if not run.cfg.fast_first or len(missing) < FAST_FIRST_CHUNKS:
         return None
     fast = fast_variant(run.model) if run.model_id == model_id_for(run.model) else None  # not a test's embedder
-    if fast is None:
-        return None
-    return replace(run, model=fast, model_id=model_id_for(fast), embedder=None), missing
+    return replace(run, model=fast, model_id=model_id_for(fast), embedder=None) if fast else None
 
 
 def _serves(run: Run, fast_run: Run) -> bool:
@@ -499,6 +526,7 @@ def _serves(run: Run, fast_run: Run) -> bool:
     prev = run.prev
     return (
         prev is not None
+        and prev.backfill_model_id == run.model_id
         and _unchanged(run.cfg, prev, run.work, fast_run.model_id)
         and open_check(run.prev_path, prev) is None
     )

@@ -154,10 +154,13 @@ class Cache:
         return found
 
     @_repairing
-    def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+    def put_vectors(self, model: str, vectors: dict[str, np.ndarray], keep_existing: bool = False) -> None:
+        """Store vectors by text id; `keep_existing`: a vector already cached wins (vectors read back from a
+        snapshot fill gaps, never overwrite what the model computed)."""
         rows = [(model, tid, np.asarray(v, dtype=np.float32).tobytes()) for tid, v in vectors.items()]
+        verb = "INSERT OR IGNORE" if keep_existing else "INSERT OR REPLACE"
         with self.db:
-            self.db.executemany("INSERT OR REPLACE INTO vector VALUES (?, ?, ?)", rows)
+            self.db.executemany(f"{verb} INTO vector VALUES (?, ?, ?)", rows)
 
     @_repairing
     def vector_ids(self, model: str, ids: list[str]) -> set[str]:

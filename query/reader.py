@@ -33,6 +33,13 @@ class SnapshotReader:
                 f"cannot open snapshot {str(self.path)!r}: {exc}; run 'blobdex verify', "
                 f"then rebuild with 'blobdex index --full'"
             ) from exc
+        try:
+            table.validate(full=True)  # the mapped file is read as it is: bad offsets must not reach a query
+        except Exception as exc:
+            raise SnapshotError(
+                f"cannot open snapshot {str(self.path)!r}: its chunks do not validate ({exc}); run 'blobdex "
+                f"verify', then rebuild with 'blobdex index --full'"
+            ) from exc
         order = table.column("row").to_numpy()
         if not np.array_equal(order, np.arange(len(order))):  # Lance reads fragments in the order written: a
             table = table.sort_by("row")  # sort would copy every column (50 MiB at 10k chunks) for nothing

@@ -284,9 +284,12 @@ class Service:
         return repo_status(self.cfg, org, self._serving_manifest())
 
     def status(self, org: str) -> IndexStatus:
-        snapshot_id, rows = repo_status(self.cfg, org, self._serving_manifest())
-        reader = self.live.serving
-        vectors = vector_status(self.cfg, self._serving_manifest())
+        # A server follows CURRENT here too: a status polled while a backfill finishes must name the model's
+        # snapshot once it is published, not the static tier it served before. The CLI opens no snapshot.
+        reader = self.reader() if self.live.serving is not None else None
+        serving = reader.manifest if reader else None
+        snapshot_id, rows = repo_status(self.cfg, org, serving)
+        vectors = vector_status(self.cfg, serving)
         return IndexStatus(
             snapshot_id=snapshot_id,
             serving=reader.snapshot_id if reader else None,

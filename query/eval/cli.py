@@ -42,9 +42,11 @@ def eval_queries(ctx, path, org, as_json) -> None:
     from query.rerank import load_reranker
 
     reranker = load_reranker(cfg.reranker)
+    embedder = configured_embedder(cfg)
+    reader.check_model(embedder.model_id)
     result = {
         "configuration": configuration(reader, reranker),
-        **run_cases(reader, configured_embedder(cfg), cases, org, reranker),
+        **run_cases(reader, embedder, cases, org, reranker),
     }
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
@@ -285,6 +287,7 @@ def eval_routing_cmd(ctx, repos, count, seed, kind, split, mask, org, as_json) -
     cfg = cli_config(ctx, must_exist=True)
     names = [r.strip() for r in repos.split(",") if r.strip()]
     reader, embedder = SnapshotReader(cfg.data_dir), configured_embedder(cfg)
+    reader.check_model(embedder.model_id)
     result = eval_routing(cfg, reader, embedder, names, count, seed, org, kind, split, mask)
     if as_json:
         click.echo(json.dumps(result, indent=2))

@@ -178,15 +178,17 @@ async def do_search(request: Request):
     reader = service.reader()
     known = {r.name for r in reader.manifest.repos if r.org == org}
     req = SearchRequest(query=query, org=org, repos=(repo,) if repo else (), langs=(lang,) if lang else (), limit=limit)
-    if repo and repo not in known:  # pushed chunks alone: the configured model's vectors, as stored
-        overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=vectors)
-        found = await anyio.to_thread.run_sync(search_overlay, service.embedder, req, overlay)
-        hits = [h for h, _ in found]
-    else:  # beside the snapshot: in its vectors' space
-        embedder = service.embedder_for(reader)
-        vectors = service.in_tier(embedder, chunks, vectors)
-        overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=vectors)
-        hits = await anyio.to_thread.run_sync(search, reader, embedder, req, overlay)
+    alone = bool(repo and repo not in known)  # pushed chunks alone: the configured model's vectors, as stored
+
+    def find() -> list:  # in a worker thread: loading a model and embedding take time the event loop has not
+        embedder = service.embedder if alone else service.embedder_for(reader)
+        in_space = vectors if alone else service.in_tier(embedder, chunks, vectors)  # beside a static tier
+        overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=in_space)
+        return (
+            [h for h, _ in search_overlay(embedder, req, overlay)] if alone else search(reader, embedder, req, overlay)
+        )
+
+    hits = await anyio.to_thread.run_sync(find)
     results = []
     for h in hits:
         text = h.text if h.uncommitted else reader.row(h.row)["text"]

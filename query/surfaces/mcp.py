@@ -398,9 +398,9 @@ def started_service(cfg) -> tuple[Future, threading.Thread]:
             from query.service import Service
 
             service = Service(cfg)
-        except BaseException as exc:
+        except Exception as exc:  # the first tool call raises it, in its own words; no traceback on stderr
             ready.set_exception(exc)
-            raise
+            return
         ready.set_result(service)
         service.warm()
 

@@ -47,8 +47,8 @@ def read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | Non
 
 
 FAST_TIER_NOTE = (
-    "; meaning scored with fast (static) vectors while the model's own are still being embedded "
-    "(index_status shows how many are left): identifiers count as usual"
+    "; meaning scored with static (fast tier) vectors, coarser than the model's: identifiers count as usual "
+    "(index_status says whether the model's own are being embedded)"
 )
 
 
