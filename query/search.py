@@ -230,9 +230,9 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
     col = reader.col
     mask = col["org"] == req.org
     if req.repos:
-        mask &= np.isin(col["repo"], list(req.repos))
+        mask &= col["repo"].isin(req.repos)
     if req.langs:
-        mask &= np.isin(col["lang"], [x.lower() for x in req.langs])
+        mask &= col["lang"].isin([x.lower() for x in req.langs])
     if req.kind in ("code", "doc"):
         mask &= col["category"] == req.kind
     elif req.kind:

@@ -304,3 +304,23 @@ def test_a_long_task_text_is_asked_as_titled_passages_that_lose_nothing():
     body = "".join(p[len(title) + 1 :] for p in parts)
     for line in report.split("\n")[1:]:
         assert line.strip() in body  # every line of the body is read by some passage
+
+
+def test_filter_columns_are_codes_that_answer_like_the_strings_they_stand_for(reader):
+    import numpy as np
+    import pyarrow as pa
+
+    from query.reader import Labels
+
+    langs = Labels.of(pa.chunked_array([["go", "python"], ["go", "markdown", "python"]]))
+    assert langs.codes.dtype == np.int32 and len(langs) == 5 and sorted(langs.values) == ["go", "markdown", "python"]
+    assert (langs == "go").tolist() == [True, False, True, False, False]
+    assert langs.isin(["python", "rust"]).tolist() == [False, True, False, False, True]
+    assert not langs.isin([]).any()
+    assert langs[3] == "markdown" and langs[np.array([True, False, False, True, False])].tolist() == ["go", "markdown"]
+    assert list(langs) == ["go", "python", "go", "markdown", "python"]
+    kinds = langs.mapped(lambda v: "doc" if v == "markdown" else "code")  # two values map to one
+    assert (kinds == "code").tolist() == [True, True, True, False, True]
+    # A snapshot's columns agree with its rows.
+    paths = reader.rows.column("path").to_pylist()
+    assert list(reader.col["path"]) == paths and reader.col["org"][0] == reader.rows.column("org")[0].as_py()
