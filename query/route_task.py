@@ -35,7 +35,7 @@ from query.localize import asks_for_tests, is_test_file, localize
 from query.search import (
     CANDIDATES,
     SearchRequest,
-    cosines,
+    row_cosines,
     lexical_ranks,
     query_vectors,
     row_mask,
@@ -106,7 +106,7 @@ def route(
     if not len(allowed):
         return []
     vector = query_vectors(embedder, task)
-    cos = cosines(reader.vectors[allowed], vector)
+    cos = row_cosines(reader, allowed, vector)
     lex_rank = {row: rank for rank, (row, _) in enumerate(lexical_ranks(reader, req, mask), 1)}
     relevance = cos.astype(np.float64)
     for i, row in enumerate(allowed):

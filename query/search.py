@@ -26,6 +26,9 @@ RRF_K = 60  # Cormack, Clarke & Buettcher 2009
 # rankings instead, unweighted.
 WEIGHTS = {"vector": 1.0, "bm25": 0.75, "symbol": 1.0}
 CANDIDATES = 100  # per signal, before fusion
+# Vector search scores every row in place when at least 1/GATHER_SHARE of them pass the filters: gathering
+# the allowed rows first copies them (1.5 GB at 1M x 384), which costs more than the product it saves.
+GATHER_SHARE = 4
 # A name defined in more files than this (`Type`, `String`, `get` on every value type) says which
 # definition is meant no better than a prose word, so it adds no symbol-list entries. With the named-
 # definition bonus shared among the defining files (query.localize), measured with `blobdex eval
@@ -314,13 +317,20 @@ def cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return (matrix @ queries.T).max(axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
 
 
+def row_cosines(reader: SnapshotReader, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """`cosines` of the snapshot's `rows`: most of the rows are scored in place, a few gathered first."""
+    if len(rows) * GATHER_SHARE >= len(reader.vectors):
+        return cosines(reader.vectors, queries)[rows]
+    return cosines(reader.vectors[rows], queries)
+
+
 def _vector_ranks(
     reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray, depth: int = CANDIDATES
 ) -> list[tuple[int, float]]:
     allowed = np.flatnonzero(mask)
     if not len(allowed):
         return []
-    scores = cosines(reader.vectors[allowed], vector)
+    scores = row_cosines(reader, allowed, vector)
     k = min(depth, len(allowed))
     top = np.argpartition(-scores, k - 1)[:k]
     top = top[np.argsort(-scores[top], kind="stable")]

@@ -324,3 +324,18 @@ def test_filter_columns_are_codes_that_answer_like_the_strings_they_stand_for(re
     # A snapshot's columns agree with its rows.
     paths = reader.rows.column("path").to_pylist()
     assert list(reader.col["path"]) == paths and reader.col["org"][0] == reader.rows.column("org")[0].as_py()
+
+
+def test_vector_ranks_are_the_same_scored_in_place_or_on_the_gathered_rows(reader, hasher, monkeypatch):
+    import numpy as np
+
+    import query.search as search_module
+
+    vector = search_module.query_vectors(hasher, "renew the subscription invoice")
+    mask = np.ones(reader.rows.num_rows, dtype=bool)
+    mask[::3] = False
+    ranked = {}
+    for share in (0, 10**9):  # 0: always gather the allowed rows; huge: always score every row in place
+        monkeypatch.setattr(search_module, "GATHER_SHARE", share)
+        ranked[share] = search_module._vector_ranks(reader, vector, mask)
+    assert ranked[0] == ranked[10**9] and ranked[0] and all(mask[row] for row, _ in ranked[0])
