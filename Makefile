@@ -15,7 +15,7 @@ TORCH_INDEX ?=
 SAMPLE_QUERY ?= publish a new snapshot atomically
 PORT ?= 8765
 
-.PHONY: install install-torch run lint test bench clean
+.PHONY: install install-torch run lint test bench bench-scale clean
 
 install: $(VENV)/.installed
 
@@ -48,6 +48,9 @@ test: install-torch lint
 
 bench: install-torch
 	$(BIN)/python ci/bench.py
+
+bench-scale: install-torch  # the default corpus copies networkx, which the torch extra installs
+	$(BIN)/python ci/bench_scale.py
 
 clean:
 	rm -rf $(VENV) .blobdex *.egg-info

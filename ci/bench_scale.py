@@ -1,0 +1,217 @@
+"""`make bench-scale`: what a run and the server cost as the corpus grows, with the hashing embedder (so no
+model time) over copies of a real source tree, added repo by repo until each step's chunk count is reached.
+
+Copy k of the tree (default: the networkx package, ~10,800 chunks) renames every `def` and `class` with a
+`_k<k>` suffix, so its chunks are texts of its own. At each step: the run that adds the new repos, a run with
+nothing changed, a run after one commit that adds one function (wall, peak RSS, the bytes it added under
+the data dir), then `blobdex serve` on the snapshot: time to ready, RSS, search / route / get_file p50 and
+p95 over HTTP, and the first request after the next publish (the swap). Nothing is asserted; it prints a
+table with the issue's goals beside it (and --json writes the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ci.bench import BLOBDEX, default_source, percentiles  # noqa: E402
+
+STEPS = (100_000, 300_000, 1_000_000)
+DEFINITION = re.compile(rb"\b(def|class)\s+([A-Za-z_]\w*)")
+QUERIES = [
+    "shortest path between two nodes",
+    "graph isomorphism",
+    "add an edge with attributes",
+    "degree centrality",
+    "read an edge list from a file",
+    "minimum spanning tree",
+    "connected components",
+    "random graph generator",
+    "draw the graph with matplotlib",
+    "topological sort of a directed graph",
+]
+GOALS = {
+    "one_commit_s": "<= 5 s at 1M, flat from 100k",
+    "added_mb": "<= 1 MB",
+    "search_p95_ms": "<= 50 ms at 100k, <= 100 ms at 1M",
+    "serve_rss_mib": "<= 2,560 MiB at 1M",
+    "swap_s": "<= 1 s",
+}
+
+
+def tree_files(source: Path) -> dict[str, bytes]:
+    return {
+        f"{source.name}/{p.relative_to(source).as_posix()}": p.read_bytes()
+        for p in sorted(source.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def make_copy(files: dict[str, bytes], k: int, dest: Path) -> None:
+    from tests import gitrepo
+
+    renamed = {path: DEFINITION.sub(rb"\1 \2_k%d" % k, data) for path, data in files.items()}
+    gitrepo.commit(gitrepo.init(dest), renamed, message=f"copy {k}")
+
+
+def write_config(work: Path, copies: int) -> None:
+    lines = ['data_dir = "data"', 'model = "blobdex:hash"', "fast_first = false", ""]
+    for k in range(copies):
+        lines += ["[[repo]]", f'name = "copy{k}"', f'url = "{work / "src" / f"copy{k}"}"', ""]
+    (work / "blobdex.toml").write_text("\n".join(lines))
+
+
+def index(work: Path, env: dict) -> tuple[dict, float]:
+    t0 = time.monotonic()
+    proc = subprocess.run([BLOBDEX, "index", "--json", "--quiet"], cwd=work, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        sys.exit(f"bench-scale: blobdex index failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout), wall
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def one_commit(work: Path, n: int) -> None:
+    """Add one small function to one file of copy 0."""
+    from dulwich.object_store import iter_tree_contents
+    from dulwich.repo import Repo
+
+    from tests import gitrepo
+
+    repo = Repo(str(work / "src" / "copy0"))
+    tree = repo[repo[repo.refs[b"refs/heads/main"]].tree]
+    files = {e.path.decode(): repo[e.sha].as_raw_string() for e in iter_tree_contents(repo.object_store, tree.id)}
+    target = sorted(p for p in files if p.endswith(".py"))[len(files) // 3]
+    files[target] += b"\n\ndef bench_scale_added_%d(graph):\n    return len(graph)\n" % n
+    gitrepo.commit(repo, files, message=f"one more function {n}")
+
+
+def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int]) -> dict:
+    import httpx
+
+    from tests.servers import serve_subprocess
+
+    t0 = time.monotonic()
+    with serve_subprocess(work, env) as (base, proc):
+        ready = time.monotonic() - t0
+        client = httpx.Client(base_url=base, timeout=120)
+        client.post("/v1/search", json={"query": "warm up"})
+
+        def timed(calls) -> dict:
+            seconds = []
+            for method, url, kw in calls:
+                t = time.monotonic()
+                r = getattr(client, method)(url, **kw)
+                seconds.append(time.monotonic() - t)
+                if r.status_code != 200:
+                    sys.exit(f"bench-scale: {url} answered {r.status_code}: {r.text[:200]}")
+            return percentiles(seconds)
+
+        queries = QUERIES * 6
+        out = {
+            "ready_s": round(ready, 2),
+            "search": timed([("post", "/v1/search", {"json": {"query": q, "limit": 10}}) for q in queries]),
+            "route_task": timed([("post", "/v1/route", {"json": {"task": q}}) for q in QUERIES * 2]),
+            "get_file": timed(
+                [("get", "/v1/file", {"params": {"repo": "copy1", "path": p, "start": 1, "end": 200}}) for p in paths]
+            ),
+        }
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
+        commits[0] += 1
+        one_commit(work, commits[0])
+        index(work, env)  # publishes while the server runs: the next request swaps it in
+        t = time.monotonic()
+        client.post("/v1/search", json={"query": QUERIES[0], "limit": 10})
+        out["swap_s"] = round(time.monotonic() - t, 2)
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        out["rss_after_swap_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
+        return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", default=",".join(map(str, STEPS)), help="chunk counts, comma-separated")
+    parser.add_argument("--source", type=Path, help="the source tree to copy (default: networkx)")
+    parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
+    args = parser.parse_args()
+    steps = [int(s) for s in args.steps.split(",") if s.strip()]
+    work = args.work or Path(tempfile.mkdtemp(prefix="blobdex-bench-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
+    files = tree_files(args.source or default_source())
+    paths = sorted(p for p in files if p.endswith(".py"))[:60]
+    print(f"bench-scale: copies of {len(files)} files in {work}", file=sys.stderr)
+
+    make_copy(files, 0, work / "src" / "copy0")
+    write_config(work, 1)
+    first, _ = index(work, env)
+    per_copy = first["totals"]["chunks"]
+    copies, commits, rows = 1, [0], []
+    for step in steps:
+        want = max(1, math.ceil(step / per_copy))
+        for k in range(copies, want):
+            make_copy(files, k, work / "src" / f"copy{k}")
+        copies = max(copies, want)
+        write_config(work, copies)
+        print(f"bench-scale: {copies} repos (~{copies * per_copy:,} chunks)", file=sys.stderr)
+        added, added_wall = index(work, env)
+        _, unchanged_wall = index(work, env)
+        before = tree_bytes(work / "data")
+        commits[0] += 1
+        one_commit(work, commits[0])
+        changed, changed_wall = index(work, env)
+        grown = tree_bytes(work / "data") - before
+        row = {
+            "chunks": changed["totals"]["chunks"],
+            "repos": copies,
+            "add_run_s": round(added_wall, 1),
+            "no_change_s": round(unchanged_wall, 1),
+            "one_commit_s": round(changed_wall, 1),
+            "one_commit_seconds": changed["seconds"],
+            "one_commit_peak_rss_mib": changed["peak_rss_mib"],
+            "bytes_added_mb": round(grown / 2**20, 1),  # net of the snapshot keep_snapshots pruned
+            "snapshot_mb": round(tree_bytes(work / "data" / "snapshots" / changed["snapshot_id"]) / 2**20, 1),
+            "serve": serve_figures(work, env, paths, commits),
+        }
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+
+    columns = (
+        "chunks, one-commit run, of which write, peak RSS, snapshot, added, serve ready, serve RSS, "
+        "search p50 / p95, route p95, get_file p95, swap"
+    ).split(", ")
+    header = "| " + " | ".join(columns) + " |"
+    print(header)
+    print("|" + "---|" * len(columns))
+    for r in rows:
+        s = r["serve"]
+        print(
+            f"| {r['chunks']:,} | {r['one_commit_s']} s | {r['one_commit_seconds']['write']:.1f} s | "
+            f"{r['one_commit_peak_rss_mib']} MiB | {r['snapshot_mb']} MB | {r['bytes_added_mb']} MB | "
+            f"{s['ready_s']} s | "
+            f"{s['rss_mib']} MiB | {s['search']['p50_ms']:.0f} / {s['search']['p95_ms']:.0f} ms | "
+            f"{s['route_task']['p95_ms']:.0f} ms | {s['get_file']['p95_ms']:.1f} ms | {s['swap_s']} s |"
+        )
+    print("goals: " + "; ".join(f"{k} {v}" for k, v in GOALS.items()))
+    if args.json:
+        args.json.write_text(json.dumps({"steps": rows, "goals": GOALS}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
