@@ -169,7 +169,7 @@ class Labels:
         return iter(self.values[self.codes])
 
 
-def _symbol_index(symbols: list[str], kinds: np.ndarray) -> dict[str, list[int]]:
+def _symbol_index(symbols: list[str], kinds: Labels) -> dict[str, list[int]]:
     """Lower-cased definition names -> rows: `Command.make_context` under itself and `make_context`."""
     index: dict[str, list[int]] = {}
     for row, (symbol, kind) in enumerate(zip(symbols, kinds)):
