@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,6 +149,18 @@ def query_latency(data_dir: Path, repo_name: str) -> dict:
     )
 
 
+def timed_calls(client, calls: list[tuple[str, str, dict]]) -> dict:
+    """Percentiles of (method, url, httpx keywords) calls made one after another; a failed one ends the bench."""
+    seconds = []
+    for method, url, kw in calls:
+        t0 = time.monotonic()
+        r = getattr(client, method)(url, **kw)
+        seconds.append(time.monotonic() - t0)
+        if r.status_code != 200:
+            sys.exit(f"bench: {url} answered {r.status_code}: {r.text[:200]}")
+    return percentiles(seconds)
+
+
 def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], repo_name: str) -> dict:
     """search, route and get_file through `blobdex serve` on a real socket; RSS of that process."""
     import httpx
@@ -157,17 +170,7 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
     with serve_subprocess(work, env) as (base, proc):
         client = httpx.Client(base_url=base, timeout=60)
         client.post("/v1/search", json={"query": "warm up"})
-
-        def timed(calls) -> dict:
-            seconds = []
-            for method, url, kw in calls:
-                t0 = time.monotonic()
-                r = getattr(client, method)(url, **kw)
-                seconds.append(time.monotonic() - t0)
-                if r.status_code != 200:
-                    sys.exit(f"bench: {url} answered {r.status_code}: {r.text[:200]}")
-            return percentiles(seconds)
-
+        timed = partial(timed_calls, client)
         out = {
             "search": timed([("post", "/v1/search", {"json": {"query": q or "graph", "limit": 10}}) for q in queries]),
             "route_task": timed([("post", "/v1/route", {"json": {"task": q or "graph"}}) for q in queries[:60]]),

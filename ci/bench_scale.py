@@ -16,16 +16,16 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ci.bench import BLOBDEX, default_source, percentiles  # noqa: E402
+from ci.bench import default_source, run_index, timed_calls  # noqa: E402
 
 STEPS = (100_000, 300_000, 1_000_000)
 DEFINITION = re.compile(rb"\b(def|class)\s+([A-Za-z_]\w*)")
@@ -72,15 +72,6 @@ def write_config(work: Path, copies: int) -> None:
     (work / "blobdex.toml").write_text("\n".join(lines))
 
 
-def index(work: Path, env: dict) -> tuple[dict, float]:
-    t0 = time.monotonic()
-    proc = subprocess.run([BLOBDEX, "index", "--json", "--quiet"], cwd=work, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
-        sys.exit(f"bench-scale: blobdex index failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout), wall
-
-
 def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
@@ -110,31 +101,21 @@ def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int]) -
         ready = time.monotonic() - t0
         client = httpx.Client(base_url=base, timeout=120)
         client.post("/v1/search", json={"query": "warm up"})
-
-        def timed(calls) -> dict:
-            seconds = []
-            for method, url, kw in calls:
-                t = time.monotonic()
-                r = getattr(client, method)(url, **kw)
-                seconds.append(time.monotonic() - t)
-                if r.status_code != 200:
-                    sys.exit(f"bench-scale: {url} answered {r.status_code}: {r.text[:200]}")
-            return percentiles(seconds)
-
+        timed = partial(timed_calls, client)
         queries = QUERIES * 6
         out = {
             "ready_s": round(ready, 2),
             "search": timed([("post", "/v1/search", {"json": {"query": q, "limit": 10}}) for q in queries]),
             "route_task": timed([("post", "/v1/route", {"json": {"task": q}}) for q in QUERIES * 2]),
             "get_file": timed(
-                [("get", "/v1/file", {"params": {"repo": "copy1", "path": p, "start": 1, "end": 200}}) for p in paths]
+                [("get", "/v1/file", {"params": {"repo": "copy0", "path": p, "start": 1, "end": 200}}) for p in paths]
             ),
         }
         status = Path(f"/proc/{proc.pid}/status").read_text()
         out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
         commits[0] += 1
         one_commit(work, commits[0])
-        index(work, env)  # publishes while the server runs: the next request swaps it in
+        run_index(env, work)  # publishes while the server runs: the next request swaps it in
         t = time.monotonic()
         client.post("/v1/search", json={"query": QUERIES[0], "limit": 10})
         out["swap_s"] = round(time.monotonic() - t, 2)
@@ -160,7 +141,7 @@ def main() -> None:
 
     make_copy(files, 0, work / "src" / "copy0")
     write_config(work, 1)
-    first, _ = index(work, env)
+    first, _ = run_index(env, work)
     per_copy = first["totals"]["chunks"]
     copies, commits, rows = 1, [0], []
     for step in steps:
@@ -170,12 +151,12 @@ def main() -> None:
         copies = max(copies, want)
         write_config(work, copies)
         print(f"bench-scale: {copies} repos (~{copies * per_copy:,} chunks)", file=sys.stderr)
-        added, added_wall = index(work, env)
-        _, unchanged_wall = index(work, env)
+        added, added_wall = run_index(env, work)
+        _, unchanged_wall = run_index(env, work)
         before = tree_bytes(work / "data")
         commits[0] += 1
         one_commit(work, commits[0])
-        changed, changed_wall = index(work, env)
+        changed, changed_wall = run_index(env, work)
         grown = tree_bytes(work / "data") - before
         row = {
             "chunks": changed["totals"]["chunks"],
