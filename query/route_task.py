@@ -30,7 +30,7 @@ import numpy as np
 
 from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
-from query.reader import SnapshotReader
+from query.reader import Labels, SnapshotReader
 from query.localize import asks_for_tests, is_test_file, localize
 from query.search import (
     CANDIDATES,
@@ -96,6 +96,22 @@ def _checkout(paths: list[str]) -> dict:
     }
 
 
+def _test_rows(paths: Labels) -> np.ndarray:
+    """Which rows are test code (localize.is_test_file of their path), judged once per distinct path."""
+    return paths.mapped(is_test_file).values.astype(bool)[paths.codes]
+
+
+def _first_per_group(groups: np.ndarray, n: int) -> np.ndarray:
+    """A mask of the first `n` positions of each group value, in the order given."""
+    by_group = np.argsort(groups, kind="stable")  # grouped, the given order kept within each group
+    ordered = groups[by_group]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    place = np.arange(len(groups)) - np.repeat(starts, np.diff(np.r_[starts, len(groups)]))
+    first = np.zeros(len(groups), dtype=bool)
+    first[by_group[place < n]] = True
+    return first
+
+
 def route(
     reader: SnapshotReader, embedder: Embedder, task: str, org: str = "default", limit: int = 5
 ) -> list[RepoRoute]:
@@ -107,21 +123,21 @@ def route(
         return []
     vector = query_vectors(embedder, task)
     cos = row_cosines(reader, allowed, vector)
-    lex_rank = {row: rank for rank, (row, _) in enumerate(lexical_ranks(reader, req, mask), 1)}
     relevance = cos.astype(np.float64)
-    for i, row in enumerate(allowed):
-        if row in lex_rank:
-            relevance[i] += LEXICAL_BONUS * (1 - (lex_rank[row] - 1) / CANDIDATES)
+    lexical = lexical_ranks(reader, req, mask)
+    if lexical:  # allowed is sorted: a BM25 hit's place in it by binary search
+        hit_rows = np.asarray([row for row, _ in lexical])
+        relevance[np.searchsorted(allowed, hit_rows)] += LEXICAL_BONUS * (1 - np.arange(len(lexical)) / CANDIDATES)
     order = np.argsort(-relevance, kind="stable")
+    rows, scores = allowed[order], relevance[order]
+    if not asks_for_tests(task):  # every repo's test suite speaks a test framework's vocabulary
+        keep = ~reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))[rows]
+        rows, scores = rows[keep], scores[keep]
+    repo_col = reader.col["repo"]
+    first = _first_per_group(repo_col.codes[rows], PER_REPO_CANDIDATES)
     per_repo: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    repo_col, path_col = reader.col["repo"], reader.col["path"]
-    skip_tests = not asks_for_tests(task)  # every repo's test suite speaks a test framework's vocabulary
-    for i in order:
-        repo = repo_col[allowed[i]]
-        if skip_tests and is_test_file(path_col[allowed[i]]):
-            continue
-        if len(per_repo[repo]) < PER_REPO_CANDIDATES:
-            per_repo[repo].append((int(allowed[i]), float(relevance[i])))
+    for row, score in zip(rows[first].tolist(), scores[first].tolist()):  # still in relevance order
+        per_repo[repo_col[row]].append((row, score))
     cards, edges = reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
     routes = []
     for repo, cands in per_repo.items():

@@ -151,3 +151,19 @@ def test_a_report_in_test_vocabulary_routes_to_the_code_not_to_every_test_suite(
     assert all(not e["path"].startswith("tests/") for r in routes for e in r.evidence)
     asked = route(reader, hasher, "tests: teardown fixture runs twice", limit=2)
     assert any(e["path"] == "tests/test_cart.py" for r in asked for e in r.evidence)
+
+
+def test_candidates_are_the_first_rows_of_each_repo_and_test_rows_are_judged_per_path():
+    import numpy as np
+    import pyarrow as pa
+
+    from query.localize import is_test_file
+    from query.reader import Labels
+    from query.route_task import _first_per_group, _test_rows
+
+    groups = np.array([2, 1, 2, 2, 1, 3, 1])
+    assert _first_per_group(groups, 2).tolist() == [True, True, True, False, True, True, False]
+    assert not _first_per_group(np.array([], dtype=np.int32), 2).any()
+    paths = ["src/app.py", "tests/test_app.py", "src/app.py", "pkg/flag_test.go", "docs/tests.yaml"]
+    assert _test_rows(Labels.of(pa.chunked_array([paths]))).tolist() == [is_test_file(p) for p in paths]
+    assert [is_test_file(p) for p in paths] == [False, True, False, True, False]
