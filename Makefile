@@ -1,4 +1,4 @@
-# blobdex: make install | install-torch | run | test | bench. The venv lives in .venv; the CLI is .venv/bin/blobdex.
+# blobdex: make install | install-torch | run | test | bench | bench-scale. The venv lives in .venv; the CLI is .venv/bin/blobdex.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
@@ -23,6 +22,7 @@ from indexer.snapshot import (
     chunks_table,
     graph_path,
     lexical_schema,
+    open_chunks_arrow,
     open_lexical,
     open_manifest,
     read_cards,
@@ -60,7 +60,7 @@ def open_check(path: Path, manifest: Manifest) -> str | None:
     arrow = chunks_arrow_path(path)
     if arrow.exists():  # what query processes map: its footer and every batch's length
         try:
-            mapped = pa.ipc.open_file(pa.memory_map(str(arrow), "r"))
+            mapped = open_chunks_arrow(path)
             rows = sum(mapped.get_batch(i).num_rows for i in range(mapped.num_record_batches))
         except Exception as exc:
             return f"{arrow.name}: {_first_line(exc)}"

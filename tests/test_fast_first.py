@@ -138,7 +138,7 @@ def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tm
     monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 5)
     monkeypatch.setattr(build, "EMBED_BATCH", 4)
     cfg, _ = _configured(tmp_path, encoders, _files(24), backfill_seconds=1)
-    slow = Recording(cfg, pause=0.6)  # two batches of four fit in the second, then the run stops
+    slow = Recording(cfg, pause=0.6)  # at most two batches of four start within the second: the run stops early
     report = run(cfg, embedder=slow, show_progress=False)
     assert [s["tier"] for s in report.snapshots] == ["fast"] and report.published
     assert 0 < report.backlog < 24 and report.backlog == 24 - len(slow.texts)
@@ -191,7 +191,7 @@ def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tm
     assert (status.model, status.vectors["tier"], status.vectors["backfill"]) == (DEFAULT_MODEL, "full", None)
 
 
-def test_fast_first_needs_a_model_with_a_static_tier_and_a_boolean(tmp_path, encoders, monkeypatch, blobdex):
+def test_what_publishes_once_and_what_is_refused(tmp_path, encoders, monkeypatch, blobdex):
     from indexer.config import ConfigError, load
 
     monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 1)
@@ -200,17 +200,23 @@ def test_fast_first_needs_a_model_with_a_static_tier_and_a_boolean(tmp_path, enc
     assert [s["tier"] for s in json.loads(once.out)["snapshots"]] == ["full"]
     refused = blobdex("--config", cfg.path, "index", "--backfill-seconds", "-5")
     assert refused.code == 2 and "--backfill-seconds" in refused.err and "Traceback" not in refused.err
-    int8 = DEFAULT_MODEL + "+int8"  # no vector of it cached: a run would go fast first
-    scratch = index_scratch(replace(cfg, model=int8), "api", "default", load_embedder(int8, cache=tmp_path / "g"))
-    assert scratch.manifest.model_id == model_id_for(int8)  # an eval measures the model, never its static tier
-    cache = Cache(cfg.data_dir / "cache")
-    assert cache.count_vectors(STATIC_ID) == 0 and cache.count_vectors(model_id_for(int8)) == 4  # 3 chunks, 1 card
     fast_cfg = replace(cfg, model="fast")  # static already: nothing faster to publish first
     assert [s["tier"] for s in run(fast_cfg, show_progress=False).snapshots] == ["fast"]
     assert model_id_for("fast") == STATIC_ID
     cfg.path.write_text("fast_first = 1\n" + cfg.path.read_text())
     with pytest.raises(ConfigError, match=r"`fast_first` is a whole number, but it must be a boolean"):
         load(cfg.path)
+
+
+def test_an_eval_measures_the_model_never_its_static_tier(tmp_path, encoders, monkeypatch):
+    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 1)
+    cfg, _ = _configured(tmp_path, encoders, _files(3))
+    run(replace(cfg, fast_first=False), show_progress=False)  # the mirror the eval reads
+    int8 = DEFAULT_MODEL + "+int8"  # no vector of it cached: a plain run would go fast first
+    scratch = index_scratch(replace(cfg, model=int8), "api", "default", load_embedder(int8, cache=tmp_path / "g"))
+    assert scratch.manifest.model_id == model_id_for(int8)
+    cache = Cache(cfg.data_dir / "cache")
+    assert cache.count_vectors(STATIC_ID) == 0 and cache.count_vectors(model_id_for(int8)) == 4  # 3 chunks, 1 card
 
 
 def test_a_repo_that_fails_keeps_serving_through_both_tiers(tmp_path, encoders, monkeypatch):
