@@ -165,9 +165,11 @@ def search_code(
     With group_by='file', paste an issue text or a stack trace to get the files most likely involved."""
     if min_score is not None and min_score_diff is not None:
         raise ToolError("pass min_score or min_score_diff, not both")
+    service, org = _scope(ctx)
+    # Imported once the service exists: started_service's thread imports the query engine, and two threads
+    # importing pyarrow at once can see it half-initialised (CPython's import deadlock detection lets one go on).
     from query.search import SearchRequest, keep_similar
 
-    service, org = _scope(ctx)
     req = SearchRequest(
         query=query,
         org=org,
