@@ -1,7 +1,8 @@
-"""One index run: mirror -> scan -> (new blobs only) chunk + embed -> write -> publish.
+"""One index run: mirror -> resolve -> scan (changed repos) -> chunk + embed (new blobs) -> write parts -> publish.
 
-Safe to run from cron on every push: a lock keeps runs apart, caches make unchanged content
-free, and a repo that fails keeps the content the previous snapshot had for it (marked stale).
+Safe to run from cron on every push: a lock keeps runs apart, caches make unchanged content free, a run writes
+only the paths that changed (indexer/parts.py), and a repo that fails keeps the content the previous snapshot
+had for it (marked stale).
 """
 
 from __future__ import annotations
@@ -18,23 +19,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from indexer import mirror, snapshot
 from indexer.cache import Cache, text_id
-from indexer.cards import card_texts
 from indexer.config import Config, RepoSpec
+from indexer.edges import edges
 from indexer.errors import BlobdexError
 from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for, vector_tier
 from indexer.ignore import SkipReason
+from indexer.parts import PartWriter, RepoLive, RepoParts, changed_paths, outside as _outside
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
+from indexer.publish import build_dir, prune, publish, sweep
 from indexer.report import Report, RepoReport
-from indexer.rows import Tables, add_repo, carried, entry_lookup
+from indexer.rows import Tables, add_repo, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
 from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState, vector_matrix
 from indexer.verify import open_check
 from indexer.versions import TOOLS
-from indexer.write import write_cards, write_chunks, write_graph, write_lexical
+from indexer.write import write_edges, write_lexical, write_views
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +69,23 @@ class DiskFull(RunError):
 class _RepoWork:
     spec: RepoSpec
     report: RepoReport
-    scans: list[RefScan] = field(default_factory=list)
+    refs: list[tuple[str, str]] = field(default_factory=list)  # (ref, commit_id), resolved this run
+    scans: list[RefScan] = field(default_factory=list)  # empty when the repo is kept as the base holds it
     mirror_path: Path | None = None
+    kept: bool = False  # at the commits the base snapshot holds: its parts are listed again, nothing scanned
+
+    @property
+    def ok(self) -> bool:
+        return self.report.status == "ok"
+
+
+@dataclass(frozen=True)
+class Base:
+    """The snapshot a run changes: CURRENT's, when it is of this format and built with these tools (a run on
+    any other builds every repo from scratch)."""
+
+    path: Path
+    manifest: Manifest
 
 
 @contextmanager
@@ -124,6 +143,16 @@ def _previous(data_dir: Path) -> tuple[Path | None, Manifest | None]:
         return None, None
 
 
+def _base(cfg: Config, prev_path: Path | None, prev: Manifest | None, full: bool) -> Base | None:
+    """The snapshot this run changes, or None to build every repo from scratch (`--full`, no snapshot yet, one of
+    another format, or built with other tools: its rows are not what these tools make)."""
+    if full or prev is None or prev.format_version != snapshot.FORMAT_VERSION:
+        return None
+    if (prev.tools, prev.max_blob_bytes) != (TOOLS, cfg.max_blob_bytes):
+        return None
+    return Base(prev_path, prev)
+
+
 def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool) -> Report:
     started = time.monotonic()
     model_id = embedder.model_id if embedder else model_id_for(cfg.model)
@@ -139,12 +168,9 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
 
     t0 = time.monotonic()
     _mirror_stage(cfg, work)
+    _resolve_stage(work)
     report.seconds["mirror"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    _scan_stage(work)
-    report.seconds["scan"] = time.monotonic() - t0
-
-    if all(w.report.status != "ok" for w in work):
+    if all(not w.ok for w in work):
         _note(
             report,
             "nothing published: every repo failed this run, so there is nothing new to serve"
@@ -152,8 +178,7 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             + "; fix the errors above and run 'blobdex index' again",
         )
         return report
-    wanted = _wanted(cfg, work)
-    report.blobs = len(wanted)
+    base = _base(cfg, prev_path, prev, full)
     if not full and prev is not None and _unchanged(cfg, prev, work, model_id):
         problem = open_check(prev_path, prev)
         if problem is None:
@@ -162,6 +187,12 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             _fill_from_manifest(report, prev)
             return report
         _note(report, f"rebuilding: nothing changed upstream, but snapshot {prev.snapshot_id} is damaged ({problem})")
+        base = None
+    for w in work:
+        w.kept = base is not None and w.ok and _at_base(base.manifest, w)
+    t0 = time.monotonic()
+    _scan_stage([w for w in work if w.ok and not w.kept])
+    report.seconds["scan"] = time.monotonic() - t0
 
     cache = Cache(cfg.data_dir / "cache")
     try:
@@ -175,11 +206,12 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             model_id=model_id,
             prev_path=prev_path,
             prev=prev,
+            base=base,
             show_progress=show_progress,
             started=started,
             embedder=embedder,
         )
-        return _build(run, wanted)
+        return _build(run)
     finally:
         if cache.moved_aside is not None:  # the cache logged it already
             report.notes.append(cache.moved_aside)
@@ -202,26 +234,43 @@ def _mirror_stage(cfg: Config, work: list[_RepoWork]) -> None:
             )
 
 
-def _scan_stage(work: list[_RepoWork]) -> None:
-    """Resolve and scan every configured ref of each fetched repo; a repo that cannot be scanned is marked stale."""
+def _resolve_stage(work: list[_RepoWork]) -> None:
+    """Resolve every configured ref of each fetched repo to a commit; a repo with a ref that cannot be resolved
+    is marked stale."""
     for w in work:
-        if w.report.status != "ok":
+        if not w.ok:
             continue
         try:
             with mirror.open_mirror(w.mirror_path) as repo:
                 for ref in w.spec.refs or (None,):
-                    full_ref, commit_id = resolve_ref(repo, ref, w.spec.name)
-                    w.scans.append(scan_commit(repo, full_ref, commit_id, w.spec.include, w.spec.exclude))
-                    w.report.refs.append({"ref": full_ref, "commit_id": commit_id})
+                    w.refs.append(resolve_ref(repo, ref, w.spec.name))
         except (ScanError, mirror.MirrorError) as exc:
             _mark_stale(w, str(exc))
         except Exception as exc:  # corrupt objects in a mirror: this repo only
-            log.debug("scan of %s failed", w.spec.name, exc_info=True)
-            _mark_stale(
-                w,
-                f"cannot scan repo {w.spec.name!r}: {type(exc).__name__}: {exc}; delete its mirror "
-                f"({w.mirror_path}) and run 'blobdex index' to fetch it again",
-            )
+            _mirror_broken(w, exc)
+        w.report.refs = [{"ref": r, "commit_id": c} for r, c in w.refs]
+
+
+def _scan_stage(work: list[_RepoWork]) -> None:
+    """Scan the resolved commits of each repo; a repo that cannot be scanned is marked stale."""
+    for w in work:
+        try:
+            with mirror.open_mirror(w.mirror_path) as repo:
+                for ref, commit_id in w.refs:
+                    w.scans.append(scan_commit(repo, ref, commit_id, w.spec.include, w.spec.exclude))
+        except (ScanError, mirror.MirrorError) as exc:
+            _mark_stale(w, str(exc))
+        except Exception as exc:
+            _mirror_broken(w, exc)
+
+
+def _mirror_broken(w: _RepoWork, exc: Exception) -> None:
+    log.debug("scan of %s failed", w.spec.name, exc_info=True)
+    _mark_stale(
+        w,
+        f"cannot scan repo {w.spec.name!r}: {type(exc).__name__}: {exc}; delete its mirror "
+        f"({w.mirror_path}) and run 'blobdex index' to fetch it again",
+    )
 
 
 def _note(report: Report, sentence: str) -> None:
@@ -232,7 +281,7 @@ def _note(report: Report, sentence: str) -> None:
 
 def _sweep(cfg: Config, report: Report) -> None:
     """Delete what interrupted runs left (under the lock, on every run, changed or not)."""
-    removed = snapshot.sweep(cfg.data_dir) + mirror.sweep(cfg.data_dir)
+    removed = sweep(cfg.data_dir) + mirror.sweep(cfg.data_dir)
     if removed:
         _note(report, f"removed {len(removed)} leftover(s) of interrupted runs: {', '.join(removed)}")
 
@@ -240,7 +289,18 @@ def _sweep(cfg: Config, report: Report) -> None:
 def _mark_stale(w: _RepoWork, error: str) -> None:
     log.error("%s/%s: %s", w.spec.org, w.spec.name, error)
     w.report.status, w.report.error = "stale", error
-    w.scans, w.report.refs = [], []
+    w.refs, w.scans, w.report.refs = [], [], []
+
+
+def _at_base(manifest: Manifest, w: _RepoWork) -> bool:
+    """True when the base holds this repo at the commits just resolved, scanned as configured: nothing to scan."""
+    before = manifest.repo(*w.spec.key)
+    return (
+        before is not None
+        and bool(before.parts)
+        and [(r.ref, r.commit_id) for r in before.refs] == w.refs
+        and (before.include, before.exclude) == (list(w.spec.include), list(w.spec.exclude))
+    )
 
 
 def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
@@ -252,11 +312,11 @@ def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str
         return False
     for w in work:
         before = prev.repo(*w.spec.key)
-        if w.report.status != "ok" or before.status != "ok" or before.url != w.report.url:
+        if not w.ok or before.status != "ok" or before.url != w.report.url:
             return False
         if (before.include, before.exclude) != (list(w.spec.include), list(w.spec.exclude)):
             return False
-        if [(r.ref, r.commit_id) for r in before.refs] != [(s.ref, s.commit_id) for s in w.scans]:
+        if [(r.ref, r.commit_id) for r in before.refs] != w.refs:
             return False
     return True
 
@@ -280,22 +340,11 @@ def _fill_from_manifest(report: Report, prev: Manifest) -> None:
     _totals(report, prev)
 
 
-def _wanted(cfg: Config, work: list[_RepoWork]) -> dict[str, tuple[Path, str, str]]:
-    """Every (blob, language) the scans reach that its path does not rule out: cache key -> where to read it."""
-    wanted: dict[str, tuple[Path, str, str]] = {}
-    for w in work:
-        for scan in w.scans:
-            for f in scan.files:
-                if f.skip is None:
-                    key = Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)
-                    wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang))
-    return wanted
-
-
 @dataclass(kw_only=True)
 class Run:
-    """What every stage of one build reads: the config, the report it fills, the cache, the model and the
-    previous snapshot. Not frozen: the embedder is loaded at most once, by the first stage that needs it."""
+    """What every stage of one build reads: the config, the report it fills, the cache, the model, the previous
+    snapshot and the base it changes. Not frozen: the embedder is loaded at most once, by the first stage that
+    needs it."""
 
     cfg: Config
     report: Report
@@ -305,6 +354,7 @@ class Run:
     model_id: str
     prev_path: Path | None
     prev: Manifest | None
+    base: Base | None
     show_progress: bool
     started: float  # time.monotonic() at the run's start
     embedder: Embedder | None = None
@@ -313,6 +363,99 @@ class Run:
         if self.embedder is None:
             self.embedder = configured_embedder(self.cfg, self.model, writable=True)
         return self.embedder
+
+
+@dataclass(kw_only=True)
+class Change:
+    """One scanned repo's change against the base: the paths whose rows it replaces (None: every path), the
+    repo's live rows there (None: it had none), and the new rows (Tables.arrow) with its state."""
+
+    live: RepoLive | None
+    paths: set[str] | None
+    new: dict[str, pa.Table]
+    state: RepoState
+
+
+def _build(run: Run) -> Report:
+    """Chunk what changed, then publish: the model's static tier first when the model has much to embed
+    (fast_first), then, once every chunk has the model's vectors, the model's own snapshot."""
+    report = run.report
+    t0 = time.monotonic()
+    changes = _changes(run)
+    report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
+    texts = _texts(run, changes)
+    ids = [text_id(t) for t in texts]
+    missing = _missing(run, ids)
+    fast_run = _fast_tier(run, missing)
+    lexical_from = None
+    if fast_run is not None:
+        lacking = set(missing)
+        report.chunks_reused = sum(1 for i in ids if i not in lacking)
+        if not _serves(run, fast_run):
+            serving = lexical_from = _publish(fast_run, changes, backfill_model_id=run.model_id, backlog=len(missing))
+        else:
+            serving = run.prev_path
+            report.snapshot_id = run.prev.snapshot_id
+            _totals(report, run.prev)
+        left = _backfill(run, missing, dict(zip(ids, texts)), serving.name)
+        report.backlog = left
+        if left:  # backfill_seconds ran out
+            _note(
+                report,
+                f"snapshot {serving.name} serves static vectors ({fast_run.model_id}); {left} of its chunks still "
+                f"lack {run.model_id}'s: this run stopped embedding after backfill_seconds = "
+                f"{run.cfg.backfill_seconds}, the next 'blobdex index' goes on",
+            )
+            return report
+    _publish(run, changes, lexical_from=lexical_from)
+    snapshot.clear_backfill(run.cfg.data_dir)
+    return report
+
+
+def _changes(run: Run) -> dict[tuple[str, str], Change]:
+    """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only)."""
+    base, changes, wanted = run.base, {}, {}
+    scoped: dict[tuple[str, str], tuple[RepoLive | None, set[str] | None, list[RefScan]]] = {}
+    for w in run.work:
+        if not w.ok or w.kept:
+            continue
+        before = base.manifest.repo(*w.spec.key) if base else None
+        live = RepoLive(base.path, base.manifest, *w.spec.key) if before is not None and before.parts else None
+        paths = None
+        if live is not None and (before.include, before.exclude) == (list(w.spec.include), list(w.spec.exclude)):
+            paths = changed_paths(live.table("files"), _scanned_files(w.scans))
+        scans = w.scans if paths is None else [_only(s, paths) for s in w.scans]
+        scoped[w.spec.key] = (live, paths, scans)
+        for scan in scans:
+            for f in scan.files:
+                if f.skip is None:
+                    key = Cache.blob_key(f.blob_id, f.lang, run.cfg.max_blob_bytes)
+                    wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang))
+    run.report.blobs = len(wanted)
+    entry_of = entry_lookup(_chunk_stage(run, wanted), run.cfg.max_blob_bytes)
+    for w in run.work:
+        if w.spec.key not in scoped:
+            continue
+        live, paths, scans = scoped[w.spec.key]
+        tables = Tables()
+        state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, scans, entry_of, snapshot.now_iso())
+        state.include, state.exclude = list(w.spec.include), list(w.spec.exclude)
+        every = {f.path for s in w.scans for f in s.files}
+        new = tables.arrow(sorted(every if paths is None else paths))
+        changes[w.spec.key] = Change(live=live, paths=paths, new=new, state=state)
+    return changes
+
+
+def _scanned_files(scans: list[RefScan]) -> pa.Table:
+    rows = [(s.ref, f.path, f.blob_id) for s in scans for f in s.files]
+    return pa.table(
+        {"ref": [r[0] for r in rows], "path": [r[1] for r in rows], "blob_id": [r[2] for r in rows]},
+        schema=pa.schema([("ref", pa.string()), ("path", pa.string()), ("blob_id", pa.string())]),
+    ).append_column("skip", pa.nulls(len(rows), pa.string()))
+
+
+def _only(scan: RefScan, paths: set[str]) -> RefScan:
+    return RefScan(scan.ref, scan.commit_id, tuple(f for f in scan.files if f.path in paths))
 
 
 def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str, BlobEntry]:
@@ -348,23 +491,40 @@ def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str
     return entries
 
 
-def _rows(run: Run, entries: dict[str, BlobEntry]) -> tuple[Tables, dict]:
-    """Rows of every repo scanned this run, and their manifest states."""
-    tables, states = Tables(), {}
-    entry_of = entry_lookup(entries, run.cfg.max_blob_bytes)
-    for w in run.work:
-        if w.report.status != "ok":
-            continue
-        state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, w.scans, entry_of, snapshot.now_iso())
-        state.include, state.exclude = list(w.spec.include), list(w.spec.exclude)
-        states[w.spec.key] = state
-        w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
-    return tables, states
+def _retiered(run: Run) -> bool:
+    """Whether the snapshot this run publishes holds vectors of another model than its base: then every repo's
+    rows are written again with this run's model."""
+    return run.base is None or run.base.manifest.model_id != run.model_id
 
 
-def _vectors(
-    run: Run, texts: list[str], dim_hint: int | None, show_progress: bool, label: str = "embed"
-) -> tuple[np.ndarray, int]:
+def _texts(run: Run, changes: dict[tuple[str, str], Change]) -> list[str]:
+    """The embedded texts of the rows this run writes: the changed rows, and, when the model's vectors replace
+    another's (a first index, a model change, a backfill), every row the snapshot will hold."""
+    tables = [c.new["chunks"] for c in changes.values()]
+    if _retiered(run):
+        tables += [_outside(c.live.table("chunks"), c.paths) for c in changes.values() if c.live is not None]
+        for w in run.work:
+            source = _carried_from(run, w) if w.spec.key not in changes else None
+            if source is not None:
+                tables.append(RepoLive(*source, *w.spec.key).table("chunks"))
+    texts = []
+    for t in tables:
+        texts += [embed_text(s, x) for s, x in zip(t.column("symbol").to_pylist(), t.column("text").to_pylist())]
+    return texts
+
+
+def _carried_from(run: Run, w: _RepoWork) -> tuple[Path, Manifest] | None:
+    """Where the rows of a repo this run does not scan are (kept at the base's commits, or failed): the base, or,
+    in a run from scratch, the previous snapshot of whatever format; None when it has none to keep serving."""
+    path, manifest = (run.base.path, run.base.manifest) if run.base else (run.prev_path, run.prev)
+    before = manifest.repo(*w.spec.key) if manifest is not None else None
+    if before is None:
+        return None
+    held = bool(before.parts) if manifest.format_version >= 3 else before.indexed_at is not None
+    return (path, manifest) if held else None
+
+
+def _vectors(run: Run, texts: list[str], dim_hint: int | None, show_progress: bool, label: str = "embed"):
     """Vectors for `texts` from the cache, embedding only the texts it lacks (the model loads only then).
     Returns the vectors and how many distinct texts were embedded."""
     cache, model_id = run.cache, run.model_id
@@ -408,73 +568,6 @@ def _embed(
             if after is not None:
                 after(len(done))
     return done
-
-
-def _carry_forward(run: Run, tables: Tables, states: dict) -> None:
-    """Append the previous snapshot's rows of repos that failed this run, so they keep serving. Their vectors
-    go to the cache under the previous snapshot's model, to be read back like any chunk's (a run with
-    another model embeds their texts instead)."""
-    prev = run.prev
-    stale = [w for w in run.work if w.report.status != "ok" and prev is not None and prev.repo(*w.spec.key)]
-    if stale:
-        chunks, others = carried(run.prev_path, [w.spec.key for w in stale])
-        tables.extend(tables.chunks, chunks)
-        tables.extend(tables.files, others["files"])
-        for name, table in others.items():
-            if name != "files":
-                tables.extend(tables.facts[name], table)
-        run.cache.put_vectors(prev.model_id, _vectors_by_text(chunks), keep_existing=True)
-    for w in stale:
-        before = prev.repo(*w.spec.key)
-        states[w.spec.key] = RepoState(**{**before.__dict__, "status": "stale", "error": w.report.error})
-        w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in before.refs]
-        w.report.files, w.report.files_indexed, w.report.chunks = before.files, before.files_indexed, before.chunks
-    for w in run.work:
-        if w.spec.key not in states:  # failed, and nothing earlier to keep serving
-            states[w.spec.key] = RepoState(
-                org=w.spec.org,
-                name=w.spec.name,
-                url=w.report.url,
-                status="stale",
-                error=w.report.error,
-                indexed_at=None,
-            )
-
-
-def _build(run: Run, wanted: dict) -> Report:
-    """Chunk, then publish: the model's static tier first when the model has much to embed (fast_first),
-    then, once every chunk has the model's vectors, the model's own snapshot."""
-    report = run.report
-    t0 = time.monotonic()
-    entries = _chunk_stage(run, wanted)
-    tables, states = _rows(run, entries)
-    _carry_forward(run, tables, states)
-    report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
-    texts = [embed_text(s, t) for s, t in zip(tables.chunks["symbol"], tables.chunks["text"])]
-    ids = [text_id(t) for t in texts]
-    missing = _missing(run, ids)
-    fast_run = _fast_tier(run, missing)
-    if fast_run is not None:
-        lacking = set(missing)
-        report.chunks_reused = sum(1 for i in ids if i not in lacking)
-        if not _serves(run, fast_run):
-            serving = _publish(fast_run, tables, states, texts, backfill_model_id=run.model_id, backlog=len(missing))
-        else:
-            serving = report.snapshot_id = run.prev.snapshot_id
-            _totals(report, run.prev)
-        left = _backfill(run, missing, dict(zip(ids, texts)), serving)
-        report.backlog = left
-        if left:  # backfill_seconds ran out
-            _note(
-                report,
-                f"snapshot {serving} serves static vectors ({fast_run.model_id}); {left} of its chunks still lack "
-                f"{run.model_id}'s: this run stopped embedding after backfill_seconds = {run.cfg.backfill_seconds}, "
-                f"the next 'blobdex index' goes on",
-            )
-            return report
-    _publish(run, tables, states, texts)
-    snapshot.clear_backfill(run.cfg.data_dir)
-    return report
 
 
 def _missing(run: Run, ids: list[str]) -> list[str]:
@@ -553,33 +646,39 @@ def _backfill(run: Run, missing: list[str], text_of: dict[str, str], serving: st
     return len(missing) - len(done)
 
 
-def _publish(run: Run, tables: Tables, states: dict, texts: list[str], **manifest_fields) -> str:
-    """Embed what the run's model lacks, write every store into a new snapshot, publish it; returns its id."""
-    cfg, report, prev = run.cfg, run.report, run.prev
-    t0 = time.monotonic()
-    dim_hint = prev.dim if prev is not None and prev.model_id == run.model_id else None
-    vectors, embedded = _vectors(run, texts, dim_hint, run.show_progress)
-    if run.model_id == report.model:  # the counts are the configured model's: a static tier is a lookup
+def _publish(run: Run, changes: dict, lexical_from: Path | None = None, **manifest_fields) -> Path:
+    """Write each repo's part (a delta of what changed, a base, or none when the base's parts hold it as it is),
+    the lexical index, the edges and the views into a new snapshot, and publish it; returns its directory.
+    `lexical_from`: a snapshot this run published with the same rows (the static tier), whose index is reused."""
+    cfg, report, base = run.cfg, run.report, run.base
+    same_model = base is not None and base.manifest.model_id == run.model_id
+    dim = base.manifest.dim if same_model else (run.embedder.dim if run.embedder else run.loaded_embedder().dim)
+    counted = run.model_id == report.model  # the counts are the configured model's: a static tier is a lookup
+
+    def vectors(texts: list[str]):
+        t = time.monotonic()
+        matrix, embedded = _vectors(run, texts, dim, run.show_progress)
+        report.seconds["embed"] += time.monotonic() - t
+        return matrix, embedded
+
+    t0, embed_before = time.monotonic(), report.seconds["embed"]
+    writer = PartWriter(cfg.data_dir, run.model_id, dim, vectors, base.manifest.next_row if base else 0)
+    states, written, embedded = {}, {}, 0
+    for w in run.work:
+        done = _repo_parts(run, w, changes.get(w.spec.key), writer)
+        if isinstance(done, tuple):
+            states[w.spec.key], written[w.spec.key] = done
+            embedded += done[1].embedded
+        else:
+            states[w.spec.key] = done
+    if counted:
         report.chunks_embedded += embedded
-        report.chunks_reused = len(texts) - report.chunks_embedded
-    report.seconds["embed"] += time.monotonic() - t0
-
-    t0 = time.monotonic()
     snapshot_id = snapshot.new_snapshot_id()
-    built = snapshot.build_dir(cfg.data_dir, snapshot_id)
+    built = build_dir(cfg.data_dir, snapshot_id)
     try:
-        dim = vectors.shape[1] if len(vectors) else (run.embedder.dim if run.embedder else (dim_hint or 0))
-        if dim == 0:
-            dim = run.loaded_embedder().dim
-        table = write_chunks(built, tables.chunks, vectors.reshape(-1, dim))
-        cards = card_texts(tables)
-        card_vectors, _ = _vectors(run, list(cards.values()), dim, False)
-        write_cards(built, cards, card_vectors.reshape(-1, dim))
-        with Progress("lexical", table.num_rows, run.show_progress) as bar:
-            write_lexical(built, table, bar)
-        edge_count = write_graph(built, tables)
-        report.seconds["write"] += time.monotonic() - t0
-
+        _write_lexical(run, built, written, lexical_from)
+        edge_count = _write_edges(cfg.data_dir, built, states, written)
+        report.seconds["write"] += time.monotonic() - t0 - (report.seconds["embed"] - embed_before)
         t0 = time.monotonic()
         manifest = Manifest(
             snapshot_id=snapshot_id,
@@ -589,16 +688,20 @@ def _publish(run: Run, tables: Tables, states: dict, texts: list[str], **manifes
             repos=[states[w.spec.key] for w in run.work],
             max_blob_bytes=cfg.max_blob_bytes,
             edges=edge_count,
+            next_row=writer.next_row,
             **manifest_fields,
             **TOOLS.as_fields(),
         )
-        snapshot.publish(cfg.data_dir, built, manifest)
+        write_views(built, manifest)
+        publish(cfg.data_dir, built, manifest)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
         raise
-    snapshot.prune(cfg.data_dir, cfg.keep_snapshots)
+    prune(cfg.data_dir, cfg.keep_snapshots)
     report.seconds["publish"] += time.monotonic() - t0
     report.snapshot_id, report.published = snapshot_id, True
+    if counted:
+        report.chunks_reused = manifest.chunks - report.chunks_embedded
     report.snapshots.append(
         {
             "snapshot_id": snapshot_id,
@@ -608,7 +711,95 @@ def _publish(run: Run, tables: Tables, states: dict, texts: list[str], **manifes
         }
     )
     _totals(report, manifest)
-    return snapshot_id
+    for w in run.work:
+        state = states[w.spec.key]
+        w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
+        if not w.ok:
+            w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in state.refs]
+    return snapshots_path(cfg.data_dir, snapshot_id)
+
+
+def snapshots_path(data_dir: Path, snapshot_id: str) -> Path:
+    return snapshot.snapshots_dir(data_dir) / snapshot_id
+
+
+def _repo_parts(run: Run, w: _RepoWork, change: Change | None, writer: PartWriter):
+    """One repo's state in the snapshot being published, and what was written for it (RepoParts), or the state
+    alone when its parts are listed as the base has them."""
+    base, key = run.base, w.spec.key
+    same_model = base is not None and base.manifest.model_id == run.model_id
+    if change is not None:
+        state = replace(change.state)
+        if same_model and change.live is not None and change.paths is not None and not change.paths:
+            kept = base.manifest.repo(*key)  # new commits, the same blob at every path: the parts hold it all
+            state.parts, state.indexed_at = list(kept.parts), kept.indexed_at
+            _copy_counts(kept, state)
+            return state
+        written = writer.repo(state, change.live, change.paths, change.new, fresh_ids=base is None)
+        state.parts = written.parts
+        return state, written
+    source = _carried_from(run, w)
+    before = source[1].repo(*key) if source else None
+    if before is None:  # failed, and nothing earlier to keep serving
+        return RepoState(
+            org=key[0], name=key[1], url=w.report.url, status="stale", error=w.report.error, indexed_at=None
+        )
+    state = replace(before, refs=list(before.refs), parts=list(before.parts))
+    state.status, state.error = ("ok", None) if w.ok else ("stale", w.report.error)
+    if w.ok:
+        state.url = w.report.url
+    if same_model and source[0] == base.path:
+        return state
+    written = writer.repo(state, RepoLive(*source, *key), set(), Tables().arrow([]), fresh_ids=base is None)
+    state.parts = written.parts
+    return state, written
+
+
+def _copy_counts(source: RepoState, target: RepoState) -> None:
+    for name in ("files", "files_indexed", "files_skipped", "chunks", "secrets_held_back", "parse_fallbacks"):
+        setattr(target, name, getattr(source, name))
+    target.syntax_errors, target.graph = source.syntax_errors, dict(source.graph)
+
+
+def _write_lexical(run: Run, built: Path, written: dict[tuple[str, str], RepoParts], lexical_from: Path | None) -> None:
+    """The new snapshot's lexical index: the base's (or `lexical_from`'s) with the documents of the rows that
+    went and came, or, from scratch, one document per row."""
+    base = run.base
+    if lexical_from is not None:
+        write_lexical(built, lexical_from / snapshot.LEXICAL_DIR, [], [], _no_rows(), None)
+        return
+    adds = [r.add for r in written.values() if r.add.num_rows]
+    add = pa.concat_tables(adds) if adds else _no_rows()
+    if base is None:
+        with Progress("lexical", add.num_rows, run.show_progress) as bar:
+            write_lexical(built, None, [], [], add, bar)
+        return
+    configured = {w.spec.key for w in run.work}
+    removed = [(r.org, r.name) for r in base.manifest.repos if (r.org, r.name) not in configured]
+    drop = [row for r in written.values() for row in r.drop]
+    with Progress("lexical", add.num_rows, run.show_progress) as bar:
+        write_lexical(built, base.path / snapshot.LEXICAL_DIR, drop, removed, add, bar)
+
+
+def _no_rows() -> pa.Table:
+    return pa.table(
+        {
+            "row": pa.array([], pa.int64()),
+            **{c: pa.array([], pa.string()) for c in ("org", "repo", "path", "symbol", "text")},
+        }
+    )
+
+
+def _write_edges(data_dir: Path, built: Path, states: dict, written: dict) -> int:
+    """Coupling edges of every org, from each repo's newest part's edge inputs."""
+    by_org: dict[str, dict[str, dict]] = defaultdict(dict)
+    for key, state in states.items():
+        if state.parts:
+            info = snapshot.read_part_info(snapshot.parts_dir(data_dir) / state.parts[-1])
+            by_org[key[0]][key[1]] = info.edge_inputs
+    rows = [e for org in sorted(by_org) for e in edges(org, by_org[org])]
+    write_edges(built, rows)
+    return len(rows)
 
 
 def _totals(report: Report, manifest: Manifest) -> None:

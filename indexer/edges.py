@@ -9,7 +9,9 @@ Chosen for what a reader cannot see in an import graph (vectormcp.md, "Coupling 
     db_model   the same top-level model class defined in two repos (a shared schema)
     import     one repo imports a package another repo defines
 
-Edges are recomputed from the facts on every publish, so they never lag behind them.
+A run reads only what the repos it changed hold: each repo's part keeps its coupling facts (`edge_inputs`:
+the facts of those kinds, each kept once per key or up to MAX_FACTS), and the edges of an org are recomputed
+from every repo's inputs at each publish, so they never lag behind the facts.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 ENV_KEY_MAX_REPOS = 3
 EDGE_INPUTS = ("routes", "url_literals", "tasks", "env_keys", "symbols", "imports")  # fact tables edges read
 MAX_EVIDENCE = 10  # rows per (kind, key, from_repo, to_repo): enough to check, not a dump
+# Routes, URLs and task sites kept per repo: a repo with more is a generated client or a fixture dump, and a
+# part's inputs are read by every run of the org.
+MAX_FACTS = 5000
 # Route parameters in every framework's syntax: <int:id>, {id}, :id, (?P<id>...), ${id} and `{}`.
 PARAM_RE = re.compile(r"^(<[^>]*>|\{[^}]*\}|:\w+|\(\?P<\w+>[^)]*\)|\$\{[^}]*\}|\*)$")
 MODEL_BASE_RE = re.compile(r"\b(models\.Model|db\.Model|Model|Base|DeclarativeBase|SQLModel|Document|Entity)\b")
@@ -70,23 +77,14 @@ def _add(edges: list[dict], counts: dict, kind: str, key: str, src: Site, dst: S
     )
 
 
-def _pairwise(
-    edges: list[dict], counts: dict, kind: str, key: str, by_repo: dict[str, list[dict]], detail: str
-) -> None:
-    """An undirected coupling: one edge per pair of repos, evidenced by each side's first fact."""
-    repos = sorted(by_repo)
+def _pairwise(edges: list[dict], counts: dict, kind: str, key: str, first: dict[str, list]) -> None:
+    """An undirected coupling: one edge per pair of repos, evidenced by each side's first fact
+    ([detail, path, line] per repo)."""
+    repos = sorted(first)
     for i, a in enumerate(repos):
         for b in repos[i + 1 :]:
-            fa, fb = by_repo[a][0], by_repo[b][0]
-            _add(
-                edges,
-                counts,
-                kind,
-                key,
-                Site(a, fa["path"], fa["line"]),
-                Site(b, fb["path"], fb["line"]),
-                f"{fa[detail]} / {fb[detail]}",
-            )
+            (da, pa_, la), (db, pb, lb) = first[a], first[b]
+            _add(edges, counts, kind, key, Site(a, pa_, la), Site(b, pb, lb), f"{da} / {db}")
 
 
 def python_packages(paths: list[str]) -> set[str]:
@@ -102,91 +100,110 @@ def python_packages(paths: list[str]) -> set[str]:
     return names
 
 
-def edges(org: str, facts: dict[str, list[dict]], files: list[dict]) -> list[dict]:
-    """Coupling edges between the repos of one org. `facts` holds the graph tables' rows."""
+def _sorted_rows(table: pa.Table, columns: tuple[str, ...]) -> list[tuple]:
+    """A fact table's rows as tuples of `columns` (path and line last), in (path, line) order."""
+    if not table.num_rows:
+        return []
+    table = table.sort_by([("path", "ascending"), ("line", "ascending")])
+    return list(zip(*(table.column(c).to_pylist() for c in columns)))
+
+
+def edge_inputs(facts: dict[str, pa.Table], paths: list[str]) -> dict:
+    """One repo's coupling facts, from its live fact tables (EDGE_INPUTS) and the paths of its indexed files:
+    everything `edges` reads of the repo, JSON-ready, each list in (path, line) order."""
+    routes = _sorted_rows(facts["routes"], ("method", "pattern", "handler", "path", "line"))[:MAX_FACTS]
+    urls = [
+        u
+        for u in _sorted_rows(facts["url_literals"], ("url", "url_path", "path", "line"))
+        if route_segments(u[1]) is not None
+    ][:MAX_FACTS]
+    tasks = _sorted_rows(facts["tasks"], ("name", "role", "how", "path", "line"))[:MAX_FACTS]
+    env_keys: dict[str, list] = {}
+    for key, how, path, line in _sorted_rows(facts["env_keys"], ("key", "how", "path", "line")):
+        env_keys.setdefault(key, [how, path, line])
+    models: dict[str, list] = {}
+    for name, kind, parent, signature, path, line in _sorted_rows(
+        facts["symbols"], ("name", "kind", "parent", "signature", "path", "line")
+    ):
+        if kind == "class" and not parent and "(" in signature and MODEL_BASE_RE.search(signature.split("(", 1)[-1]):
+            models.setdefault(name, [signature, path, line])
+    imports: dict[str, list] = defaultdict(list)
+    for module, path, line in _sorted_rows(facts["imports"], ("module", "path", "line")):
+        sites = imports[module.split(".")[0]]
+        if len(sites) < MAX_EVIDENCE:
+            sites.append([module, path, line])
+    packages = {}
+    for name in sorted(python_packages(paths)):
+        packages[name] = next(p for p in sorted(paths) if p.endswith(f"{name}/__init__.py"))
+    return {
+        "routes": routes,
+        "urls": urls,
+        "tasks": tasks,
+        "env_keys": env_keys,
+        "models": models,
+        "imports": dict(imports),
+        "packages": packages,
+    }
+
+
+def edges(org: str, inputs: dict[str, dict]) -> list[dict]:
+    """Coupling edges between the repos of one org, from each repo's edge_inputs (repo name -> inputs)."""
     out: list[dict] = []
     counts: dict = defaultdict(int)
-
-    routes = [(route_segments(r["pattern"]), r) for r in facts["routes"]]
-    for u in facts["url_literals"]:
-        segs = route_segments(u["url_path"])
-        if segs is None:
-            continue
-        for rsegs, r in routes:
-            if rsegs is not None and r["repo"] != u["repo"] and _matches(rsegs, segs):
-                _add(
-                    out,
-                    counts,
-                    "http_call",
-                    f"{r['method']} {r['pattern']}",
-                    Site(u["repo"], u["path"], u["line"]),
-                    Site(r["repo"], r["path"], r["line"]),
-                    f"{u['url']} -> {r['handler']}",
-                )
+    repos = sorted(inputs)
+    routes_by_length = defaultdict(list)  # a URL can match only a route with as many segments
+    for repo in repos:
+        for method, pattern, handler, path, line in inputs[repo]["routes"]:
+            segs = route_segments(pattern)
+            if segs is not None:
+                routes_by_length[len(segs)].append((segs, repo, method, pattern, handler, path, line))
+    for repo in repos:
+        for url, url_path, path, line in inputs[repo]["urls"]:
+            segs = route_segments(url_path)
+            for rsegs, owner, method, pattern, handler, rpath, rline in routes_by_length.get(len(segs), ()):
+                if owner != repo and _matches(rsegs, segs):
+                    src, dst = Site(repo, path, line), Site(owner, rpath, rline)
+                    _add(out, counts, "http_call", f"{method} {pattern}", src, dst, f"{url} -> {handler}")
 
     consumers = defaultdict(list)
-    for t in facts["tasks"]:
-        if t["role"] == "consumer":
-            for name in {t["name"], t["name"].rsplit(".", 1)[-1]}:
-                consumers[name].append(t)
-    for p in facts["tasks"]:
-        if p["role"] != "producer":
-            continue
-        seen = set()
-        for name in (p["name"], p["name"].rsplit(".", 1)[-1]):
-            for c in consumers.get(name, []):
-                if c["repo"] != p["repo"] and id(c) not in seen:
-                    seen.add(id(c))
-                    _add(
-                        out,
-                        counts,
-                        "task",
-                        c["name"],
-                        Site(p["repo"], p["path"], p["line"]),
-                        Site(c["repo"], c["path"], c["line"]),
-                        f"{p['how']} -> {c['how']}",
-                    )
+    for repo in repos:
+        for name, role, how, path, line in inputs[repo]["tasks"]:
+            if role == "consumer":
+                for key in {name, name.rsplit(".", 1)[-1]}:
+                    consumers[key].append((repo, name, how, path, line))
+    for repo in repos:
+        for name, role, how, path, line in inputs[repo]["tasks"]:
+            if role != "producer":
+                continue
+            seen = set()
+            for key in (name, name.rsplit(".", 1)[-1]):
+                for consumer in consumers.get(key, []):
+                    crepo, cname, chow, cpath, cline = consumer
+                    if crepo != repo and consumer not in seen:
+                        seen.add(consumer)
+                        src, dst = Site(repo, path, line), Site(crepo, cpath, cline)
+                        _add(out, counts, "task", cname, src, dst, f"{how} -> {chow}")
 
-    readers = defaultdict(lambda: defaultdict(list))
-    for e in facts["env_keys"]:
-        readers[e["key"]][e["repo"]].append(e)
-    for key, by_repo in readers.items():
-        if 2 <= len(by_repo) <= ENV_KEY_MAX_REPOS:
-            _pairwise(out, counts, "env_key", key, by_repo, "how")
+    for kind, table in (("env_key", "env_keys"), ("db_model", "models")):
+        by_key = defaultdict(dict)
+        for repo in repos:
+            for key, first in inputs[repo][table].items():
+                by_key[key][repo] = first
+        for key in sorted(by_key):
+            if kind == "db_model" or 2 <= len(by_key[key]) <= ENV_KEY_MAX_REPOS:
+                _pairwise(out, counts, kind, key, by_key[key])
 
-    models = defaultdict(lambda: defaultdict(list))
-    for s in facts["symbols"]:
-        if (
-            s["kind"] == "class"
-            and not s["parent"]
-            and MODEL_BASE_RE.search(s["signature"].split("(", 1)[-1])
-            and "(" in s["signature"]
-        ):
-            models[s["name"]][s["repo"]].append(s)
-    for name, by_repo in models.items():
-        _pairwise(out, counts, "db_model", name, by_repo, "signature")
-
-    paths_by_repo = defaultdict(list)
-    for f in files:
-        paths_by_repo[f["repo"]].append(f["path"])
-    owners = defaultdict(set)
-    for repo, paths in paths_by_repo.items():
-        for package in python_packages(paths):
-            owners[package].add(repo)
-    for imp in facts["imports"]:
-        root = imp["module"].split(".")[0]
-        for owner in owners.get(root, ()):
-            if owner != imp["repo"] and imp["repo"] not in owners[root]:
-                init = next(p for p in paths_by_repo[owner] if p.endswith(f"{root}/__init__.py"))
-                _add(
-                    out,
-                    counts,
-                    "import",
-                    root,
-                    Site(imp["repo"], imp["path"], imp["line"]),
-                    Site(owner, init, 1),
-                    imp["module"],
-                )
+    owners = defaultdict(dict)  # package -> repo -> its __init__.py
+    for repo in repos:
+        for package, init in inputs[repo]["packages"].items():
+            owners[package][repo] = init
+    for repo in repos:
+        for root, sites in inputs[repo]["imports"].items():
+            if repo in owners.get(root, {}):
+                continue
+            for owner, init in sorted(owners.get(root, {}).items()):
+                for module, path, line in sites:
+                    _add(out, counts, "import", root, Site(repo, path, line), Site(owner, init, 1), module)
     for e in out:
         e["org"] = org
     return out

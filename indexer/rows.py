@@ -1,23 +1,29 @@
-"""The rows of a snapshot's tables, built from scans and cached blob entries, or carried forward.
+"""The rows one run builds for a repo's paths, from its scans and the blobs' cached entries.
 
 One chunk row and one set of fact rows per distinct (path, blob) of a repo, listing every ref
-that reaches it; one files row per (ref, path), skipped files included.
+that reaches it; one files row per (ref, path), skipped files included; per path, what its blobs'
+entries counted (secrets held back, parse fallbacks, syntax errors).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from indexer import snapshot
 from indexer.cache import Cache
 from indexer.prepare import BlobEntry
 from indexer.scan import RefScan
-from indexer.snapshot import FACT_COLUMNS, RefState, RepoState
+from indexer.snapshot import (
+    FACT_COLUMNS,
+    GRAPH_SCHEMAS,
+    PART_FILES_SCHEMA,
+    PATHS_SCHEMA,
+    RefState,
+    RepoState,
+    chunk_schema,
+)
 
 CHUNK_COLUMNS = (
     "org",
@@ -39,27 +45,31 @@ def _columns(names) -> dict[str, list]:
     return {n: [] for n in names}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Tables:
-    """Column lists for every table of a snapshot except the vectors (kept beside, row-aligned)."""
+    """Column lists for the rows of one repo's paths (chunks without `row` and `vector`, which the part adds)."""
 
     chunks: dict[str, list] = field(default_factory=lambda: _columns(CHUNK_COLUMNS))
-    files: dict[str, list] = field(default_factory=lambda: _columns(snapshot.FILES_SCHEMA.names))
+    files: dict[str, list] = field(default_factory=lambda: _columns(PART_FILES_SCHEMA.names))
     facts: dict[str, dict[str, list]] = field(
-        default_factory=lambda: {t: _columns(snapshot.GRAPH_SCHEMAS[t].names) for t in FACT_COLUMNS}
+        default_factory=lambda: {t: _columns(GRAPH_SCHEMAS[t].names) for t in FACT_COLUMNS}
     )
+    path_stats: dict[str, list[int]] = field(default_factory=dict)  # path -> PATHS_SCHEMA's counts
 
-    def extend(self, target: dict[str, list], table: pa.Table) -> None:
-        for name in target:  # a column an older format lacks (files.held_back before 2) carries as empty
-            values = table.column(name).to_pylist() if name in table.column_names else [None] * table.num_rows
-            target[name].extend(values)
-
-    def fact_rows(self, table: str) -> list[dict]:
-        cols = self.facts[table]
-        return [dict(zip(cols, values)) for values in zip(*cols.values())]
-
-    def file_rows(self) -> list[dict]:
-        return [dict(zip(self.files, values)) for values in zip(*self.files.values())]
+    def arrow(self, paths: list[str]) -> dict[str, pa.Table]:
+        """The rows as Arrow tables: `chunks` (chunk_schema without row and vector), `files`, each fact table,
+        and `paths`: one row per path in `paths` (every path the rows speak for, deleted ones included)."""
+        schema = chunk_schema(1)
+        chunks = pa.schema([f for f in schema if f.name in CHUNK_COLUMNS])
+        out = {
+            "chunks": pa.table(self.chunks, schema=chunks),
+            "files": pa.table(self.files, schema=PART_FILES_SCHEMA),
+            **{t: pa.table(cols, schema=GRAPH_SCHEMAS[t]) for t, cols in self.facts.items()},
+        }
+        stats = [self.path_stats.get(p, (0, 0, 0)) for p in paths]
+        columns = [paths, *([s[i] for s in stats] for i in range(3))]
+        out["paths"] = pa.table(dict(zip(PATHS_SCHEMA.names, columns)), schema=PATHS_SCHEMA)
+        return out
 
 
 def add_repo(
@@ -87,7 +97,6 @@ def add_repo(
                 ("org", org),
                 ("repo", name),
                 ("ref", scan.ref),
-                ("commit_id", scan.commit_id),
                 ("path", f.path),
                 ("blob_id", f.blob_id),
                 ("lang", f.lang),
@@ -111,6 +120,10 @@ def add_repo(
         state.secrets_held_back += entry.secrets_held_back
         state.parse_fallbacks += entry.fallback is not None
         state.syntax_errors += entry.syntax_error
+        stats = tables.path_stats.setdefault(path, [0, 0, 0])
+        stats[0] += entry.secrets_held_back
+        stats[1] += entry.fallback is not None
+        stats[2] += entry.syntax_error
         for c in entry.chunks:
             for column, value in (
                 ("org", org),
@@ -144,21 +157,6 @@ def add_repo(
     state.files_skipped = dict(sorted(skipped.items()))
     state.graph = {t: counts[t] for t in FACT_COLUMNS}
     return state
-
-
-def carried(prev_path: Path, repos: list[tuple[str, str]]) -> tuple[pa.Table, dict[str, pa.Table]]:
-    """The previous snapshot's rows for `repos`: chunks (with vectors), files and facts."""
-
-    def only(table: pa.Table) -> pa.Table:
-        keep = None
-        for org, name in repos:
-            m = pc.and_(pc.equal(table["org"], org), pc.equal(table["repo"], name))
-            keep = m if keep is None else pc.or_(keep, m)
-        return table.filter(keep)
-
-    chunks = snapshot.read_chunks(prev_path)
-    others = {t: only(snapshot.read_graph(prev_path, t)) for t in ("files", *FACT_COLUMNS)}
-    return only(chunks), others
 
 
 def entry_lookup(entries: dict[str, BlobEntry], max_bytes: int):

@@ -1,33 +1,43 @@
 """The snapshot format: the one directory layout the indexer writes and the query server reads.
 
-A snapshot is a directory under `<data_dir>/snapshots/`, immutable once published:
+A snapshot is a manifest that names immutable **parts**, plus the few files that span every repo:
 
-    manifest.json     what is inside, from which commits, built how (written last, before publish)
-    vectors/          a LanceDB database holding one table, `chunks`: one row per
-                      (org, repo, path, blob_id, chunk_index) with the refs it is reachable from,
-                      its text and its vector. `row` is the row's position and its id everywhere.
-      chunks.arrow    the same table as one Arrow IPC file, which query processes map instead of
-                      opening Lance: no Lance runtime (~120 MiB at 10k chunks) and no copy of the vectors
-    lexical/          a Tantivy index: one document per chunks row, keyed by `row`, fields
-                      tokenized by indexer.tokenize (handed to Tantivy's `whitespace` tokenizer)
-    graph/            Parquet tables, schemas in TABLE_SCHEMAS below:
-      files.parquet     one row per (org, repo, ref, path): blob_id, lang, bytes, sha256, skip reason, chunks
-      symbols, imports, calls, routes, env_keys, tasks, url_literals .parquet
-                        structural facts, one row per fact, keyed by (org, repo, path, blob_id, line)
-      edges.parquet     cross-repo coupling edges with evidence (indexer/edges.py)
-    cards.parquet     one row per repo: its card text (indexer/cards.py) and the card's vector
+    <data_dir>/
+      parts/<part_id>/      immutable once renamed into place; shared by every snapshot that lists it
+        part.json           one repo's part: org, repo, the model its vectors are from, how many chunks, whether
+                            it is a base (it holds every path of the repo) or a delta (the paths one run changed);
+                            and the repo as a whole as of this part: its card text and its coupling facts
+        paths.parquet       every path the part speaks for, a deleted one too, with per-path counts
+        chunks.arrow        one row per (path, blob_id, chunk_index) at those paths: the refs that reach it, its
+                            text and vector, and `row`, its id, stable for as long as the row lives. One Arrow IPC
+                            record batch, which a query process maps: no copy, vectors a view of the file
+        files.parquet       one row per (ref, path): blob_id, lang, bytes, sha256, skip reason, chunks
+        symbols … url_literals .parquet   structural facts at those paths (FACT_COLUMNS)
+        card.parquet        the repo's card and its vector
+      snapshots/<snapshot_id>/
+        manifest.json       what is inside, from which commits, built how; per repo the parts, oldest first
+        lexical/            a Tantivy index over every live chunk row, keyed by `row`: the segment files the
+                            previous snapshot's index already had are hard links to them, so a run writes only the
+                            new segments and deletion files (Tantivy never rewrites a file in place)
+        graph/edges.parquet cross-repo coupling edges with evidence (indexer/edges.py), computed from every
+                            repo's coupling facts (part.json) at each publish
+        graph.sql           DuckDB views of the graph tables over the parts, for analysts
+      CURRENT               names the live snapshot; replaced atomically, written last
 
-`<data_dir>/CURRENT` names the live snapshot. It is replaced atomically and written last,
-so a crash at any moment leaves the previous snapshot serving. `<data_dir>/backfill.json`, while a
-fast-tier snapshot serves, says how many of its chunks still lack the configured model's vectors.
+A repo's parts are read in order: a row of one part is **superseded** when a later part of the same repo speaks
+for its path (lists it in paths.parquet), so a one-line change writes one small delta part and the snapshot
+references every other part as it was. Every reader of a snapshot goes through the functions below, which
+apply that rule, so no caller sees a superseded row.
+
+A snapshot of format 1 or 2 keeps everything in its own directory (vectors/chunks.lance or chunks.arrow,
+graph/*.parquet, cards.parquet) and reads as one part. `<data_dir>/backfill.json`, while a fast-tier snapshot
+serves, says how many of its chunks still lack the configured model's vectors.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,17 +62,27 @@ FACT_COLUMNS = {
 
 # 1: initial layout.
 # 2: files gain `held_back`: the line spans and kinds of chunks held back as credentials (never their text).
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)  # a format-1 snapshot lacks `held_back`: readers take it as empty
+# 3: parts. A snapshot names immutable per-repo parts that later snapshots share, a run writes only the paths
+#    that changed, and the lexical index shares its unchanged segment files; no Lance table (query processes
+#    map chunks.arrow, which format 2 already wrote beside it).
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)  # a format-1 snapshot lacks `held_back`: readers take it as empty
 
 MANIFEST = "manifest.json"
-VECTORS_DIR = "vectors"
-CHUNKS_TABLE = "chunks"
-LEXICAL_DIR = "lexical"
-GRAPH_DIR = "graph"
-CARDS = "cards.parquet"
 CURRENT = "CURRENT"
 SNAPSHOTS_DIR = "snapshots"
+PARTS_DIR = "parts"
+PART_INFO = "part.json"
+PATHS = "paths"
+CHUNKS_ARROW = "chunks.arrow"
+CARD = "card.parquet"
+LEXICAL_DIR = "lexical"
+GRAPH_DIR = "graph"
+GRAPH_VIEWS = "graph.sql"
+# Where a format-1/2 snapshot kept what a part holds now.
+VECTORS_DIR = "vectors"
+CHUNKS_TABLE = "chunks"
+CARDS = "cards.parquet"
 
 
 class SnapshotError(BlobdexError):
@@ -109,6 +129,18 @@ FILES_SCHEMA = pa.schema(
         ),
     ]
 )
+# A part's files rows leave commit_id out: a new commit moves every row's commit, not its content. Readers add
+# it back from the manifest, which names each ref's commit.
+PART_FILES_SCHEMA = pa.schema([f for f in FILES_SCHEMA if f.name != "commit_id"])
+# Per path a part speaks for: what its blobs' entries counted that no table row records.
+PATHS_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("secrets_held_back", pa.int32()),
+        ("parse_fallbacks", pa.int32()),
+        ("syntax_errors", pa.int32()),
+    ]
+)
 # Every fact row is keyed by where it was seen; `refs` lists the refs that reach that blob at that path.
 _FACT_KEY = [
     ("org", pa.string()),
@@ -135,95 +167,15 @@ EDGES_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
-# Table name -> schema for every Parquet file under graph/; `blobdex sql` shows one view per entry.
+# Table name -> schema of every graph table; `blobdex sql` and graph.sql show one view per entry.
 TABLE_SCHEMAS = {"files": FILES_SCHEMA, **GRAPH_SCHEMAS, "edges": EDGES_SCHEMA}
+PART_TABLES = ("files", *FACT_COLUMNS)  # the graph tables a part holds; edges span repos
 
 
 def cards_schema(dim: int) -> pa.Schema:
     return pa.schema(
         [("org", pa.string()), ("repo", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim))]
     )
-
-
-def graph_path(snapshot_dir: Path, table: str) -> Path:
-    return snapshot_dir / GRAPH_DIR / f"{table}.parquet"
-
-
-# The readers of a snapshot's stores: every module that reads one goes through these, so the layout
-# above is known here only. Heavy libraries are imported inside them: importing this module stays cheap.
-def chunks_path(snapshot_dir: Path) -> Path:
-    """The chunks' Lance dataset: `vectors/chunks.lance`, where a LanceDB database keeps its table `chunks`."""
-    return snapshot_dir / VECTORS_DIR / f"{CHUNKS_TABLE}.lance"
-
-
-def chunks_arrow_path(snapshot_dir: Path) -> Path:
-    """The chunks table as one Arrow IPC file (absent in snapshots written before it)."""
-    return snapshot_dir / VECTORS_DIR / f"{CHUNKS_TABLE}.arrow"
-
-
-def open_chunks_arrow(snapshot_dir: Path) -> pa.ipc.RecordBatchFileReader:
-    """chunks.arrow opened by mapping it: reading its batches copies nothing."""
-    return pa.ipc.open_file(pa.memory_map(str(chunks_arrow_path(snapshot_dir)), "r"))
-
-
-def chunks_table(snapshot_dir: Path):
-    """The Lance dataset of chunks (with vectors), opened. Read with pylance: a query process reads the
-    whole table and searches it in numpy, and pylance imports in 0.4 s where lancedb takes 2 s."""
-    import lance
-
-    return lance.dataset(str(chunks_path(snapshot_dir)))
-
-
-def read_chunks(snapshot_dir: Path, vectors: bool = True) -> pa.Table:
-    """Every chunk row as Arrow, in row order; without `vectors`, the `vector` column is left out. Mapped
-    from chunks.arrow (zero copy: the pages are the file's) where the snapshot has it, else read by Lance."""
-    if chunks_arrow_path(snapshot_dir).exists():
-        table = open_chunks_arrow(snapshot_dir).read_all()
-        return table if vectors else table.drop_columns(["vector"])
-    dataset = chunks_table(snapshot_dir)
-    return dataset.to_table(columns=None if vectors else [f for f in dataset.schema.names if f != "vector"])
-
-
-def vector_matrix(table: pa.Table, dim: int = 0) -> np.ndarray:
-    """A table's `vector` column (chunks or cards) as one float32 matrix, a row per table row; (0, dim) when empty."""
-    if not table.num_rows:
-        return np.zeros((0, dim), dtype=np.float32)
-    flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    return np.ascontiguousarray(flat, dtype=np.float32).reshape(table.num_rows, -1)
-
-
-def read_graph(snapshot_dir: Path, table: str, **options) -> pa.Table:
-    """One graph table (files, a fact table, edges); `options` go to pyarrow.parquet.read_table."""
-    import pyarrow.parquet as pq
-
-    return pq.read_table(graph_path(snapshot_dir, table), **options)
-
-
-def read_cards(snapshot_dir: Path, **options) -> pa.Table | None:
-    """The repo cards (org, repo, text, vector), or None in a snapshot that has none."""
-    import pyarrow.parquet as pq
-
-    path = snapshot_dir / CARDS
-    return pq.read_table(path, **options) if path.exists() else None
-
-
-def open_lexical(snapshot_dir: Path):
-    """The Tantivy index, opened."""
-    import tantivy
-
-    return tantivy.Index.open(str(snapshot_dir / LEXICAL_DIR))
-
-
-def lexical_schema():
-    import tantivy
-
-    builder = tantivy.SchemaBuilder()
-    builder.add_unsigned_field("row", stored=True, indexed=True, fast=True)
-    builder.add_text_field("org", stored=False, tokenizer_name="raw")
-    builder.add_text_field("repo", stored=False, tokenizer_name="raw")
-    for name in ("content", "symbol", "path"):
-        builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
-    return builder.build()
 
 
 @dataclass(frozen=True)
@@ -234,7 +186,7 @@ class RefState:
 
 @dataclass(kw_only=True)
 class RepoState:
-    """One repo as a snapshot holds it. Not frozen: rows.add_repo counts into it while it appends the rows."""
+    """One repo as a snapshot holds it. Not frozen: the run counts into it while it builds the repo's rows."""
 
     org: str
     name: str
@@ -253,6 +205,7 @@ class RepoState:
     graph: dict[str, int] = field(default_factory=dict)  # rows per fact table
     include: list[str] = field(default_factory=list)  # the repo's include/exclude globs it was scanned with
     exclude: list[str] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # format 3: its part ids, oldest (the base) first
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,6 +225,7 @@ class Manifest:
     # are being backfilled and how many of its chunks lacked them when it was published; "" and 0 otherwise.
     backfill_model_id: str = ""
     backlog: int = 0
+    next_row: int = 0  # format 3: the id the next new chunk row gets (ids are never given twice)
     format_version: int = FORMAT_VERSION
 
     @property
@@ -292,18 +246,23 @@ class Manifest:
         return next((r for r in self.repos if r.org == org and r.name == name), None)
 
     def content_key(self) -> str:
-        """Everything a rebuild would depend on: equal keys mean an identical snapshot."""
+        """Everything a rebuild would depend on: equal keys mean the same content, however it is stored."""
         data = asdict(self)
-        for volatile in ("snapshot_id", "created_at"):
+        for volatile in ("snapshot_id", "created_at", "next_row"):
             data.pop(volatile)
         for repo in data["repos"]:
             repo.pop("indexed_at")
+            repo.pop("parts")
         return json.dumps(data, sort_keys=True)
 
     def to_json(self) -> str:
         data = asdict(self)
         if not self.backfill_model_id:  # a full snapshot's manifest reads as it did before fast-first runs
             del data["backfill_model_id"], data["backlog"]
+        if self.format_version < 3:  # an older snapshot's manifest reads back byte for byte
+            del data["next_row"]
+            for repo in data["repos"]:
+                del repo["parts"]
         return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
@@ -316,12 +275,41 @@ class Manifest:
         return cls(repos=repos, **data)
 
 
+@dataclass(frozen=True, kw_only=True)
+class PartInfo:
+    """part.json: what a part is. `card` and `edge_inputs` describe the whole repo as of this part (the newest
+    part of a repo speaks for it), so a run that changes one repo reads no other repo's tables."""
+
+    part_id: str
+    org: str
+    repo: str
+    model_id: str
+    dim: int
+    rows: int  # chunk rows
+    base: bool  # holds every path of the repo: no older part counts
+    card: str
+    edge_inputs: dict  # indexer/edges.py: the facts that can couple this repo to another
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class PartRef:
+    """One part as a snapshot lists it: where its tables are, and the paths later parts of its repo speak for
+    (its rows at those paths are superseded). A format-1/2 snapshot is one part kept in its own directory."""
+
+    part_id: str | None  # None: a format-1/2 snapshot's own tables
+    dir: Path
+    covered: frozenset[str]
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_snapshot_id() -> str:
-    # Sortable by time; the random tail keeps two builds in one second apart.
+    # Sortable by time; the random tail keeps two builds in one second apart. Parts are named the same way.
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
 
 
@@ -329,47 +317,180 @@ def snapshots_dir(data_dir: Path) -> Path:
     return data_dir / SNAPSHOTS_DIR
 
 
-def build_dir(data_dir: Path, snapshot_id: str) -> Path:
-    """A temporary directory to build into; nothing reads it until `publish` renames it."""
-    path = snapshots_dir(data_dir) / f".build-{snapshot_id}"
-    path.mkdir(parents=True)
-    return path
+def parts_dir(data_dir: Path) -> Path:
+    return data_dir / PARTS_DIR
 
 
-def _fsync_tree(path: Path) -> None:
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(root))
+def data_dir_of(snapshot_dir: Path) -> Path:
+    """The data dir a snapshot directory (`<data_dir>/snapshots/<id>`) lives in."""
+    return snapshot_dir.parent.parent
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(str(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+# The readers of a snapshot's stores: every module that reads one goes through these, so the layout above is
+# known here only. Heavy libraries are imported inside them: importing this module stays cheap.
+def graph_path(snapshot_dir: Path, table: str) -> Path:
+    """A graph table of a format-1/2 snapshot, or the edges of any snapshot."""
+    return snapshot_dir / GRAPH_DIR / f"{table}.parquet"
 
 
-def publish(data_dir: Path, built: Path, manifest: Manifest) -> Path:
-    """Write the manifest, fsync, rename into place, then point CURRENT at it (written last)."""
-    (built / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
-    _fsync_tree(built)
-    final = snapshots_dir(data_dir) / manifest.snapshot_id
-    os.rename(built, final)
-    _fsync_dir(final.parent)
-    tmp = data_dir / f".{CURRENT}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(manifest.snapshot_id + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, data_dir / CURRENT)
-    _fsync_dir(data_dir)
-    return final
+def part_file(ref: PartRef, table: str) -> Path:
+    """Where a part keeps a table: `chunks` (Arrow IPC), `paths`, `card` or a graph table (Parquet)."""
+    if ref.part_id is None:
+        if table == "chunks":
+            return ref.dir / VECTORS_DIR / CHUNKS_ARROW
+        return ref.dir / CARDS if table == "card" else graph_path(ref.dir, table)
+    return ref.dir / (CHUNKS_ARROW if table == "chunks" else f"{table}.parquet")
+
+
+def read_part_info(part: Path) -> PartInfo:
+    return PartInfo(**json.loads((part / PART_INFO).read_text(encoding="utf-8")))
+
+
+def parts_of(snapshot_dir: Path, manifest: Manifest, repos: set[tuple[str, str]] | None = None) -> list[PartRef]:
+    """The parts a snapshot lists (only those of `repos` when given), repo by repo, oldest first, each with the
+    paths its later parts speak for."""
+    if manifest.format_version < 3:
+        return [PartRef(None, snapshot_dir, frozenset())]
+    root = parts_dir(data_dir_of(snapshot_dir))
+    refs = []
+    for repo in manifest.repos:
+        if repos is not None and (repo.org, repo.name) not in repos:
+            continue
+        covered: frozenset[str] = frozenset()
+        found = []
+        for part_id in reversed(repo.parts):
+            found.append(PartRef(part_id, root / part_id, covered))
+            if part_id != repo.parts[0]:  # the base's paths cover nothing: no part is older
+                covered = covered | set(_paths_of(root / part_id))
+        refs.extend(reversed(found))
+    return refs
+
+
+def _paths_of(part: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(part / f"{PATHS}.parquet", columns=["path"]).column("path").to_pylist()
+
+
+def live(table: pa.Table, covered: frozenset[str]) -> pa.Table:
+    """A part's rows that no later part supersedes."""
+    if not covered or not table.num_rows:
+        return table
+    import pyarrow.compute as pc
+
+    return table.filter(pc.invert(pc.is_in(table["path"], value_set=pa.array(sorted(covered), pa.string()))))
+
+
+def open_chunks_arrow(ref: PartRef) -> pa.ipc.RecordBatchFileReader:
+    """A part's chunks.arrow opened by mapping it: reading its batches copies nothing."""
+    return pa.ipc.open_file(pa.memory_map(str(part_file(ref, "chunks")), "r"))
+
+
+def read_part_chunks(ref: PartRef) -> pa.Table:
+    """Every chunk row of a part, superseded ones too, in the order written. Mapped from chunks.arrow (zero
+    copy: the pages are the file's); a format-2 snapshot written before chunks.arrow is read with Lance."""
+    if ref.part_id is not None or part_file(ref, "chunks").exists():
+        return open_chunks_arrow(ref).read_all()
+    return read_lance_chunks(ref.dir)
+
+
+def read_lance_chunks(snapshot_dir: Path) -> pa.Table:
+    """A format-1/2 snapshot's chunks as its Lance table holds them (format 2 mapped a copy, chunks.arrow)."""
+    import lance
+
+    return lance.dataset(str(snapshot_dir / VECTORS_DIR / f"{CHUNKS_TABLE}.lance")).to_table()
+
+
+def read_part_table(ref: PartRef, table: str, **options) -> pa.Table:
+    """A part's Parquet table (`paths`, `card`, a graph table); `options` go to pyarrow.parquet.read_table."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(part_file(ref, table), **options)
+
+
+def read_chunks(snapshot_dir: Path, vectors: bool = True) -> pa.Table:
+    """Every live chunk row of a snapshot as Arrow (`vectors=False` leaves the vector column out)."""
+    _, manifest = open_manifest(data_dir_of(snapshot_dir), snapshot_dir.name)
+    tables = []
+    for ref in parts_of(snapshot_dir, manifest):
+        table = live(read_part_chunks(ref), ref.covered)
+        tables.append(table if vectors else table.drop_columns(["vector"]))
+    if not tables:
+        return chunk_schema(manifest.dim).empty_table()
+    return pa.concat_tables(tables)
+
+
+def read_graph(snapshot_dir: Path, table: str, repos: set[tuple[str, str]] | None = None, **options) -> pa.Table:
+    """One graph table of a snapshot (files, a fact table, edges), live rows only, as the schema in TABLE_SCHEMAS
+    names its columns; `repos` reads only those repos' parts; `options` go to pyarrow.parquet.read_table."""
+    import pyarrow.parquet as pq
+
+    path, manifest = snapshot_dir, open_manifest(data_dir_of(snapshot_dir), snapshot_dir.name)[1]
+    if table == "edges" or manifest.format_version < 3:
+        return pq.read_table(graph_path(path, table), **options)
+    columns = options.pop("columns", None)
+    wanted = list(dict.fromkeys([*columns, "path"])) if columns else None
+    if wanted and table == "files":
+        wanted.remove("commit_id") if "commit_id" in wanted else None
+        wanted = list(dict.fromkeys([*wanted, "org", "repo", "ref"]))
+    tables = []
+    for ref in parts_of(path, manifest, repos):
+        tables.append(live(read_part_table(ref, table, columns=wanted, **options), ref.covered))
+    schema = TABLE_SCHEMAS[table] if table != "files" else PART_FILES_SCHEMA
+    result = pa.concat_tables(tables) if tables else schema.empty_table()
+    if table == "files":
+        result = _with_commits(result, manifest)
+    return result.select(columns) if columns else result.select(TABLE_SCHEMAS[table].names)
+
+
+def _with_commits(files: pa.Table, manifest: Manifest) -> pa.Table:
+    """A part's files rows with each ref's commit_id, from the manifest."""
+    commit_of = {(r.org, r.name, x.ref): x.commit_id for r in manifest.repos for x in r.refs}
+    keys = zip(files.column("org").to_pylist(), files.column("repo").to_pylist(), files.column("ref").to_pylist())
+    commits = pa.array([commit_of.get(k) for k in keys], pa.string())
+    return files.append_column("commit_id", commits)
+
+
+def read_cards(snapshot_dir: Path, **options) -> pa.Table | None:
+    """The repo cards (org, repo, text, vector): each repo's newest part has its card. None in a snapshot that
+    has none."""
+    import pyarrow.parquet as pq
+
+    _, manifest = open_manifest(data_dir_of(snapshot_dir), snapshot_dir.name)
+    if manifest.format_version < 3:
+        path = snapshot_dir / CARDS
+        return pq.read_table(path, **options) if path.exists() else None
+    root = parts_dir(data_dir_of(snapshot_dir))
+    cards = [pq.read_table(root / r.parts[-1] / CARD, **options) for r in manifest.repos if r.parts]
+    return pa.concat_tables(cards) if cards else cards_schema(manifest.dim).empty_table()
+
+
+def vector_matrix(table: pa.Table, dim: int = 0) -> np.ndarray:
+    """A table's `vector` column (chunks or cards) as one float32 matrix, a row per table row; (0, dim) when empty.
+    A single-chunk column of a mapped file is a view of it, not a copy."""
+    if not table.num_rows:
+        return np.zeros((0, dim), dtype=np.float32)
+    flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat, dtype=np.float32).reshape(table.num_rows, -1)
+
+
+def open_lexical(snapshot_dir: Path):
+    """The Tantivy index, opened."""
+    import tantivy
+
+    return tantivy.Index.open(str(snapshot_dir / LEXICAL_DIR))
+
+
+def lexical_schema():
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_unsigned_field("row", stored=True, indexed=True, fast=True)
+    builder.add_text_field("org", stored=False, tokenizer_name="raw")
+    builder.add_text_field("repo", stored=False, tokenizer_name="raw")
+    for name in ("content", "symbol", "path"):
+        builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
+    return builder.build()
 
 
 def current_id(data_dir: Path) -> str | None:
@@ -420,6 +541,8 @@ BACKFILL = "backfill.json"
 def write_backfill(data_dir: Path, snapshot_id: str, model_id: str, left: int) -> None:
     """Record the backlog of the fast-tier snapshot `snapshot_id`: `left` chunks still lack `model_id`'s
     vectors. Replaced whole (a reader never sees half a file); the indexer writes it after every batch."""
+    import os
+
     tmp = data_dir / f".{BACKFILL}.tmp"
     state = {"snapshot_id": snapshot_id, "model_id": model_id, "left": left, "updated_at": now_iso()}
     tmp.write_text(json.dumps(state), encoding="utf-8")
@@ -440,9 +563,6 @@ def clear_backfill(data_dir: Path) -> None:
     (data_dir / BACKFILL).unlink(missing_ok=True)
 
 
-TRASH_PREFIX = ".trash-"  # a snapshot being deleted: renamed first, so a kill never leaves a half-deleted one
-
-
 def store_error(exc: BaseException) -> bool:
     """True for what a damaged store raises, so callers can catch it: any Exception, and pyo3's PanicException
     (a BaseException) that Tantivy or Lance raise on corrupt bytes; never an interrupt or an exit."""
@@ -460,49 +580,7 @@ def published(data_dir: Path) -> list[str]:
 def kept(data_dir: Path) -> list[str]:
     """The snapshots kept before the one CURRENT names, newest first: what a server may fall back to
     (all of them when CURRENT names no snapshot on disk; none when there is no CURRENT)."""
-    live, ids = current_id(data_dir), published(data_dir)
-    if live is None:
+    live_id, ids = current_id(data_dir), published(data_dir)
+    if live_id is None:
         return []
-    return [i for i in ids if i < live] if live in ids else ids
-
-
-def _remove(path: Path) -> None:
-    trash = path.with_name(TRASH_PREFIX + path.name)
-    os.rename(path, trash)
-    shutil.rmtree(trash, ignore_errors=True)
-
-
-def sweep(data_dir: Path) -> list[str]:
-    """Delete what interrupted runs left; call only under the index lock. Removes build dirs, half-deleted
-    snapshots, a stray `.CURRENT.tmp`, and snapshots renamed into place that CURRENT never named (newer than
-    CURRENT's). CURRENT's snapshot and the older kept ones stay: a server may be reading them. When CURRENT
-    names no snapshot on disk, no published snapshot is touched: a server may have fallen back to any."""
-    root = snapshots_dir(data_dir)
-    removed = []
-    tmp = data_dir / f".{CURRENT}.tmp"
-    if tmp.exists():
-        tmp.unlink()
-        removed.append(tmp.name)
-    if not root.exists():
-        return removed
-    live = current_id(data_dir)
-    named = live in published(data_dir)
-    for path in sorted(root.iterdir()):
-        if path.name.startswith((".build-", TRASH_PREFIX)):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path.name)
-        elif named and not path.name.startswith(".") and path.name > live:
-            _remove(path)
-            removed.append(path.name)
-    return removed
-
-
-def prune(data_dir: Path, keep: int) -> list[str]:
-    """Delete all but the newest `keep` published snapshots (never CURRENT's) and what `sweep` deletes."""
-    removed = sweep(data_dir)
-    live = current_id(data_dir)
-    for name in published(data_dir)[keep:]:
-        if name != live:
-            _remove(snapshots_dir(data_dir) / name)
-            removed.append(name)
-    return removed
+    return [i for i in ids if i < live_id] if live_id in ids else ids

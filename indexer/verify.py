@@ -1,4 +1,5 @@
-"""Reconciling a snapshot: manifest -> chunk rows and vectors -> lexical documents -> graph and cards.
+"""Reconciling a snapshot: manifest -> parts (chunk rows and vectors, graph tables, cards) -> lexical documents
+-> edges.
 
 `verify` reads every store in full; `open_check` is the cheap part, for a run about to keep a snapshot.
 """
@@ -9,29 +10,35 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
 from indexer.snapshot import (
     CARDS,
     FACT_COLUMNS,
-    TABLE_SCHEMAS,
+    PART_TABLES,
+    VECTORS_DIR,
     Manifest,
+    PartRef,
     SnapshotError,
-    chunks_arrow_path,
-    chunks_table,
     graph_path,
+    live,
     lexical_schema,
     open_chunks_arrow,
     open_lexical,
     open_manifest,
+    part_file,
+    parts_of,
     read_cards,
-    read_chunks,
     read_graph,
+    read_lance_chunks,
+    read_part_chunks,
+    read_part_info,
+    read_part_table,
     store_error,
     vector_matrix,
 )
-from indexer.write import LANCE_ROWS_PER_FILE
 
 LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields of snapshot.lexical_schema
 
@@ -39,33 +46,29 @@ LEXICAL_FIELDS = ("org", "repo", "content", "symbol", "path")  # the text fields
 def open_check(path: Path, manifest: Manifest) -> str | None:
     """Why the snapshot at `path` cannot be served, in a few words, or None when it opens.
 
-    The Lance table is opened, counted and one row read from each data file (a truncated file fails
-    there), and the Arrow copy's footer and batch lengths read; Tantivy is opened, each repo's term looked
-    up and counted, and every term dictionary walked
-    (corrupt term files panic only on the terms they hold); every Parquet footer is read. Measured on
-    72,000 chunks in 4 repos (2 busy cores): 6 ms without the term walk, 90-120 ms with it, the whole
-    no-change run 0.15-0.3 s. Flipped bytes inside data pages need `verify`, which reads everything.
+    Every part's part.json, chunks.arrow footer and batch lengths and Parquet footers are read, and its live
+    rows counted against the manifest; Tantivy is opened, each repo's term looked up and counted, and every term
+    dictionary walked (corrupt term files panic only on the terms they hold). Measured on 72,000 chunks in 4
+    repos (2 busy cores, format 2): 6 ms without the term walk, 90-120 ms with it. Flipped bytes inside data
+    pages need `verify`, which reads everything.
     """
     try:
-        table = chunks_table(path)
-        rows = table.count_rows()
-        if rows != manifest.chunks:
-            return f"manifest says {manifest.chunks} chunks, vectors table has {rows}"
-        if rows:
-            table.take([*range(0, rows, LANCE_ROWS_PER_FILE), rows - 1], columns=["row"])
+        refs = parts_of(path, manifest)
+        rows = Counter()
+        for ref in refs:
+            problem = _part_opens(ref, manifest)
+            if problem:
+                return problem
+            mapped = open_chunks_arrow(ref) if part_file(ref, "chunks").exists() else None
+            if mapped is not None and ref.part_id is not None:
+                table = live(mapped.read_all().select(["org", "repo", "path"]), ref.covered)
+                rows.update(zip(table.column("org").to_pylist(), table.column("repo").to_pylist()))
+        if manifest.format_version >= 3 and any(rows[(r.org, r.name)] != r.chunks for r in manifest.repos):
+            return f"manifest says {manifest.chunks} chunks, its parts hold {sum(rows.values())} live rows"
     except BaseException as exc:
         if not store_error(exc):
             raise
-        return f"vectors table: {_first_line(exc)}"
-    arrow = chunks_arrow_path(path)
-    if arrow.exists():  # what query processes map: its footer and every batch's length
-        try:
-            mapped = open_chunks_arrow(path)
-            rows = sum(mapped.get_batch(i).num_rows for i in range(mapped.num_record_batches))
-        except Exception as exc:
-            return f"{arrow.name}: {_first_line(exc)}"
-        if rows != manifest.chunks:
-            return f"manifest says {manifest.chunks} chunks, {arrow.name} has {rows}"
+        return f"parts: {_first_line(exc)}"
     try:
         docs, total = _lexical_counts(path, manifest, walk_terms=True)
     except BaseException as exc:
@@ -75,11 +78,37 @@ def open_check(path: Path, manifest: Manifest) -> str | None:
     if total != manifest.chunks or any(docs[(r.org, r.name)] != r.chunks for r in manifest.repos):
         return f"manifest says {manifest.chunks} chunks, lexical index has {total} documents"
     try:
-        for table_name in TABLE_SCHEMAS:
-            pq.read_metadata(graph_path(path, table_name))
-        pq.read_metadata(path / CARDS)
+        pq.read_metadata(graph_path(path, "edges"))
     except Exception as exc:
         return f"graph: {_first_line(exc)}"
+    return None
+
+
+def _part_opens(ref: PartRef, manifest: Manifest) -> str | None:
+    """Why one part cannot be read (its info, its chunks' footer and row count, its Parquet footers), or None."""
+    where = ref.part_id or "snapshot"
+    expected = manifest.chunks
+    if ref.part_id is not None:
+        info = read_part_info(ref.dir)
+        if (info.model_id, info.dim) != (manifest.model_id, manifest.dim):
+            return f"part {where} holds vectors of {info.model_id!r}, the manifest says {manifest.model_id!r}"
+        expected = info.rows
+    chunks = part_file(ref, "chunks")
+    if chunks.exists():
+        mapped = open_chunks_arrow(ref)
+        rows = sum(mapped.get_batch(i).num_rows for i in range(mapped.num_record_batches))
+        if rows != expected:
+            return f"part {where}: {chunks.name} has {rows} rows, {expected} expected"
+    elif ref.part_id is not None or not (ref.dir / VECTORS_DIR).exists():
+        return f"part {where} has no {chunks.name}"
+    else:  # a format-2 snapshot written before chunks.arrow: its Lance table, counted and touched
+        table = read_part_chunks(ref)
+        if table.num_rows != expected:
+            return f"manifest says {expected} chunks, vectors table has {table.num_rows}"
+    for table in PART_TABLES + (("paths", "card") if ref.part_id is not None else ()):
+        pq.read_metadata(part_file(ref, table))
+    if ref.part_id is None and (ref.dir / CARDS).exists():
+        pq.read_metadata(ref.dir / CARDS)
     return None
 
 
@@ -104,6 +133,15 @@ def _lexical_counts(path: Path, manifest: Manifest, walk_terms: bool) -> tuple[d
     return docs, searcher.num_docs
 
 
+def _lexical_rows(path: Path) -> list[int]:
+    """The `row` of every document in the lexical index."""
+    searcher = open_lexical(path).searcher()
+    if not searcher.num_docs:
+        return []
+    hits = searcher.search(tantivy.Query.all_query(), searcher.num_docs).hits
+    return searcher.fast_field_values("row", [address for _, address in hits])
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
@@ -112,75 +150,37 @@ def _first_line(exc: BaseException) -> str:
 def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[str]]:
     """(snapshot_id, problems): every count the manifest states, checked against each store read in full."""
     path, manifest = open_manifest(data_dir, snapshot_id)
-    problems: list[str] = []
     try:
-        table = chunks_table(path).to_table()
-        mapped = read_chunks(path) if chunks_arrow_path(path).exists() else table
-        graph = {t: read_graph(path, t, page_checksum_verification=True) for t in TABLE_SCHEMAS}
+        refs = parts_of(path, manifest)
+        chunks = [live(read_part_chunks(ref), ref.covered) for ref in refs]
+        graph = {
+            t: [live(read_part_table(ref, t, page_checksum_verification=True), ref.covered) for ref in refs]
+            for t in PART_TABLES
+        }
+        edges = read_graph(path, "edges", page_checksum_verification=True)
         cards = read_cards(path, page_checksum_verification=True)
         lexical_docs, lexical_total = _lexical_counts(path, manifest, walk_terms=True)
+        lexical_rows = _lexical_rows(path)
+        problems = [p for ref in refs if (p := _part_opens(ref, manifest))] + _legacy_copy(refs[0], manifest)
     except BaseException as exc:  # pyo3's PanicException (corrupt Tantivy terms) is a BaseException
         if not store_error(exc):
             raise
         raise SnapshotError(
             f"cannot read the stores of snapshot {str(path)!r}: {_first_line(exc)}; rebuild with 'blobdex index --full'"
         ) from exc
-    if not mapped.equals(table):
-        problems.append(f"{chunks_arrow_path(path).name} differs from the Lance table it copies")
-    files = graph["files"]
-    facts = {t: _per_repo(graph[t]) for t in FACT_COLUMNS}
-    rows = _per_repo(table)
-    file_rows = _per_repo(files)
-    indexed = Counter(
-        (o, r)
-        for o, r, s in zip(
-            files.column("org").to_pylist(), files.column("repo").to_pylist(), files.column("skip").to_pylist()
-        )
-        if s is None
-    )
-    for repo in manifest.repos:
-        key = (repo.org, repo.name)
-        if rows[key] != repo.chunks:
-            problems.append(
-                f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, vectors table has {rows[key]}"
-            )
-        if file_rows[key] != repo.files:
-            problems.append(
-                f"{repo.org}/{repo.name}: manifest says {repo.files} files, files table has {file_rows[key]}"
-            )
-        if indexed[key] != repo.files_indexed:
-            problems.append(
-                f"{repo.org}/{repo.name}: manifest says {repo.files_indexed} indexed files, "
-                f"files table has {indexed[key]}"
-            )
-        for name, fact_rows in facts.items():
-            have = fact_rows[key]
-            if have != repo.graph.get(name, 0):
-                problems.append(
-                    f"{repo.org}/{repo.name}: manifest says {repo.graph.get(name, 0)} {name} rows, "
-                    f"graph/{name}.parquet has {have}"
-                )
-        if lexical_docs[key] != repo.chunks:
-            problems.append(
-                f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, lexical index has {lexical_docs[key]}"
-            )
-    extra = set(rows) - {(r.org, r.name) for r in manifest.repos}
-    for org, name in sorted(extra):
-        problems.append(f"{org}/{name}: {rows[(org, name)]} chunk rows for a repo the manifest does not list")
-    if graph["edges"].num_rows != manifest.edges:
-        problems.append(f"manifest says {manifest.edges} edges, graph/edges.parquet has {graph['edges'].num_rows}")
-    carded = set(_per_repo(cards))
-    if not carded <= {(r.org, r.name) for r in manifest.repos}:
+    table = pa.concat_tables(chunks, promote_options="permissive")
+    files = pa.concat_tables(graph["files"], promote_options="permissive")
+    problems += _repo_counts(manifest, table, files, {t: _per_repo_all(graph[t]) for t in FACT_COLUMNS})
+    problems += _lexical_problems(manifest, table, lexical_docs, lexical_total, lexical_rows)
+    if edges.num_rows != manifest.edges:
+        problems.append(f"manifest says {manifest.edges} edges, graph/edges.parquet has {edges.num_rows}")
+    known = {(r.org, r.name) for r in manifest.repos}
+    carded = set(_per_repo(cards)) if cards is not None else set()
+    if not carded <= known:
         problems.append(
-            f"{CARDS} has cards for repos the manifest does not list: "
-            f"{', '.join(f'{o}/{n}' for o, n in sorted(carded - {(r.org, r.name) for r in manifest.repos}))}"
+            f"cards for repos the manifest does not list: {', '.join(f'{o}/{n}' for o, n in sorted(carded - known))}"
         )
-    if lexical_total != table.num_rows:
-        problems.append(f"lexical index has {lexical_total} documents, vectors table has {table.num_rows} rows")
-    ids = np.sort(np.asarray(table.column("row").to_pylist(), dtype=np.int64))
-    if not np.array_equal(ids, np.arange(table.num_rows)):
-        problems.append("row ids are not 0..n-1 without gaps or repeats")
-    for name, vectors in (("chunk", vector_matrix(table)), ("card", vector_matrix(cards))):
+    for name, vectors in (("chunk", vector_matrix(table)), ("card", vector_matrix(cards) if cards else [])):
         if not len(vectors):
             continue
         if vectors.shape[1] != manifest.dim:
@@ -192,5 +192,64 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
     return manifest.snapshot_id, problems
 
 
+def _legacy_copy(ref: PartRef, manifest: Manifest) -> list[str]:
+    """A format-2 snapshot's chunks.arrow must equal the Lance table it copies."""
+    if ref.part_id is not None or not part_file(ref, "chunks").exists():
+        return []
+    table = read_lance_chunks(ref.dir)
+    if not read_part_chunks(ref).equals(table):
+        return [f"{part_file(ref, 'chunks').name} differs from the Lance table it copies"]
+    return []
+
+
+def _repo_counts(manifest: Manifest, chunks: pa.Table, files: pa.Table, facts: dict[str, Counter]) -> list[str]:
+    problems = []
+    rows, file_rows = _per_repo(chunks), _per_repo(files)
+    skips = zip(files.column("org").to_pylist(), files.column("repo").to_pylist(), files.column("skip").to_pylist())
+    indexed = Counter((o, r) for o, r, s in skips if s is None)
+    for repo in manifest.repos:
+        key, name = (repo.org, repo.name), f"{repo.org}/{repo.name}"
+        if rows[key] != repo.chunks:
+            problems.append(f"{name}: manifest says {repo.chunks} chunks, its parts hold {rows[key]} live rows")
+        if file_rows[key] != repo.files:
+            problems.append(f"{name}: manifest says {repo.files} files, files table has {file_rows[key]}")
+        if indexed[key] != repo.files_indexed:
+            problems.append(f"{name}: manifest says {repo.files_indexed} indexed files, files table has {indexed[key]}")
+        for table, counted in facts.items():
+            if counted[key] != repo.graph.get(table, 0):
+                said = repo.graph.get(table, 0)
+                problems.append(f"{name}: manifest says {said} {table} rows, the {table} table has {counted[key]}")
+    for org, name in sorted(set(rows) - {(r.org, r.name) for r in manifest.repos}):
+        problems.append(f"{org}/{name}: {rows[(org, name)]} chunk rows for a repo the manifest does not list")
+    return problems
+
+
+def _lexical_problems(manifest: Manifest, chunks: pa.Table, docs: dict, total: int, lexical_rows: list) -> list[str]:
+    problems = []
+    for repo in manifest.repos:
+        if docs[(repo.org, repo.name)] != repo.chunks:
+            problems.append(
+                f"{repo.org}/{repo.name}: manifest says {repo.chunks} chunks, lexical index has "
+                f"{docs[(repo.org, repo.name)]}"
+            )
+    if total != chunks.num_rows:
+        problems.append(f"lexical index has {total} documents, the parts hold {chunks.num_rows} live rows")
+    ids = chunks.column("row").to_numpy()
+    if len(np.unique(ids)) != len(ids):
+        problems.append("live rows share ids")
+    if manifest.format_version < 3 and not np.array_equal(np.sort(ids), np.arange(len(ids))):
+        problems.append("row ids are not 0..n-1 without gaps or repeats")
+    if sorted(lexical_rows) != sorted(ids.tolist()):
+        problems.append("the lexical index's rows are not the live chunk rows")
+    return problems
+
+
 def _per_repo(table) -> Counter:
     return Counter(zip(table.column("org").to_pylist(), table.column("repo").to_pylist()))
+
+
+def _per_repo_all(tables: list) -> Counter:
+    counts = Counter()
+    for t in tables:
+        counts.update(_per_repo(t))
+    return counts

@@ -61,7 +61,7 @@ class LiveSnapshot:
     def _swap(self, live: str | None) -> SnapshotReader:
         """Open `live` and serve it; if it cannot be served, keep (or at start-up find) one that can."""
         try:
-            fresh = SnapshotReader(self.data_dir, live)
+            fresh = SnapshotReader(self.data_dir, live, previous=self._reader)  # takes over the parts both list
             fresh.check_model(self.model_ids())
         except SnapshotError as exc:
             if self._reader is None:  # starting up: serve the newest kept snapshot that opens

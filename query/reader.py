@@ -1,4 +1,11 @@
-"""An opened snapshot: manifest, chunk rows and vectors in memory, and a Tantivy searcher. Read-only."""
+"""An opened snapshot: its parts' rows and vectors mapped, per-column codes, and a Tantivy searcher. Read-only.
+
+Positions: a reader numbers every row of every part it lists, part after part (a snapshot's row ids are not
+positions: ids stay with a row from snapshot to snapshot, and superseded rows keep a position). Superseded rows
+are never seen: their org reads None, so every org-scoped mask leaves them out, and the lexical index holds
+only live rows. A reader opened as the successor of another takes over the parts both list, so a publish
+that changed one repo costs the server that repo's new part, not the corpus.
+"""
 
 from __future__ import annotations
 
@@ -7,134 +14,33 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexer.languages import category
-from indexer.snapshot import SnapshotError, kept, open_lexical, open_manifest, read_chunks, store_error, vector_matrix
+from indexer.snapshot import (
+    PartRef,
+    SnapshotError,
+    chunk_schema,
+    kept,
+    open_lexical,
+    open_manifest,
+    parts_of,
+    read_part_chunks,
+    store_error,
+    vector_matrix,
+)
 
 log = logging.getLogger(__name__)
 
-
-class SnapshotReader:
-    """Everything a query needs from one snapshot, loaded once.
-
-    Vectors are held as one numpy matrix: exact search by matrix-vector product is ~17 ms at
-    100k x 384 here, faster than LanceDB's flat scan and with perfect recall (LIBRARIES.md).
-    """
-
-    def __init__(self, data_dir: Path, snapshot_id: str | None = None):
-        self.path, self.manifest = open_manifest(data_dir, snapshot_id)
-        try:
-            table = read_chunks(self.path)
-            self.lexical = open_lexical(self.path)
-        except BaseException as exc:  # lance and tantivy raise their own types (pyo3 panics too) when damaged
-            if not store_error(exc):
-                raise
-            raise SnapshotError(
-                f"cannot open snapshot {str(self.path)!r}: {exc}; run 'blobdex verify', "
-                f"then rebuild with 'blobdex index --full'"
-            ) from exc
-        try:
-            table.validate(full=True)  # the mapped file is read as it is: bad offsets must not reach a query
-        except Exception as exc:
-            raise SnapshotError(
-                f"cannot open snapshot {str(self.path)!r}: its chunks do not validate ({exc}); run 'blobdex "
-                f"verify', then rebuild with 'blobdex index --full'"
-            ) from exc
-        order = table.column("row").to_numpy()
-        if not np.array_equal(order, np.arange(len(order))):  # Lance reads fragments in the order written: a
-            table = table.sort_by("row")  # sort would copy every column (50 MiB at 10k chunks) for nothing
-        self.rows = table.drop_columns(["vector"])
-        self.vectors = vector_matrix(table, self.manifest.dim)
-        if self.vectors.shape[1] != self.manifest.dim:
-            raise SnapshotError(
-                f"cannot open snapshot {str(self.path)!r}: vectors have dim "
-                f"{self.vectors.shape[1]}, the manifest says {self.manifest.dim}; "
-                f"rebuild with 'blobdex index --full'"
-            )
-        self.searcher = self.lexical.searcher()
-        self.schema = self.lexical.schema
-        # Columns used for filtering, as codes into their distinct values (Labels).
-        self.col = {name: Labels.of(self.rows.column(name)) for name in ("org", "repo", "lang", "kind", "path")}
-        self.col["category"] = self.col["lang"].mapped(category)
-        self.symbol_rows = _symbol_index(self.rows.column("symbol").to_pylist(), self.col["kind"])
-        self._refs: list[list[str]] | None = None
-        self._rows_at: dict[tuple[str, str, str], list[int]] | None = None
-        self._cache: dict[str, object] = {}
-        self.commit_of = {(r.org, r.name, x.ref): x.commit_id for r in self.manifest.repos for x in r.refs}
-
-    def cached(self, name: str, load):
-        """Something derived from this snapshot, loaded on first use: a snapshot never changes."""
-        if name not in self._cache:
-            self._cache[name] = load()
-        return self._cache[name]
-
-    def rows_at(self, org: str, repo: str, path: str) -> list[int]:
-        """The rows of one file (every blob of it); the index is built on first use."""
-        if self._rows_at is None:
-            index: dict[tuple[str, str, str], list[int]] = {}
-            for i, key in enumerate(zip(self.col["org"], self.col["repo"], self.col["path"])):
-                index.setdefault(key, []).append(i)
-            self._rows_at = index
-        return self._rows_at.get((org, repo, path), [])
-
-    def files(self, org: str) -> frozenset[tuple[str, str]]:
-        """The (repo, path) of every indexed file of an org."""
-
-        def load() -> frozenset[tuple[str, str]]:
-            rows = self.col["org"] == org
-            return frozenset(zip(self.col["repo"][rows], self.col["path"][rows]))
-
-        return self.cached(f"files:{org}", load)
-
-    @property
-    def snapshot_id(self) -> str:
-        return self.manifest.snapshot_id
-
-    def refs(self, row: int) -> list[str]:
-        if self._refs is None:
-            self._refs = self.rows.column("refs").to_pylist()
-        return self._refs[row]
-
-    def row(self, row: int) -> dict:
-        return {name: self.rows.column(name)[row].as_py() for name in self.rows.column_names}
-
-    def check_model(self, model_ids: str | tuple[str, ...]) -> None:
-        """Refuse a snapshot whose vectors no model in `model_ids` (the one configured, then its static tier,
-        which a fast-first run publishes first) can query."""
-        model_ids = (model_ids,) if isinstance(model_ids, str) else model_ids
-        if self.manifest.model_id in model_ids:
-            return
-        if self.manifest.backfill_model_id in model_ids:  # e.g. an eval of the model, during the backfill
-            raise SnapshotError(
-                f"cannot use snapshot {self.manifest.snapshot_id} with {model_ids[0]!r}: it holds the static vectors "
-                f"{self.manifest.model_id!r} published while {self.manifest.backfill_model_id!r}'s own are embedded "
-                f"(blobdex status shows how many are left); run 'blobdex index' to finish, then ask again"
-            )
-        raise SnapshotError(
-            f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
-            f"(dim {self.manifest.dim}), this process embeds with {model_ids[0]!r}; rebuild with "
-            f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml"
-        )
-
-
-def open_kept(data_dir: Path, model_ids: tuple[str, ...]) -> SnapshotReader | None:
-    """The newest snapshot kept before CURRENT's that opens and serves one of `model_ids`, or None."""
-    for snapshot_id in kept(data_dir):
-        try:
-            reader = SnapshotReader(data_dir, snapshot_id)
-            reader.check_model(model_ids)
-            return reader
-        except SnapshotError as exc:
-            log.debug("kept snapshot %s cannot be served either: %s", snapshot_id, exc)
-    return None
+LABELLED = ("org", "repo", "lang", "kind", "path")  # the columns filters read, held as codes
 
 
 class Labels:
-    """A string column as int32 codes into its distinct values. Built once per snapshot: at a million rows
-    it holds 4 MB of codes where an object array held a million Python strings (365 MiB for five columns,
-    measured), and a filter is a table lookup per row (`==`, `isin`: a boolean mask). Indexing by a row gives
-    its string; by rows or a mask, an object array of them (references to the distinct values)."""
+    """A string column as int32 codes into its distinct values. Built once per part: at a million rows it holds
+    4 MB of codes where an object array held a million Python strings (365 MiB for five columns, measured), and
+    a filter is a table lookup per row (`==`, `isin`: a boolean mask). Indexing by a row gives its string; by
+    rows or a mask, an object array of them (references to the distinct values)."""
 
     __hash__ = None  # `==` answers with a mask, as numpy's arrays do
 
@@ -146,6 +52,20 @@ class Labels:
         encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
         return cls(codes, np.asarray(encoded.dictionary.to_pylist(), dtype=object))
+
+    @classmethod
+    def joined(cls, parts: list["Labels"]) -> "Labels":
+        """Parts' labels as one column: their codes renumbered into the union of their values."""
+        index: dict = {}
+        codes = []
+        for labels in parts:
+            renumber = np.fromiter(
+                (index.setdefault(v, len(index)) for v in labels.values), np.int32, len(labels.values)
+            )
+            codes.append(renumber[labels.codes] if len(labels.values) else labels.codes)
+        values = np.empty(len(index), dtype=object)
+        values[:] = list(index)
+        return cls(np.concatenate(codes) if codes else np.zeros(0, np.int32), values)
 
     def mapped(self, fn) -> "Labels":
         """The column of fn(value) for each row (computed once per distinct value)."""
@@ -167,6 +87,245 @@ class Labels:
 
     def __iter__(self):
         return iter(self.values[self.codes])
+
+
+class PartView:
+    """One part opened for queries: its rows mapped (chunks.arrow; no copy), its vectors a view of the file, its
+    filter columns as codes and its definitions by name. Immutable, like the part: readers of later snapshots
+    that list the part share it."""
+
+    def __init__(self, ref: PartRef, dim: int):
+        self.key = ref.part_id or str(ref.dir)
+        table = read_part_chunks(ref)
+        table.validate(full=True)  # the mapped file is read as it is: bad offsets must not reach a query
+        if ref.part_id is None:  # a format-1/2 snapshot: row ids are positions, and Lance may read out of order
+            order = table.column("row").to_numpy()
+            if not np.array_equal(order, np.arange(len(order))):
+                table = table.sort_by("row")
+        self.rows = table.drop_columns(["vector"])
+        self.vectors = vector_matrix(table, dim)
+        if self.vectors.shape[1] != dim:
+            raise SnapshotError(f"vectors of part {self.key} have dim {self.vectors.shape[1]}, the manifest says {dim}")
+        self.ids = table.column("row").to_numpy()
+        self.labels = {name: Labels.of(self.rows.column(name)) for name in LABELLED}
+        self.symbols = _symbol_index(self.rows.column("symbol").to_pylist(), self.labels["kind"])
+        self._at: dict[tuple[str, str, str], list[int]] | None = None
+
+    def __len__(self) -> int:
+        return self.rows.num_rows
+
+    def superseded(self, covered: frozenset[str]) -> np.ndarray:
+        """Which rows a later part of the repo replaces."""
+        return self.labels["path"].isin(covered) if covered else np.zeros(len(self), dtype=bool)
+
+    def at(self, key: tuple[str, str, str]) -> list[int]:
+        """Rows of one (org, repo, path), by local number; the index is built on first use."""
+        if self._at is None:
+            index: dict[tuple[str, str, str], list[int]] = {}
+            org, repo, path = (self.labels[c] for c in ("org", "repo", "path"))
+            for i, k in enumerate(zip(org, repo, path)):
+                index.setdefault(k, []).append(i)
+            self._at = index
+        return self._at.get(key, [])
+
+
+class Vectors:
+    """The parts' vector matrices as one: `len`, a gather by positions, and every row's best cosine over a
+    query's passages, scored part by part in place (no copy of the mapped matrices)."""
+
+    def __init__(self, matrices: list[np.ndarray], offsets: np.ndarray, dim: int):
+        self.matrices, self.offsets, self.dim = matrices, offsets, dim
+        self.total = int(offsets[-1]) if len(offsets) else 0
+
+    def __len__(self) -> int:
+        return self.total
+
+    def cosines(self, queries: np.ndarray) -> np.ndarray:
+        out = np.empty(self.total, dtype=np.float32)
+        for matrix, start in zip(self.matrices, self.offsets):
+            if len(matrix):
+                out[start : start + len(matrix)] = (matrix @ queries.T).max(axis=1)
+        return out
+
+    def __getitem__(self, rows) -> np.ndarray:
+        if np.ndim(rows) == 0:
+            return self[[rows]][0]
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        which = np.searchsorted(self.offsets, rows, side="right") - 1
+        for p in np.unique(which):
+            chosen = which == p
+            out[chosen] = self.matrices[p][rows[chosen] - self.offsets[p]]
+        return out
+
+
+class SnapshotReader:
+    """Everything a query needs from one snapshot, loaded once (the parts `previous` has open are taken over).
+
+    Vectors are held as numpy matrices: exact search by matrix-vector product is ~17 ms at 100k x 384 here,
+    faster than LanceDB's flat scan and with perfect recall (LIBRARIES.md).
+    """
+
+    def __init__(self, data_dir: Path, snapshot_id: str | None = None, previous: "SnapshotReader | None" = None):
+        self.path, self.manifest = open_manifest(data_dir, snapshot_id)
+        held = {p.key: p for p in previous.parts} if previous is not None else {}
+        try:
+            refs = parts_of(self.path, self.manifest)
+            self.parts = [held.get(r.part_id or str(r.dir)) or PartView(r, self.manifest.dim) for r in refs]
+            self.lexical = open_lexical(self.path)
+        except SnapshotError as exc:
+            raise SnapshotError(f"cannot open snapshot {str(self.path)!r}: {exc}; rebuild with 'blobdex index --full'")
+        except BaseException as exc:  # arrow, tantivy and lance raise their own types (pyo3 panics too) when damaged
+            if not store_error(exc):
+                raise
+            raise SnapshotError(
+                f"cannot open snapshot {str(self.path)!r}: {exc}; run 'blobdex verify', "
+                f"then rebuild with 'blobdex index --full'"
+            ) from exc
+        self.offsets = np.cumsum([0] + [len(p) for p in self.parts], dtype=np.int64)
+        self.live = np.concatenate([~p.superseded(r.covered) for p, r in zip(self.parts, refs)] or [np.zeros(0, bool)])
+        empty = chunk_schema(self.manifest.dim).empty_table().drop_columns(["vector"])
+        self.rows = pa.concat_tables([p.rows for p in self.parts]) if self.parts else empty
+        self.vectors = Vectors([p.vectors for p in self.parts], self.offsets, self.manifest.dim)
+        self.searcher = self.lexical.searcher()
+        self.schema = self.lexical.schema
+        # Columns used for filtering, as codes into their distinct values (Labels); a superseded row's org is None.
+        self.col = {name: Labels.joined([p.labels[name] for p in self.parts]) for name in LABELLED}
+        self.col["org"] = _without(self.col["org"], ~self.live)
+        self.col["category"] = self.col["lang"].mapped(category)
+        self._positions = self._position_index()
+        self._cache: dict[str, object] = {}
+        self.commit_of = {(r.org, r.name, x.ref): x.commit_id for r in self.manifest.repos for x in r.refs}
+
+    def _position_index(self) -> np.ndarray:
+        """Row id -> position of the live row that has it (-1: none), for the lexical index's documents."""
+        ids = [p.ids for p in self.parts]
+        size = max((int(i.max()) + 1 for i in ids if len(i)), default=0)
+        positions = np.full(size, -1, dtype=np.int64)
+        for part_ids, start in zip(ids, self.offsets):
+            local = np.arange(start, start + len(part_ids))
+            keep = self.live[start : start + len(part_ids)]
+            positions[part_ids[keep]] = local[keep]
+        return positions
+
+    def positions(self, ids) -> np.ndarray:
+        """The positions of rows by id (the lexical index's `row`)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        inside = (ids >= 0) & (ids < len(self._positions))
+        out = np.full(len(ids), -1, dtype=np.int64)
+        out[inside] = self._positions[ids[inside]]
+        return out
+
+    def cached(self, name: str, load):
+        """Something derived from this snapshot, loaded on first use: a snapshot never changes."""
+        if name not in self._cache:
+            self._cache[name] = load()
+        return self._cache[name]
+
+    def _locate(self, row: int) -> tuple[PartView, int, int]:
+        p = int(np.searchsorted(self.offsets, row, side="right")) - 1
+        return self.parts[p], p, int(row - self.offsets[p])
+
+    def rows_at(self, org: str, repo: str, path: str) -> list[int]:
+        """The live rows of one file (every blob of it)."""
+        found = []
+        for part, start in zip(self.parts, self.offsets):
+            found += [int(start) + i for i in part.at((org, repo, path)) if self.live[start + i]]
+        return found
+
+    @property
+    def symbol_rows(self) -> "SymbolRows":
+        return SymbolRows(self)
+
+    def files(self, org: str) -> frozenset[tuple[str, str]]:
+        """The (repo, path) of every indexed file of an org."""
+
+        def load() -> frozenset[tuple[str, str]]:
+            rows = self.col["org"] == org
+            return frozenset(zip(self.col["repo"][rows], self.col["path"][rows]))
+
+        return self.cached(f"files:{org}", load)
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.manifest.snapshot_id
+
+    def refs(self, row: int) -> list[str]:
+        part, _, local = self._locate(row)
+        return part.rows.column("refs")[local].as_py()
+
+    def ref_rows(self, names: set[str]) -> np.ndarray:
+        """Which rows are reachable from a ref in `names`, for every position at once."""
+        masks = []
+        for part in self.parts:
+            refs = part.rows.column("refs").combine_chunks()
+            hit = pc.is_in(pc.list_flatten(refs), value_set=pa.array(sorted(names), pa.string())).to_numpy(
+                zero_copy_only=False
+            )
+            mask = np.zeros(len(part), dtype=bool)
+            parents = pc.list_parent_indices(refs).to_numpy()
+            mask[parents[hit]] = True
+            masks.append(mask)
+        return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
+
+    def row(self, row: int) -> dict:
+        part, _, local = self._locate(row)
+        return part.rows.slice(local, 1).to_pylist()[0]
+
+    def check_model(self, model_ids: str | tuple[str, ...]) -> None:
+        """Refuse a snapshot whose vectors no model in `model_ids` (the one configured, then its static tier,
+        which a fast-first run publishes first) can query."""
+        model_ids = (model_ids,) if isinstance(model_ids, str) else model_ids
+        if self.manifest.model_id in model_ids:
+            return
+        if self.manifest.backfill_model_id in model_ids:  # e.g. an eval of the model, during the backfill
+            raise SnapshotError(
+                f"cannot use snapshot {self.manifest.snapshot_id} with {model_ids[0]!r}: it holds the static vectors "
+                f"{self.manifest.model_id!r} published while {self.manifest.backfill_model_id!r}'s own are embedded "
+                f"(blobdex status shows how many are left); run 'blobdex index' to finish, then ask again"
+            )
+        raise SnapshotError(
+            f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
+            f"(dim {self.manifest.dim}), this process embeds with {model_ids[0]!r}; rebuild with "
+            f"'blobdex index --full' or set model = {self.manifest.model_id!r} in blobdex.toml"
+        )
+
+
+class SymbolRows:
+    """Lower-cased definition names -> live positions, looked up part by part (each part indexes its own)."""
+
+    def __init__(self, reader: SnapshotReader):
+        self.reader = reader
+
+    def get(self, name: str, default=()) -> list[int]:
+        found = []
+        for part, start in zip(self.reader.parts, self.reader.offsets):
+            rows = part.symbols.get(name)
+            if rows:
+                found += [int(start) + r for r in rows if self.reader.live[start + r]]
+        return found or list(default)
+
+
+def _without(labels: Labels, rows: np.ndarray) -> Labels:
+    """`labels` with `rows` reading None."""
+    if not rows.any():
+        return labels
+    values = np.append(labels.values, np.asarray([None], dtype=object))
+    codes = labels.codes.copy()
+    codes[rows] = len(values) - 1
+    return Labels(codes, values)
+
+
+def open_kept(data_dir: Path, model_ids: tuple[str, ...]) -> SnapshotReader | None:
+    """The newest snapshot kept before CURRENT's that opens and serves one of `model_ids`, or None."""
+    for snapshot_id in kept(data_dir):
+        try:
+            reader = SnapshotReader(data_dir, snapshot_id)
+            reader.check_model(model_ids)
+            return reader
+        except SnapshotError as exc:
+            log.debug("kept snapshot %s cannot be served either: %s", snapshot_id, exc)
+    return None
 
 
 def _symbol_index(symbols: list[str], kinds: Labels) -> dict[str, list[int]]:

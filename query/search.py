@@ -255,9 +255,8 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
                 )
             mask[i] = verdict[p]
     if req.ref:
-        names = _ref_names(req.ref)
-        for i in np.flatnonzero(mask):
-            mask[i] = any(r in names for r in reader.refs(int(i)))
+        names = frozenset(_ref_names(req.ref))
+        mask &= reader.cached(f"ref:{sorted(names)}", lambda: reader.ref_rows(names))
     return mask
 
 
@@ -320,7 +319,7 @@ def cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
 def row_cosines(reader: SnapshotReader, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """`cosines` of the snapshot's `rows`: most of the rows are scored in place, a few gathered first."""
     if len(rows) * GATHER_SHARE >= len(reader.vectors):
-        return cosines(reader.vectors, queries)[rows]
+        return reader.vectors.cosines(queries)[rows]
     return cosines(reader.vectors[rows], queries)
 
 
@@ -370,10 +369,10 @@ def lexical_ranks(
     while True:
         result = reader.searcher.search(query, fetch)
         ranked = []
-        for score, address in result.hits:
-            row = reader.searcher.doc(address)["row"][0]
-            if mask[row]:
-                ranked.append((int(row), float(score)))
+        ids = reader.searcher.fast_field_values("row", [address for _, address in result.hits])
+        for (score, _), row in zip(result.hits, reader.positions(ids).tolist()):
+            if row >= 0 and mask[row]:
+                ranked.append((row, float(score)))
         # Filters other than org/repo are applied here; widen until enough survive or all are seen.
         if len(ranked) >= depth or len(result.hits) < fetch or fetch >= allowed * 4 or fetch >= 20000:
             return ranked[:depth]

@@ -12,10 +12,11 @@ from dulwich.repo import Repo
 from starlette.testclient import TestClient
 
 from indexer import build as indexmod
-from indexer import snapshot
+from indexer import parts, snapshot
 from indexer.cache import Cache
 from indexer.embed import HashEmbedder
 from indexer.build import DiskFull, run
+from indexer.publish import sweep
 from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.verify import verify
 from query.surfaces.app import app
@@ -56,17 +57,24 @@ def edit_manifest_chunks(snap):
     (snap / snapshot.MANIFEST).write_text(json.dumps(data))
 
 
+def first_part(snap):
+    """The directory of the snapshot's first part (its first repo's base)."""
+    manifest = open_manifest(snap.parent.parent, snap.name)[1]
+    return snapshot.parts_dir(snap.parent.parent) / manifest.repos[0].parts[0]
+
+
 # The damage the reliability review did to a live snapshot (its section 9), each of which a plain
-# 'blobdex index' used to answer with "unchanged, ok".
+# 'blobdex index' used to answer with "unchanged, ok"; and a part's own files.
 DAMAGE = {
-    "lance_data_truncated": lambda s: truncate(one(s, "vectors/chunks.lance/data/*.lance")),
-    "lance_version_manifest_deleted": lambda s: one(s, "vectors/chunks.lance/_versions/*.manifest").unlink(),
-    "arrow_copy_truncated": lambda s: truncate(snapshot.chunks_arrow_path(s)),
+    "part_chunks_truncated": lambda s: truncate(first_part(s) / snapshot.CHUNKS_ARROW),
+    "part_info_garbage": lambda s: (first_part(s) / snapshot.PART_INFO).write_text("garbage"),
+    "part_deleted": lambda s: shutil.rmtree(first_part(s)),
     "tantivy_meta_garbage": lambda s: (s / "lexical" / "meta.json").write_text("garbage"),
     "tantivy_idx_truncated": lambda s: truncate(one(s, "lexical/*.idx")),
     "tantivy_term_flipped": lambda s: flip(one(s, "lexical/*.term"), one(s, "lexical/*.term").stat().st_size // 2),
-    "files_parquet_truncated": lambda s: truncate(snapshot.graph_path(s, "files")),
-    "cards_parquet_truncated": lambda s: truncate(s / snapshot.CARDS),
+    "files_parquet_truncated": lambda s: truncate(first_part(s) / "files.parquet"),
+    "card_parquet_truncated": lambda s: truncate(first_part(s) / snapshot.CARD),
+    "edges_parquet_truncated": lambda s: truncate(snapshot.graph_path(s, "edges")),
     "manifest_chunk_count_edited": edit_manifest_chunks,
 }
 
@@ -108,8 +116,8 @@ def test_verify_catches_flipped_tantivy_term_bytes(cfg):
 
 def test_verify_catches_a_truncated_cards_parquet(cfg):
     run(cfg, show_progress=False)
-    truncate(live_dir(cfg) / snapshot.CARDS)
-    with pytest.raises(SnapshotError, match=r"cards.parquet|Parquet"):
+    truncate(first_part(live_dir(cfg)) / snapshot.CARD)
+    with pytest.raises(SnapshotError, match=r"card.parquet|Parquet"):
         verify(cfg.data_dir)
 
 
@@ -118,7 +126,7 @@ def test_verify_catches_flipped_bytes_in_a_graph_table(cfg, table):
     import pyarrow.parquet as pq
 
     run(cfg, show_progress=False)
-    path = snapshot.graph_path(live_dir(cfg), table)
+    path = first_part(live_dir(cfg)) / f"{table}.parquet"
     row_group = pq.read_metadata(path).row_group(0)
     column = next(
         row_group.column(i) for i in range(row_group.num_columns) if row_group.column(i).path_in_schema == "path"
@@ -132,7 +140,7 @@ def test_serve_falls_back_to_the_newest_kept_snapshot_that_opens(cfg, caplog):
     cfg = replace(cfg, keep_snapshots=3)
     oldest, kept, broken = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(3))
     assert current_id(cfg.data_dir) == broken
-    truncate(snapshot.chunks_arrow_path(snapshot.snapshots_dir(cfg.data_dir) / broken))  # what a server maps
+    truncate(first_part(snapshot.snapshots_dir(cfg.data_dir) / broken) / snapshot.CHUNKS_ARROW)  # a server maps it
     service = Service(cfg, embedder=HashEmbedder())
     with caplog.at_level(logging.ERROR):
         client = TestClient(app(service), base_url="http://127.0.0.1")
@@ -159,7 +167,7 @@ def test_status_answers_from_the_served_snapshot_when_currents_manifest_is_unrea
 
 def test_serve_without_any_snapshot_that_opens_still_refuses(cfg):
     run(cfg, show_progress=False)
-    truncate(snapshot.chunks_arrow_path(live_dir(cfg)))
+    truncate(first_part(live_dir(cfg)) / snapshot.CHUNKS_ARROW)
     with pytest.raises(SnapshotError, match="cannot open snapshot"):
         Service(cfg, embedder=HashEmbedder()).reader()
 
@@ -195,19 +203,12 @@ def no_space(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def lance_no_space(*args, **kwargs):
-    raise RuntimeError(
-        "lance error: LanceError(IO): No space left on device (os error 28), "
-        "/root/.cargo/registry/src/lance-file-13.0.0/src/writer/structural.rs:191:9"
-    )
-
-
 @pytest.mark.parametrize(
-    "target, fault", [("write_lexical", no_space), ("write_chunks", lance_no_space), ("write_graph", no_space)]
+    "module, target", [(indexmod, "write_lexical"), (parts, "write_part"), (indexmod, "write_edges")]
 )
-def test_a_full_disk_is_one_sentence_and_the_previous_snapshot_keeps_serving(cfg, monkeypatch, target, fault):
+def test_a_full_disk_is_one_sentence_and_the_previous_snapshot_keeps_serving(cfg, monkeypatch, module, target):
     first = run(cfg, show_progress=False)
-    monkeypatch.setattr(indexmod, target, fault)
+    monkeypatch.setattr(module, target, no_space)
     with pytest.raises(
         DiskFull,
         match=r"^no space left on device while writing to '.*' \(\d+ MB free\); free "
@@ -250,9 +251,15 @@ def test_every_run_sweeps_leftovers_of_killed_runs_but_keeps_what_a_server_may_r
     (cfg.data_dir / ".CURRENT.tmp").write_text("20991231T000000000000Z-orphan")
     pack = cfg.data_dir / "mirrors" / "default" / "api.git" / "objects" / "pack" / "tmp1zjuwadt.pack"
     pack.write_bytes(b"")
+    held = sorted(p.name for p in snapshot.parts_dir(cfg.data_dir).iterdir())  # what older and live list
+    stray = snapshot.parts_dir(cfg.data_dir) / "20991231T000000000002Z-stray0"  # renamed in, never listed
+    shutil.copytree(snapshot.parts_dir(cfg.data_dir) / held[0], stray)
+    (snapshot.parts_dir(cfg.data_dir) / ".build-20991231T000000000003Z-dead01").mkdir()
     report = run(cfg, show_progress=False)
     assert report.unchanged and report.snapshot_id == live
     assert sorted(p.name for p in root.iterdir()) == sorted([older, live])
+    assert sorted(p.name for p in snapshot.parts_dir(cfg.data_dir).iterdir()) == held
+    assert any(stray.name in n for n in report.notes)
     assert not (cfg.data_dir / ".CURRENT.tmp").exists() and not pack.exists()
     assert any("leftover" in n and orphan.name in n for n in report.notes)
     assert run(cfg, show_progress=False).notes == []
@@ -264,7 +271,7 @@ def test_every_run_sweeps_leftovers_of_killed_runs_but_keeps_what_a_server_may_r
 def test_a_current_that_names_no_snapshot_makes_the_sweep_delete_no_snapshot(cfg):
     first = run(cfg, show_progress=False)
     (cfg.data_dir / snapshot.CURRENT).write_text("../../../etc\n")
-    assert snapshot.sweep(cfg.data_dir) == []
+    assert sweep(cfg.data_dir) == []
     assert [p.name for p in snapshot.snapshots_dir(cfg.data_dir).iterdir()] == [first.snapshot_id]
 
 
@@ -289,19 +296,3 @@ def test_cli_search_answers_from_the_newest_kept_snapshot_and_says_so(cfg, blobd
         out = blobdex("--config", tmp_path / "blobdex.toml", "search", "renew_subscription", "--json")
     assert out.code == 0 and json.loads(out.out)["snapshot_id"] == kept
     assert f"serving the older snapshot {kept}" in caplog.text and broken in caplog.text
-
-
-def test_verify_catches_an_arrow_copy_that_differs_from_the_lance_table(cfg):
-    import pyarrow as pa
-
-    run(cfg, show_progress=False)
-    path = snapshot.chunks_arrow_path(live_dir(cfg))
-    table = snapshot.read_chunks(live_dir(cfg))
-    texts = table.column("text").to_pylist()
-    texts[0] = "def planted():\n    pass\n"
-    changed = table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts))
-    tmp = path.with_name("planted.arrow")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, changed.schema) as writer:
-        writer.write_table(changed)
-    tmp.replace(path)
-    assert verify(cfg.data_dir)[1] == ["chunks.arrow differs from the Lance table it copies"]

@@ -48,3 +48,18 @@ def test_tool_versions_keep_the_manifest_json_and_the_cache_keys_as_they_were():
     assert Cache.blob_key("9f2c", "python", 16384, manifest.tools) == "9f2c:python:p2:c2:x1:m16384"
     old_key = f"9f2c:python:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:m16384"
     assert Cache.blob_key("9f2c", "python", 16384) == old_key and TOOLS.tokenizer_version >= 2
+
+
+def test_verify_catches_an_arrow_copy_that_differs_from_the_lance_table(data_dir):
+    """Format 2 kept chunks.arrow beside the Lance table it copies; verify compares the two."""
+    import lance
+    import pyarrow as pa
+
+    snap = next((data_dir / "snapshots").iterdir())
+    table = lance.dataset(str(snap / "vectors" / "chunks.lance")).to_table()
+    texts = table.column("text").to_pylist()
+    texts[0] = "def planted():\n    pass\n"
+    changed = table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts))
+    with pa.OSFile(str(snap / "vectors" / "chunks.arrow"), "wb") as sink, pa.ipc.new_file(sink, changed.schema) as w:
+        w.write_table(changed)
+    assert verify(data_dir)[1] == ["chunks.arrow differs from the Lance table it copies"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 from dulwich.objects import Blob, Commit, Tree
 
@@ -10,7 +9,7 @@ from indexer.config import RepoSpec
 from indexer.ignore import SkipReason, skip_for_content, skip_for_path
 from indexer.build import run
 from indexer.scan import MAX_TREE_DEPTH
-from indexer.snapshot import graph_path, open_manifest
+from indexer.snapshot import open_manifest, read_graph
 from tests import gitrepo
 from tests.corpus import write_config
 
@@ -97,7 +96,7 @@ def _deep_repo(path):
 
 def _files(cfg) -> dict[str, str | None]:
     path, manifest = open_manifest(cfg.data_dir)
-    return {r["path"]: r["skip"] for r in pq.read_table(graph_path(path, "files")).to_pylist()}
+    return {r["path"]: r["skip"] for r in read_graph(path, "files").to_pylist()}
 
 
 def test_a_directory_nested_too_deep_is_skipped_and_the_rest_of_the_repo_indexed(tmp_path):

@@ -1,11 +1,10 @@
 """The ignore policy and scanning: every skip is recorded with its reason; hostile paths never pass."""
 
-import pyarrow.parquet as pq
 import pytest
 
 from indexer.ignore import SkipReason, skip_for_content, skip_for_path, validate_path
 from indexer.secrets import credential_kind
-from indexer.snapshot import graph_path, open_manifest
+from indexer.snapshot import open_manifest, read_graph
 
 
 @pytest.mark.parametrize(
@@ -87,7 +86,7 @@ def test_credential_detection(text, kind):
 
 def test_every_skip_is_recorded_with_its_reason(corpus):
     path, manifest = open_manifest(corpus.cfg.data_dir)
-    files = pq.read_table(graph_path(path, "files")).to_pylist()
+    files = read_graph(path, "files").to_pylist()
     main = {
         f["path"]: f["skip"]
         for f in files

@@ -16,7 +16,7 @@ import pytest
 from indexer.config import RepoSpec
 from indexer.build import run
 from indexer.secrets import credential_kind, hold_back, key_spans
-from indexer.snapshot import read_chunks
+from indexer.snapshot import read_chunks, read_graph
 from indexer.chunk import chunk_text
 from tests import gitrepo
 from tests.corpus import write_config
@@ -145,7 +145,7 @@ def test_no_planted_secret_is_stored_anywhere_in_the_data_dir(planted):
 def test_facts_of_a_held_back_signature_are_not_stored_but_its_neighbours_are(planted):
     cfg, _ = planted
     snap = next((cfg.data_dir / "snapshots").iterdir())
-    symbols = pq.read_table(snap / "graph" / "symbols.parquet").to_pylist()
+    symbols = read_graph(snap, "symbols").to_pylist()
     names = {s["qualified_name"] for s in symbols if s["path"] == "app/db.py"}
     assert "close" in names and "connect" not in names
 

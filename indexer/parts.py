@@ -1,0 +1,255 @@
+"""A repo's rows across the parts of a snapshot, and the part one run writes for it: a delta holding the paths
+that changed, or a base holding every live row (a new repo, a model change, or a repo whose parts are many or
+mostly superseded). A row keeps its id while its (path, blob_id, chunk_index) lives, so the lexical index
+changes only by the rows that came and went."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from indexer.cards import card_text
+from indexer.edges import EDGE_INPUTS, edge_inputs
+from indexer.embed import embed_text
+from indexer.snapshot import (
+    FACT_COLUMNS,
+    PART_FILES_SCHEMA,
+    PATHS_SCHEMA,
+    Manifest,
+    PartRef,
+    RepoState,
+    chunk_schema,
+    live,
+    parts_of,
+    read_part_chunks,
+    read_part_info,
+    read_part_table,
+)
+from indexer.write import vector_column, write_part
+
+# A repo whose next part would be its ninth is written as one base instead: every reader keeps arrays per part
+# and looks each delta's paths up in every older part.
+MAX_PARTS = 8
+# ... and so is one whose parts would hold more superseded rows than this share: they cost memory and scan time.
+DEAD_SHARE = 0.5
+LEXICAL_COLUMNS = ("row", "org", "repo", "path", "symbol", "text")  # what the lexical index reads of a row
+
+
+class RepoLive:
+    """One repo's live rows in a snapshot: its parts' rows that no later part supersedes (a format-1/2
+    snapshot's one part, filtered to the repo)."""
+
+    def __init__(self, snapshot_dir: Path, manifest: Manifest, org: str, name: str):
+        self.org, self.name = org, name
+        self.legacy = manifest.format_version < 3
+        self.refs: list[PartRef] = parts_of(snapshot_dir, manifest, {(org, name)})
+        self.model_id = manifest.model_id
+        self.rows_held = (
+            sum(read_part_info(r.dir).rows for r in self.refs) if not self.legacy else manifest.repo(org, name).chunks
+        )
+
+    def _own(self, table: pa.Table) -> pa.Table:
+        if not self.legacy or "repo" not in table.column_names:
+            return table
+        return table.filter(pc.and_(pc.equal(table["org"], self.org), pc.equal(table["repo"], self.name)))
+
+    def table(self, name: str) -> pa.Table:
+        """A table's live rows: `chunks` (with vectors), `paths`, `files` (without commit_id) or a fact table."""
+        if self.legacy and name == "paths":  # a format-1/2 snapshot kept no per-path counts
+            files = self.table("files")
+            paths = sorted(set(files.column("path").to_pylist()))
+            zeros = [0] * len(paths)
+            return pa.table([paths, zeros, zeros, zeros], schema=PATHS_SCHEMA)
+        tables = []
+        for ref in self.refs:
+            part = read_part_chunks(ref) if name == "chunks" else read_part_table(ref, name)
+            tables.append(live(self._own(part), ref.covered))
+        result = pa.concat_tables(tables, promote_options="permissive")
+        if name == "files":
+            if "held_back" not in result.column_names:  # format 1
+                result = result.append_column(
+                    "held_back", pa.nulls(result.num_rows, PART_FILES_SCHEMA.field("held_back").type)
+                )
+            return result.select(PART_FILES_SCHEMA.names).cast(PART_FILES_SCHEMA)
+        return result
+
+
+def changed_paths(files: pa.Table, new_files: pa.Table) -> set[str] | None:
+    """The paths whose (ref, blob_id) rows differ between a repo's live files and a new scan's files rows (both
+    with ref, path, blob_id, skip), and paths the last run could not read. None, for every path, when a
+    .gitattributes file changed: its attributes decide how other paths are skipped."""
+    before, after = _by_path(files), _by_path(new_files)
+    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    unreadable = pc.equal(files["skip"], "unreadable")  # recorded for one run only: tried again
+    changed |= set(files.filter(pc.fill_null(unreadable, False)).column("path").to_pylist())
+    if any(p == ".gitattributes" or p.endswith("/.gitattributes") for p in changed):
+        return None
+    return changed
+
+
+def _by_path(files: pa.Table) -> dict[str, frozenset]:
+    out: dict[str, set] = {}
+    for ref, path, blob_id in zip(*(files.column(c).to_pylist() for c in ("ref", "path", "blob_id"))):
+        out.setdefault(path, set()).add((ref, blob_id))
+    return {p: frozenset(v) for p, v in out.items()}
+
+
+def inside(table: pa.Table, paths: set[str] | None) -> pa.Table:
+    """Rows at `paths` (None: every row)."""
+    if paths is None:
+        return table
+    if not paths or not table.num_rows:
+        return table.slice(0, 0)
+    return table.filter(pc.is_in(table["path"], value_set=pa.array(sorted(paths), pa.string())))
+
+
+def outside(table: pa.Table, paths: set[str] | None) -> pa.Table:
+    """Rows not at `paths` (None: no row)."""
+    if paths is None:
+        return table.slice(0, 0)
+    if not paths or not table.num_rows:
+        return table
+    return table.filter(pc.invert(pc.is_in(table["path"], value_set=pa.array(sorted(paths), pa.string()))))
+
+
+@dataclass(kw_only=True)
+class RepoParts:
+    """What a run wrote for one repo: the parts the next snapshot lists for it, and how its lexical documents
+    change (the ids of rows gone, the rows new)."""
+
+    parts: list[str]
+    drop: list[int]
+    add: pa.Table
+    embedded: int  # distinct texts the model embedded for it
+
+
+class PartWriter:
+    """Writes the parts of one publish. `vectors(texts)` returns the model's vectors (from the cache, embedding
+    what it lacks) and how many texts it embedded; ids are handed out from `next_row`."""
+
+    def __init__(self, data_dir: Path, model_id: str, dim: int, vectors: Callable, next_row: int):
+        self.data_dir, self.model_id, self.dim = data_dir, model_id, dim
+        self.vectors = vectors
+        self.next_row = next_row
+
+    def repo(
+        self,
+        state: RepoState,
+        live_rows: RepoLive | None,
+        changed: set[str] | None,
+        new: dict[str, pa.Table],
+        fresh_ids: bool = False,
+    ) -> RepoParts:
+        """The parts for `state`'s repo after `new` (Tables.arrow of the rows at `changed`; None: every path)
+        replaced its rows at those paths in `live_rows` (None: a repo with nothing before). `fresh_ids` gives
+        every row a new id (the previous snapshot's ids are not this one's: it is rebuilt from scratch).
+        Fills the state's counts."""
+        old = live_rows.table("chunks") if live_rows is not None else chunk_schema(self.dim).empty_table()
+        kept, at_changed = outside(old, changed), inside(old, changed)
+        identity = {} if fresh_ids else _identities(at_changed)
+        chunks, embedded = self._new_chunks(new["chunks"], identity)
+        same_model = live_rows is not None and live_rows.model_id == self.model_id
+        if fresh_ids or not same_model:
+            kept, more = self._restamped(kept, fresh_ids, same_model)
+            embedded += more
+        whole = pa.concat_tables([kept, chunks])
+        tables = {}
+        for name in ("paths", "files", *FACT_COLUMNS):
+            before = outside(live_rows.table(name), changed) if live_rows is not None else new[name].slice(0, 0)
+            tables[name] = pa.concat_tables([before, new[name]])
+        info, card_vector = self._about(state, tables, whole)
+        superseded = live_rows.rows_held - kept.num_rows if live_rows is not None else 0
+        delta = (
+            live_rows is not None
+            and not live_rows.legacy
+            and changed is not None
+            and same_model
+            and not fresh_ids
+            and len(live_rows.refs) < MAX_PARTS
+            and superseded <= DEAD_SHARE * (live_rows.rows_held + chunks.num_rows)
+        )
+        if delta:
+            own = {name: new[name] for name in tables}
+            part = write_part(
+                self.data_dir, info={**info, "base": False}, chunks=chunks, tables=own, card_vector=card_vector
+            )
+            parts = [r.part_id for r in live_rows.refs] + [part.part_id]
+        else:
+            part = write_part(
+                self.data_dir, info={**info, "base": True}, chunks=whole, tables=tables, card_vector=card_vector
+            )
+            parts = [part.part_id]
+        _count(state, tables, whole.num_rows)
+        if fresh_ids:
+            return RepoParts(parts=parts, drop=[], add=whole.select(LEXICAL_COLUMNS), embedded=embedded)
+        reused = set(identity.values()) & set(chunks.column("row").to_pylist())
+        gone = [r for r in at_changed.column("row").to_pylist() if r not in reused]
+        added = chunks.filter(pc.invert(pc.is_in(chunks["row"], value_set=pa.array(sorted(reused), pa.int64()))))
+        return RepoParts(parts=parts, drop=gone, add=added.select(LEXICAL_COLUMNS), embedded=embedded)
+
+    def _about(self, state: RepoState, tables: dict[str, pa.Table], chunks: pa.Table) -> tuple[dict, object]:
+        """part.json's fields for the repo as a whole (its card and coupling facts), and the card's vector (not
+        counted as an embedded chunk)."""
+        card = card_text(state.name, tables["files"], chunks, tables)
+        paths = sorted(set(tables["files"].column("path").to_pylist()))
+        inputs = edge_inputs({t: tables[t] for t in EDGE_INPUTS}, paths)
+        vector = self.vectors([card])[0] if card else None
+        info = {"org": state.org, "repo": state.name, "model_id": self.model_id, "dim": self.dim}
+        return {**info, "card": card, "edge_inputs": inputs}, vector
+
+    def _new_chunks(self, rows: pa.Table, identity: dict) -> tuple[pa.Table, int]:
+        """`rows` (chunk_schema without row and vector) with ids (a row whose identity lived keeps its id) and the
+        model's vectors."""
+        keys = zip(*(rows.column(c).to_pylist() for c in ("path", "blob_id", "chunk_index")))
+        ids = []
+        for key in keys:
+            row = identity.get(key)
+            if row is None:
+                row, self.next_row = self.next_row, self.next_row + 1
+            ids.append(row)
+        texts = [embed_text(s, t) for s, t in zip(rows.column("symbol").to_pylist(), rows.column("text").to_pylist())]
+        vectors, embedded = self.vectors(texts)
+        table = rows.add_column(0, "row", pa.array(ids, pa.int64())).append_column(
+            "vector", vector_column(vectors, self.dim)
+        )
+        return table.cast(chunk_schema(self.dim)), embedded
+
+    def _restamped(self, kept: pa.Table, fresh_ids: bool, same_model: bool) -> tuple[pa.Table, int]:
+        """Kept rows with new ids (`fresh_ids`) and, from another model's snapshot, this model's vectors."""
+        embedded = 0
+        if fresh_ids:
+            ids = pa.array(np.arange(self.next_row, self.next_row + kept.num_rows, dtype=np.int64))
+            self.next_row += kept.num_rows
+            kept = kept.set_column(kept.schema.get_field_index("row"), "row", ids)
+        if not same_model:
+            texts = [
+                embed_text(s, t) for s, t in zip(kept.column("symbol").to_pylist(), kept.column("text").to_pylist())
+            ]
+            vectors, embedded = self.vectors(texts)
+            kept = kept.drop_columns(["vector"]).append_column("vector", vector_column(vectors, self.dim))
+        return kept.cast(chunk_schema(self.dim)), embedded
+
+
+def _identities(chunks: pa.Table) -> dict[tuple[str, str, int], int]:
+    """(path, blob_id, chunk_index) -> row id of live rows: a row that lives on keeps its id."""
+    keys = zip(*(chunks.column(c).to_pylist() for c in ("path", "blob_id", "chunk_index", "row")))
+    return {(p, b, i): r for p, b, i, r in keys}
+
+
+def _count(state: RepoState, tables: dict[str, pa.Table], chunks: int) -> None:
+    """The repo's counts from its live rows after the run."""
+    files = tables["files"]
+    skips = Counter(s for s in files.column("skip").to_pylist())
+    state.files, state.chunks = files.num_rows, chunks
+    state.files_indexed = skips.pop(None, 0)
+    state.files_skipped = dict(sorted(skips.items()))
+    paths = tables["paths"]
+    for name in ("secrets_held_back", "parse_fallbacks", "syntax_errors"):
+        setattr(state, name, int(pc.sum(paths[name]).as_py() or 0))
+    state.graph = {t: tables[t].num_rows for t in FACT_COLUMNS}
