@@ -1,0 +1,249 @@
+"""Incremental snapshots: a run writes only what changed and lists every other part as it was; the result holds
+exactly what a rebuild from scratch holds; a kill at any point of a publish leaves a snapshot that serves."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import duckdb
+from dulwich.objects import Blob
+import numpy as np
+import pyarrow.parquet as pq
+
+from indexer import parts as partsmod
+from indexer.build import run
+from indexer.config import RepoSpec
+from indexer.embed import HashEmbedder
+from indexer.publish import listed_parts
+from indexer.snapshot import (
+    GRAPH_VIEWS,
+    LEXICAL_DIR,
+    TABLE_SCHEMAS,
+    current_id,
+    open_manifest,
+    parts_dir,
+    read_chunks,
+    read_graph,
+    read_part_info,
+    snapshots_dir,
+)
+from indexer.verify import verify
+from query.reader import SnapshotReader
+from query.search import SearchRequest, search
+from tests import gitrepo
+from tests.corpus import RENEW_PY, api_files, write_config
+
+CHANGED = RENEW_PY.replace(b"days=30", b"days=31")
+
+
+def content(data_dir) -> tuple:
+    """What a snapshot holds, however it is stored: its chunk rows (ids aside) with their vectors, every graph
+    table and the manifest's content key."""
+    path, manifest = open_manifest(data_dir)
+    chunks = read_chunks(path)
+    vectors = np.round(np.asarray(chunks.column("vector").to_pylist()), 5).tolist() if chunks.num_rows else []
+    rows = chunks.drop_columns(["row", "vector"]).to_pylist()
+    rows = sorted((repr(r), v) for r, v in zip(rows, vectors))
+    graph = {t: sorted(map(repr, read_graph(path, t).to_pylist())) for t in TABLE_SCHEMAS}
+    return rows, graph, manifest.content_key()
+
+
+def fresh_copy(cfg, tmp_path):
+    """The same repos indexed from scratch in a data dir of their own."""
+    (tmp_path / "fresh").mkdir(parents=True)
+    other = write_config(tmp_path / "fresh", list(cfg.repos))
+    run(other, show_progress=False)
+    return other
+
+
+def inode(path):
+    return os.stat(path).st_ino
+
+
+def test_a_one_commit_run_writes_one_delta_part_and_lists_every_other_part_as_it_was(two_repos):
+    cfg, api, _ = two_repos
+    first = run(cfg, show_progress=False)
+    path, before = open_manifest(cfg.data_dir)
+    renew_rows = read_chunks(path, vectors=False).column("path").to_pylist().count("src/billing/renew.py")
+    held = {p.name: inode(p / "chunks.arrow") for p in parts_dir(cfg.data_dir).iterdir()}
+    gitrepo.commit(api, {**api_files(), "src/billing/renew.py": CHANGED})
+    second = run(cfg, show_progress=False)
+    path, after = open_manifest(cfg.data_dir)
+    assert second.snapshot_id != first.snapshot_id
+    assert after.repo("default", "tools").parts == before.repo("default", "tools").parts
+    api_parts = after.repo("default", "api").parts
+    assert api_parts[:-1] == before.repo("default", "api").parts and len(api_parts) == 2
+    delta = read_part_info(parts_dir(cfg.data_dir) / api_parts[-1])
+    assert not delta.base and delta.rows == renew_rows  # the changed file's chunks, nothing else
+    assert pq.read_table(parts_dir(cfg.data_dir) / api_parts[-1] / "paths.parquet").column("path").to_pylist() == [
+        "src/billing/renew.py"
+    ]
+    assert {p: inode(parts_dir(cfg.data_dir) / p / "chunks.arrow") for p in held} == held  # not rewritten
+    # The lexical index: the first snapshot's segment files are the same files (hard links), plus new ones.
+    old_lexical = snapshots_dir(cfg.data_dir) / first.snapshot_id / LEXICAL_DIR
+    shared = [f for f in old_lexical.iterdir() if f.suffix in (".idx", ".store", ".term")]
+    assert shared and all(inode(f) == inode(path / LEXICAL_DIR / f.name) for f in shared)
+    assert verify(cfg.data_dir)[1] == []
+    reader = SnapshotReader(cfg.data_dir)
+    hits = search(reader, HashEmbedder(), SearchRequest(query="days=31 renew_subscription", org="default", limit=50))
+    renew = [h for h in hits if h.path == "src/billing/renew.py"]
+    assert renew and {h.blob_id for h in renew} == {Blob.from_string(CHANGED).id.decode()}  # never the old blob
+
+
+def test_rows_keep_their_ids_while_they_live(two_repos):
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+
+    def ids():
+        chunks = read_chunks(open_manifest(cfg.data_dir)[0], vectors=False)
+        keys = zip(*(chunks.column(c).to_pylist() for c in ("repo", "path", "blob_id", "chunk_index", "row")))
+        return {k[:4]: k[4] for k in keys}
+
+    before = ids()
+    gitrepo.commit(api, {**api_files(), "src/billing/renew.py": CHANGED, "NEW.md": b"# New\n\nfresh text\n"})
+    run(cfg, show_progress=False)
+    after = ids()
+    lived = before.keys() & after.keys()
+    assert lived and all(before[k] == after[k] for k in lived)
+    born = after.keys() - before.keys()
+    assert born and min(after[k] for k in born) > max(before.values())  # an id is never given twice
+
+
+def test_an_incremental_snapshot_holds_what_a_rebuild_from_scratch_holds(two_repos, tmp_path):
+    cfg, api, tools = two_repos
+    run(cfg, show_progress=False)
+    files = api_files()
+    steps = [
+        {**files, "src/billing/renew.py": CHANGED},  # a file changed
+        {**files, "src/billing/renew.py": CHANGED, "src/extra.py": b"def extra_step():\n    return 1\n"},  # added
+        {k: v for k, v in files.items() if k != "src/billing/invoice.py"},  # deleted (and renew.py back as it was)
+    ]
+    for i, step in enumerate(steps):
+        gitrepo.commit(api, step, message=f"step {i}")
+        run(cfg, show_progress=False)
+        other = fresh_copy(cfg, tmp_path / f"step{i}")
+        assert content(cfg.data_dir) == content(other.data_dir), f"step {i}"
+        assert verify(cfg.data_dir)[1] == []
+    _, manifest = open_manifest(cfg.data_dir)
+    assert len(manifest.repo("default", "api").parts) == 1 + len(steps)
+
+
+def test_the_views_leave_out_superseded_rows_as_the_readers_do(two_repos):
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+    gitrepo.commit(api, {k: v for k, v in api_files().items() if k != "src/billing/invoice.py"})
+    run(cfg, show_progress=False)
+    path, _ = open_manifest(cfg.data_dir)
+    con = duckdb.connect()
+    con.execute(f"SET file_search_path = '{path}'")
+    con.execute((path / GRAPH_VIEWS).read_text())
+    for table in TABLE_SCHEMAS:
+        viewed = sorted(map(repr, con.execute(f"SELECT * FROM {table}").fetchall()))
+        read = sorted(repr(tuple(r.values())) for r in read_graph(path, table).to_pylist())
+        assert viewed == read, table
+    assert not con.execute("SELECT count(*) FROM symbols WHERE path = 'src/billing/invoice.py'").fetchone()[0]
+
+
+def test_a_repo_with_many_deltas_is_written_again_as_one_base(two_repos, monkeypatch):
+    monkeypatch.setattr(partsmod, "MAX_PARTS", 3)
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+    seen = []
+    for i in range(4):
+        gitrepo.commit(api, {**api_files(), f"src/step_{i}.py": f"def step_{i}():\n    return {i}\n".encode()})
+        run(cfg, show_progress=False)
+        seen.append(len(open_manifest(cfg.data_dir)[1].repo("default", "api").parts))
+    assert seen == [2, 3, 1, 2]  # the third delta would have made four parts: one base instead
+    assert verify(cfg.data_dir)[1] == []
+
+
+def test_a_change_to_gitattributes_rewrites_the_repo(two_repos):
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+    gitrepo.commit(api, {**api_files(), ".gitattributes": b"web/** linguist-vendored\n"})
+    run(cfg, show_progress=False)
+    path, manifest = open_manifest(cfg.data_dir)
+    assert len(manifest.repo("default", "api").parts) == 1
+    skips = {r["path"]: r["skip"] for r in read_graph(path, "files").to_pylist() if r["repo"] == "api"}
+    assert skips["web/app.js"] == "vendored" and verify(cfg.data_dir)[1] == []
+
+
+def test_a_moved_branch_rewrites_only_the_paths_whose_refs_changed(tmp_path):
+    repo = gitrepo.init(tmp_path / "src" / "r")
+    gitrepo.commit(repo, {"a.py": b"def alpha():\n    return 1\n", "b.py": b"def beta():\n    return 2\n"})
+    gitrepo.commit(repo, {"a.py": b"def alpha():\n    return 1\n", "b.py": b"def beta():\n    return 2\n"}, "dev")
+    cfg = write_config(tmp_path, [RepoSpec(name="r", url=str(tmp_path / "src" / "r"), refs=("main", "dev"))])
+    run(cfg, show_progress=False)
+    gitrepo.commit(
+        repo, {"a.py": b"def alpha():\n    return 1\n", "b.py": b"def beta_on_dev():\n    return 3\n"}, "dev"
+    )
+    run(cfg, show_progress=False)
+    path, manifest = open_manifest(cfg.data_dir)
+    delta = parts_dir(cfg.data_dir) / manifest.repo("default", "r").parts[-1]
+    assert read_part_info(delta).rows == 2  # b.py on main (now main's alone) and on dev; a.py untouched
+    refs = {r["symbol"]: r["refs"] for r in read_chunks(path, vectors=False).to_pylist()}
+    assert refs == {
+        "alpha": ["refs/heads/main", "refs/heads/dev"],
+        "beta": ["refs/heads/main"],
+        "beta_on_dev": ["refs/heads/dev"],
+    }
+    reader = SnapshotReader(cfg.data_dir)
+    found = search(reader, HashEmbedder(), SearchRequest(query="beta", org="default", ref="dev", limit=5))
+    assert [h.symbol for h in found if h.symbol.startswith("beta")] == ["beta_on_dev"]
+    assert verify(cfg.data_dir)[1] == []
+
+
+def test_a_server_takes_over_the_parts_a_new_snapshot_shares(two_repos):
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+    old = SnapshotReader(cfg.data_dir)
+    gitrepo.commit(api, {**api_files(), "src/billing/renew.py": CHANGED})
+    run(cfg, show_progress=False)
+    new = SnapshotReader(cfg.data_dir, previous=old)
+    shared = {p.key for p in old.parts} & {p.key for p in new.parts}
+    assert len(shared) == 2 and len(new.parts) == 3
+    assert all(n is next(o for o in old.parts if o.key == n.key) for n in new.parts if n.key in shared)
+
+
+KILL_POINTS = ("rename", "replace", "link")  # what changes what a reader sees: a kill between any two
+
+
+def _killed_run(cfg, at: int) -> None:
+    """A run in a child process that dies, as kill -9 would (no cleanup), at its `at`-th rename, replace or link."""
+    count = [0]
+    for name in KILL_POINTS:
+        real = getattr(os, name)
+
+        def dying(*args, _real=real, **kw):
+            count[0] += 1
+            if count[0] == at:
+                os._exit(9)
+            return _real(*args, **kw)
+
+        setattr(os, name, dying)
+    run(cfg, show_progress=False)
+    os._exit(0)
+
+
+def test_a_kill_at_any_point_of_an_incremental_publish_leaves_a_snapshot_that_serves(two_repos):
+    cfg, api, _ = two_repos
+    first = run(cfg, show_progress=False).snapshot_id
+    fork = multiprocessing.get_context("fork")
+    for i, at in enumerate(range(1, 200)):
+        files = {**api_files(), "src/billing/renew.py": CHANGED + f"# {i}\n".encode()}
+        gitrepo.commit(api, files, message=f"change {i}")
+        child = fork.Process(target=_killed_run, args=(cfg, at))
+        child.start()
+        child.join(60)
+        assert current_id(cfg.data_dir) is not None
+        served = SnapshotReader(cfg.data_dir)
+        assert served.rows.num_rows and verify(cfg.data_dir)[1] == [], at
+        if child.exitcode == 0:  # no kill point left: every one was tried
+            break
+        assert child.exitcode == 9
+        after = run(cfg, show_progress=False)  # the next run sweeps what the killed one left and goes on
+        assert after.published and verify(cfg.data_dir)[1] == []
+        on_disk = {p.name for p in parts_dir(cfg.data_dir).iterdir()}
+        assert on_disk == listed_parts(cfg.data_dir)  # nothing half-written or orphaned stays
+    assert at > 10 and current_id(cfg.data_dir) != first
