@@ -72,8 +72,23 @@ def write_config(work: Path, copies: int) -> None:
     (work / "blobdex.toml").write_text("\n".join(lines))
 
 
-def tree_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+def tree_bytes(*paths: Path) -> int:
+    """Bytes of the files under `paths`, each file once however many hard links name it (a snapshot's lexical
+    index links the previous one's files)."""
+    seen = {}
+    for path in paths:
+        for p in path.rglob("*"):
+            if p.is_file() and not p.is_symlink():
+                st = p.stat()
+                seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
+
+
+def snapshot_bytes(data: Path, snapshot_id: str) -> int:
+    """What one snapshot holds: its own directory and the parts its manifest lists."""
+    manifest = json.loads((data / "snapshots" / snapshot_id / "manifest.json").read_text())
+    parts = [data / "parts" / p for r in manifest["repos"] for p in r.get("parts", [])]
+    return tree_bytes(data / "snapshots" / snapshot_id, *parts)
 
 
 def one_commit(work: Path, n: int) -> None:
@@ -166,15 +181,16 @@ def main() -> None:
             "one_commit_s": round(changed_wall, 1),
             "one_commit_seconds": changed["seconds"],
             "one_commit_peak_rss_mib": changed["peak_rss_mib"],
-            "bytes_added_mb": round(grown / 2**20, 1),  # net of the snapshot keep_snapshots pruned
-            "snapshot_mb": round(tree_bytes(work / "data" / "snapshots" / changed["snapshot_id"]) / 2**20, 1),
+            "bytes_added_mb": round(grown / 2**20, 3),  # net of what keep_snapshots pruned
+            "snapshot_mb": round(snapshot_bytes(work / "data", changed["snapshot_id"]) / 2**20, 1),
+            "data_dir_mb": round(tree_bytes(work / "data") / 2**20, 1),
             "serve": serve_figures(work, env, paths, commits),
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
 
     columns = (
-        "chunks, one-commit run, of which write, peak RSS, snapshot, added, serve ready, serve RSS, "
+        "chunks, one-commit run, of which write, peak RSS, no-change run, snapshot, added, serve ready, serve RSS, "
         "search p50 / p95, route p95, get_file p95, swap"
     ).split(", ")
     header = "| " + " | ".join(columns) + " |"
@@ -184,7 +200,8 @@ def main() -> None:
         s = r["serve"]
         print(
             f"| {r['chunks']:,} | {r['one_commit_s']} s | {r['one_commit_seconds']['write']:.1f} s | "
-            f"{r['one_commit_peak_rss_mib']} MiB | {r['snapshot_mb']} MB | {r['bytes_added_mb']} MB | "
+            f"{r['one_commit_peak_rss_mib']} MiB | {r['no_change_s']} s | {r['snapshot_mb']} MB | "
+            f"{r['bytes_added_mb']} MB | "
             f"{s['ready_s']} s | "
             f"{s['rss_mib']} MiB | {s['search']['p50_ms']:.0f} / {s['search']['p95_ms']:.0f} ms | "
             f"{s['route_task']['p95_ms']:.0f} ms | {s['get_file']['p95_ms']:.1f} ms | {s['swap_s']} s |"

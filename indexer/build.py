@@ -378,7 +378,19 @@ class Change:
 
 def _build(run: Run) -> Report:
     """Chunk what changed, then publish: the model's static tier first when the model has much to embed
-    (fast_first), then, once every chunk has the model's vectors, the model's own snapshot."""
+    (fast_first), then, once every chunk has the model's vectors, the model's own snapshot. Old snapshots are
+    pruned once the run is done: the model's snapshot is published against the run's base, whose parts the
+    static tier does not list."""
+    try:
+        return _publish_changes(run)
+    finally:
+        if run.report.published:
+            t0 = time.monotonic()
+            prune(run.cfg.data_dir, run.cfg.keep_snapshots)
+            run.report.seconds["publish"] += time.monotonic() - t0
+
+
+def _publish_changes(run: Run) -> Report:
     report = run.report
     t0 = time.monotonic()
     changes = _changes(run)
@@ -663,16 +675,13 @@ def _publish(run: Run, changes: dict, lexical_from: Path | None = None, **manife
 
     t0, embed_before = time.monotonic(), report.seconds["embed"]
     writer = PartWriter(cfg.data_dir, run.model_id, dim, vectors, base.manifest.next_row if base else 0)
-    states, written, embedded = {}, {}, 0
+    states, written = {}, {}
     for w in run.work:
-        done = _repo_parts(run, w, changes.get(w.spec.key), writer)
-        if isinstance(done, tuple):
-            states[w.spec.key], written[w.spec.key] = done
-            embedded += done[1].embedded
-        else:
-            states[w.spec.key] = done
+        states[w.spec.key], parts = _repo_parts(run, w, changes.get(w.spec.key), writer)
+        if parts is not None:
+            written[w.spec.key] = parts
     if counted:
-        report.chunks_embedded += embedded
+        report.chunks_embedded += sum(p.embedded for p in written.values())
     snapshot_id = snapshot.new_snapshot_id()
     built = build_dir(cfg.data_dir, snapshot_id)
     try:
@@ -697,7 +706,6 @@ def _publish(run: Run, changes: dict, lexical_from: Path | None = None, **manife
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
         raise
-    prune(cfg.data_dir, cfg.keep_snapshots)
     report.seconds["publish"] += time.monotonic() - t0
     report.snapshot_id, report.published = snapshot_id, True
     if counted:
@@ -716,16 +724,14 @@ def _publish(run: Run, changes: dict, lexical_from: Path | None = None, **manife
         w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
         if not w.ok:
             w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in state.refs]
-    return snapshots_path(cfg.data_dir, snapshot_id)
+    return snapshot.snapshots_dir(cfg.data_dir) / snapshot_id
 
 
-def snapshots_path(data_dir: Path, snapshot_id: str) -> Path:
-    return snapshot.snapshots_dir(data_dir) / snapshot_id
-
-
-def _repo_parts(run: Run, w: _RepoWork, change: Change | None, writer: PartWriter):
-    """One repo's state in the snapshot being published, and what was written for it (RepoParts), or the state
-    alone when its parts are listed as the base has them."""
+def _repo_parts(
+    run: Run, w: _RepoWork, change: Change | None, writer: PartWriter
+) -> tuple[RepoState, RepoParts | None]:
+    """One repo's state in the snapshot being published, and what was written for it (None when its parts are
+    listed as the base has them, or it has none)."""
     base, key = run.base, w.spec.key
     same_model = base is not None and base.manifest.model_id == run.model_id
     if change is not None:
@@ -734,22 +740,23 @@ def _repo_parts(run: Run, w: _RepoWork, change: Change | None, writer: PartWrite
             kept = base.manifest.repo(*key)  # new commits, the same blob at every path: the parts hold it all
             state.parts, state.indexed_at = list(kept.parts), kept.indexed_at
             _copy_counts(kept, state)
-            return state
+            return state, None
         written = writer.repo(state, change.live, change.paths, change.new, fresh_ids=base is None)
         state.parts = written.parts
         return state, written
     source = _carried_from(run, w)
     before = source[1].repo(*key) if source else None
     if before is None:  # failed, and nothing earlier to keep serving
-        return RepoState(
+        state = RepoState(
             org=key[0], name=key[1], url=w.report.url, status="stale", error=w.report.error, indexed_at=None
         )
+        return state, None
     state = replace(before, refs=list(before.refs), parts=list(before.parts))
     state.status, state.error = ("ok", None) if w.ok else ("stale", w.report.error)
     if w.ok:
         state.url = w.report.url
     if same_model and source[0] == base.path:
-        return state
+        return state, None
     written = writer.repo(state, RepoLive(*source, *key), set(), Tables().arrow([]), fresh_ids=base is None)
     state.parts = written.parts
     return state, written

@@ -21,6 +21,7 @@ from indexer.snapshot import (
     FACT_COLUMNS,
     PART_FILES_SCHEMA,
     PATHS_SCHEMA,
+    GRAPH_SCHEMAS,
     Manifest,
     PartRef,
     RepoState,
@@ -39,6 +40,8 @@ MAX_PARTS = 8
 # ... and so is one whose parts would hold more superseded rows than this share: they cost memory and scan time.
 DEAD_SHARE = 0.5
 LEXICAL_COLUMNS = ("row", "org", "repo", "path", "symbol", "text")  # what the lexical index reads of a row
+KEY_COLUMNS = ("row", "path", "blob_id", "chunk_index")  # a row's id and identity
+CARD_COLUMNS = ("path", "chunk_index", "text")  # what a card reads of the rows (the README's)
 
 
 class RepoLive:
@@ -50,6 +53,7 @@ class RepoLive:
         self.legacy = manifest.format_version < 3
         self.refs: list[PartRef] = parts_of(snapshot_dir, manifest, {(org, name)})
         self.model_id = manifest.model_id
+        self.dim = manifest.dim
         self.rows_held = (
             sum(read_part_info(r.dir).rows for r in self.refs) if not self.legacy else manifest.repo(org, name).chunks
         )
@@ -59,18 +63,26 @@ class RepoLive:
             return table
         return table.filter(pc.and_(pc.equal(table["org"], self.org), pc.equal(table["repo"], self.name)))
 
-    def table(self, name: str) -> pa.Table:
-        """A table's live rows: `chunks` (with vectors), `paths`, `files` (without commit_id) or a fact table."""
+    def table(self, name: str, columns: tuple[str, ...] | None = None, refs: list[PartRef] | None = None) -> pa.Table:
+        """A table's live rows: `chunks` (with vectors), `paths`, `files` (without commit_id) or a fact table;
+        only `columns` of it, and only the rows of `refs` (some of the repo's parts) when given."""
         if self.legacy and name == "paths":  # a format-1/2 snapshot kept no per-path counts
             files = self.table("files")
             paths = sorted(set(files.column("path").to_pylist()))
             zeros = [0] * len(paths)
             return pa.table([paths, zeros, zeros, zeros], schema=PATHS_SCHEMA)
         tables = []
-        for ref in self.refs:
+        for ref in self.refs if refs is None else refs:
             part = read_part_chunks(ref) if name == "chunks" else read_part_table(ref, name)
+            if columns is not None:
+                part = part.select(list(dict.fromkeys([*columns, *(("org", "repo") if self.legacy else ())])))
             tables.append(live(self._own(part), ref.covered))
+        if not tables:
+            empty = _empty(name, self.dim)
+            return empty.select(list(columns)) if columns else empty
         result = pa.concat_tables(tables, promote_options="permissive")
+        if columns is not None and self.legacy:
+            result = result.select(list(columns))
         if name == "files":
             if "held_back" not in result.column_names:  # format 1
                 result = result.append_column(
@@ -78,6 +90,12 @@ class RepoLive:
                 )
             return result.select(PART_FILES_SCHEMA.names).cast(PART_FILES_SCHEMA)
         return result
+
+
+def _empty(name: str, dim: int) -> pa.Table:
+    """A part table with no rows."""
+    schemas = {"chunks": chunk_schema(dim), "paths": PATHS_SCHEMA, "files": PART_FILES_SCHEMA, **GRAPH_SCHEMAS}
+    return schemas[name].empty_table()
 
 
 def changed_paths(files: pa.Table, new_files: pa.Table) -> set[str] | None:
@@ -110,12 +128,8 @@ def inside(table: pa.Table, paths: set[str] | None) -> pa.Table:
 
 
 def outside(table: pa.Table, paths: set[str] | None) -> pa.Table:
-    """Rows not at `paths` (None: no row)."""
-    if paths is None:
-        return table.slice(0, 0)
-    if not paths or not table.num_rows:
-        return table
-    return table.filter(pc.invert(pc.is_in(table["path"], value_set=pa.array(sorted(paths), pa.string()))))
+    """Rows not at `paths` (None: no row): what a part at those paths leaves live."""
+    return table.slice(0, 0) if paths is None else live(table, frozenset(paths))
 
 
 @dataclass(kw_only=True)
@@ -150,48 +164,54 @@ class PartWriter:
         replaced its rows at those paths in `live_rows` (None: a repo with nothing before). `fresh_ids` gives
         every row a new id (the previous snapshot's ids are not this one's: it is rebuilt from scratch).
         Fills the state's counts."""
-        old = live_rows.table("chunks") if live_rows is not None else chunk_schema(self.dim).empty_table()
-        kept, at_changed = outside(old, changed), inside(old, changed)
+        before = live_rows.table("chunks", KEY_COLUMNS) if live_rows is not None else _empty("chunks", self.dim)
+        at_changed = inside(before, changed)
         identity = {} if fresh_ids else _identities(at_changed)
         chunks, embedded = self._new_chunks(new["chunks"], identity)
         same_model = live_rows is not None and live_rows.model_id == self.model_id
-        if fresh_ids or not same_model:
-            kept, more = self._restamped(kept, fresh_ids, same_model)
-            embedded += more
-        whole = pa.concat_tables([kept, chunks])
         tables = {}
         for name in ("paths", "files", *FACT_COLUMNS):
-            before = outside(live_rows.table(name), changed) if live_rows is not None else new[name].slice(0, 0)
-            tables[name] = pa.concat_tables([before, new[name]])
-        info, card_vector = self._about(state, tables, whole)
-        superseded = live_rows.rows_held - kept.num_rows if live_rows is not None else 0
-        delta = (
-            live_rows is not None
-            and not live_rows.legacy
-            and changed is not None
-            and same_model
-            and not fresh_ids
-            and len(live_rows.refs) < MAX_PARTS
-            and superseded <= DEAD_SHARE * (live_rows.rows_held + chunks.num_rows)
+            old = outside(live_rows.table(name), changed) if live_rows is not None else new[name].slice(0, 0)
+            tables[name] = pa.concat_tables([old, new[name]])
+        readme = live_rows.table("chunks", CARD_COLUMNS) if live_rows is not None else chunks.select(CARD_COLUMNS)
+        if live_rows is not None:
+            readme = pa.concat_tables([outside(readme, changed), chunks.select(CARD_COLUMNS)])
+        info, card_vector = self._about(state, tables, readme)
+        kind = self._kind(live_rows, changed, same_model and not fresh_ids, before.num_rows - at_changed.num_rows)
+        if kind == "base":
+            kept = outside(live_rows.table("chunks"), changed) if live_rows is not None else chunks.slice(0, 0)
+            if fresh_ids or not same_model:
+                kept, more = self._restamped(kept, fresh_ids, same_model)
+                embedded += more
+            own_chunks, own, keep = pa.concat_tables([kept, chunks]), tables, []
+        else:  # a delta of the change, or (merge) the change and the newest deltas as one
+            keep = live_rows.refs if kind == "delta" else live_rows.refs[: 1 + (len(live_rows.refs) - 1) // 2]
+            merged = live_rows.refs[len(keep) :]
+            own_chunks = pa.concat_tables([outside(live_rows.table("chunks", refs=merged), changed), chunks])
+            own = {n: pa.concat_tables([outside(live_rows.table(n, refs=merged), changed), new[n]]) for n in tables}
+        part = write_part(
+            self.data_dir, info={**info, "base": kind == "base"}, chunks=own_chunks, tables=own, card_vector=card_vector
         )
-        if delta:
-            own = {name: new[name] for name in tables}
-            part = write_part(
-                self.data_dir, info={**info, "base": False}, chunks=chunks, tables=own, card_vector=card_vector
-            )
-            parts = [r.part_id for r in live_rows.refs] + [part.part_id]
-        else:
-            part = write_part(
-                self.data_dir, info={**info, "base": True}, chunks=whole, tables=tables, card_vector=card_vector
-            )
-            parts = [part.part_id]
-        _count(state, tables, whole.num_rows)
+        _count(state, tables, before.num_rows - at_changed.num_rows + chunks.num_rows)
+        parts = [r.part_id for r in keep] + [part.part_id]
         if fresh_ids:
-            return RepoParts(parts=parts, drop=[], add=whole.select(LEXICAL_COLUMNS), embedded=embedded)
+            return RepoParts(parts=parts, drop=[], add=own_chunks.select(LEXICAL_COLUMNS), embedded=embedded)
         reused = set(identity.values()) & set(chunks.column("row").to_pylist())
         gone = [r for r in at_changed.column("row").to_pylist() if r not in reused]
         added = chunks.filter(pc.invert(pc.is_in(chunks["row"], value_set=pa.array(sorted(reused), pa.int64()))))
         return RepoParts(parts=parts, drop=gone, add=added.select(LEXICAL_COLUMNS), embedded=embedded)
+
+    def _kind(self, live_rows: RepoLive | None, changed: set[str] | None, same_ids: bool, kept: int) -> str:
+        """How the change is written: `delta` (a part of its paths), `merge` (with the newer half of the repo's
+        deltas, when one more part would make more than MAX_PARTS: each row is merged a few times, not once per
+        run), or `base` (every live row: a new repo, new vectors, new ids, new path rules, or a repo whose parts
+        would hold more superseded rows than DEAD_SHARE)."""
+        if live_rows is None or live_rows.legacy or changed is None or not same_ids:
+            return "base"
+        superseded = live_rows.rows_held - kept
+        if superseded > DEAD_SHARE * live_rows.rows_held:
+            return "base"
+        return "delta" if len(live_rows.refs) < MAX_PARTS else "merge"
 
     def _about(self, state: RepoState, tables: dict[str, pa.Table], chunks: pa.Table) -> tuple[dict, object]:
         """part.json's fields for the repo as a whole (its card and coupling facts), and the card's vector (not

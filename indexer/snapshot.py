@@ -429,10 +429,10 @@ def read_graph(snapshot_dir: Path, table: str, repos: set[tuple[str, str]] | Non
     if table == "edges" or manifest.format_version < 3:
         return pq.read_table(graph_path(path, table), **options)
     columns = options.pop("columns", None)
-    wanted = list(dict.fromkeys([*columns, "path"])) if columns else None
-    if wanted and table == "files":
-        wanted.remove("commit_id") if "commit_id" in wanted else None
-        wanted = list(dict.fromkeys([*wanted, "org", "repo", "ref"]))
+    wanted = None
+    if columns:  # the path decides what is superseded; files rows need their ref's key for commit_id
+        keys = ["path", "org", "repo", "ref"] if table == "files" else ["path"]
+        wanted = [c for c in dict.fromkeys([*columns, *keys]) if c != "commit_id"]
     tables = []
     for ref in parts_of(path, manifest, repos):
         tables.append(live(read_part_table(ref, table, columns=wanted, **options), ref.covered))
@@ -465,12 +465,18 @@ def read_cards(snapshot_dir: Path, **options) -> pa.Table | None:
     return pa.concat_tables(cards) if cards else cards_schema(manifest.dim).empty_table()
 
 
+def whole(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its one chunk as it is (combine_chunks copies even one chunk: 1.5 GB of a mapped
+    file's vectors at a million rows), or its chunks concatenated."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def vector_matrix(table: pa.Table, dim: int = 0) -> np.ndarray:
     """A table's `vector` column (chunks or cards) as one float32 matrix, a row per table row; (0, dim) when empty.
     A single-chunk column of a mapped file is a view of it, not a copy."""
     if not table.num_rows:
         return np.zeros((0, dim), dtype=np.float32)
-    flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    flat = whole(table.column("vector")).flatten().to_numpy(zero_copy_only=False)
     return np.ascontiguousarray(flat, dtype=np.float32).reshape(table.num_rows, -1)
 
 

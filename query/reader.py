@@ -10,7 +10,6 @@ that changed one repo costs the server that repo's new part, not the corpus.
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from indexer.snapshot import (
     read_part_chunks,
     store_error,
     vector_matrix,
+    whole,
 )
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,9 @@ class Labels:
 
     @classmethod
     def of(cls, column) -> "Labels":
-        encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
+        """A column (an Arrow array or chunked array) as codes."""
+        array = whole(column) if isinstance(column, pa.ChunkedArray) else column
+        encoded = pc.dictionary_encode(array, null_encoding="encode")
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
         return cls(codes, np.asarray(encoded.dictionary.to_pylist(), dtype=object))
 
@@ -97,7 +99,7 @@ class PartView:
     def __init__(self, ref: PartRef, dim: int):
         self.key = ref.part_id or str(ref.dir)
         table = read_part_chunks(ref)
-        table.validate(full=True)  # the mapped file is read as it is: bad offsets must not reach a query
+        _check_offsets(table)  # the mapped file is read as it is: bad offsets must not reach a query
         if ref.part_id is None:  # a format-1/2 snapshot: row ids are positions, and Lance may read out of order
             order = table.column("row").to_numpy()
             if not np.array_equal(order, np.arange(len(order))):
@@ -108,7 +110,7 @@ class PartView:
             raise SnapshotError(f"vectors of part {self.key} have dim {self.vectors.shape[1]}, the manifest says {dim}")
         self.ids = table.column("row").to_numpy()
         self.labels = {name: Labels.of(self.rows.column(name)) for name in LABELLED}
-        self.symbols = _symbol_index(self.rows.column("symbol").to_pylist(), self.labels["kind"])
+        self.symbols = SymbolIndex(self.rows.column("symbol"), self.labels["kind"])
         self._at: dict[tuple[str, str, str], list[int]] | None = None
 
     def __len__(self) -> int:
@@ -258,7 +260,7 @@ class SnapshotReader:
         """Which rows are reachable from a ref in `names`, for every position at once."""
         masks = []
         for part in self.parts:
-            refs = part.rows.column("refs").combine_chunks()
+            refs = whole(part.rows.column("refs"))
             hit = pc.is_in(pc.list_flatten(refs), value_set=pa.array(sorted(names), pa.string())).to_numpy(
                 zero_copy_only=False
             )
@@ -300,9 +302,8 @@ class SymbolRows:
     def get(self, name: str, default=()) -> list[int]:
         found = []
         for part, start in zip(self.reader.parts, self.reader.offsets):
-            rows = part.symbols.get(name)
-            if rows:
-                found += [int(start) + r for r in rows if self.reader.live[start + r]]
+            rows = part.symbols.get(name) + start
+            found += rows[self.reader.live[rows]].tolist()
         return found or list(default)
 
 
@@ -328,14 +329,49 @@ def open_kept(data_dir: Path, model_ids: tuple[str, ...]) -> SnapshotReader | No
     return None
 
 
-def _symbol_index(symbols: list[str], kinds: Labels) -> dict[str, list[int]]:
-    """Lower-cased definition names -> rows: `Command.make_context` under itself and `make_context`."""
-    index: dict[str, list[int]] = {}
-    for row, (symbol, kind) in enumerate(zip(symbols, kinds)):
-        if not symbol or kind in ("module", "section", "text"):
-            continue
-        full = symbol.lower()
-        last = re.split(r"\.|::", full)[-1]
-        for key in {full, last}:
-            index.setdefault(key, []).append(row)
-    return index
+class SymbolIndex:
+    """A part's definitions by lower-cased name: `Command.make_context` under itself and under `make_context`.
+    Held as codes into the distinct names (two Labels), not a dict of row lists: a query looks a few names up,
+    and at a million rows the dict held hundreds of MiB of Python objects."""
+
+    def __init__(self, symbols, kinds: Labels):
+        lower = pc.utf8_lower(whole(symbols))
+        self.full = Labels.of(lower)
+        self.last = Labels.of(pc.replace_substring_regex(lower, r"^.*(\.|::)", ""))
+        named = pc.fill_null(pc.not_equal(lower, ""), False).to_numpy(zero_copy_only=False)
+        self.defines = named & ~kinds.isin(("module", "section", "text"))
+        self._codes: tuple[dict, dict] | None = None
+
+    def get(self, name: str) -> np.ndarray:
+        """Local rows of the definitions named `name` (lower-cased)."""
+        if self._codes is None:
+            self._codes = tuple({v: i for i, v in enumerate(labels.values)} for labels in (self.full, self.last))
+        found = np.zeros(len(self.defines), dtype=bool)
+        for labels, codes in zip((self.full, self.last), self._codes):
+            if name in codes:
+                found |= labels.codes == codes[name]
+        return np.flatnonzero(found & self.defines)
+
+
+def _check_offsets(table: pa.Table) -> None:
+    """Arrow's cheap checks, then every string and list offset in bounds and in order: what a read trusts (the
+    text itself is not read: a full validation would touch every page of the mapped file)."""
+    table.validate()
+    for column in table.columns:
+        for chunk in column.chunks:
+            _offsets_in_bounds(chunk)
+
+
+def _offsets_in_bounds(array: pa.Array) -> None:
+    kind = array.type
+    if pa.types.is_fixed_size_list(kind):
+        return _offsets_in_bounds(array.values)
+    if not (pa.types.is_string(kind) or pa.types.is_list(kind)):
+        return
+    buffer = array.buffers()[1]
+    offsets = np.frombuffer(buffer, dtype=np.int32)[array.offset : array.offset + len(array) + 1]
+    limit = len(array.values) if pa.types.is_list(kind) else array.buffers()[2].size if array.buffers()[2] else 0
+    if len(offsets) and (offsets[0] < 0 or offsets[-1] > limit or np.any(np.diff(offsets) < 0)):
+        raise SnapshotError(f"a {kind} column's offsets run outside its data")
+    if pa.types.is_list(kind):
+        _offsets_in_bounds(array.values)

@@ -18,6 +18,8 @@ from indexer.config import DEFAULT_MODEL, RepoSpec
 from indexer.embed import GRAPHS_DIR, load_embedder, model_id_for
 from indexer.cache import Cache
 from indexer.snapshot import SnapshotError, open_manifest, read_backfill, read_chunks, vector_matrix
+from indexer.snapshot import published as published_ids
+from indexer.verify import verify
 from query.eval.scratch import index_scratch
 from query.reader import SnapshotReader
 from query.search import SearchRequest
@@ -236,3 +238,21 @@ def test_a_repo_that_fails_keeps_serving_through_both_tiers(tmp_path, encoders, 
         rows = [r for r in chunks.select(["repo", "path"]).to_pylist() if r["repo"] == "tools"]
         assert rows == [{"repo": "tools", "path": "cli.py"}] and manifest.repo("default", "tools").status == "stale"
         assert vector_matrix(chunks).shape == (13, manifest.dim) and not np.isnan(vector_matrix(chunks)).any()
+
+
+def test_a_large_addition_is_published_against_the_base_even_when_one_snapshot_is_kept(tmp_path, encoders, monkeypatch):
+    """The model's snapshot lists the base's parts of the repos the run did not change, which the static tier
+    (every repo written again with static vectors) does not: old snapshots are pruned only when the run is done."""
+    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 5)
+    cfg, api = _configured(tmp_path, encoders, _files(4), fast_first=False, keep_snapshots=1)
+    tools = gitrepo.init(tmp_path / "src" / "tools")
+    gitrepo.commit(tools, {"cli.py": b"def rotate_logs(path):\n    return path + '.1'\n"})
+    cfg = replace(cfg, repos=cfg.repos + (RepoSpec(name="tools", url=str(tmp_path / "src" / "tools")),))
+    run(cfg, show_progress=False)
+    tools_parts = open_manifest(cfg.data_dir)[1].repo("default", "tools").parts
+    gitrepo.commit(api, _files(12))  # eight new chunks: the static tier goes first
+    report = run(replace(cfg, fast_first=True), show_progress=False)
+    assert [s["tier"] for s in report.snapshots] == ["fast", "full"]
+    _, live = open_manifest(cfg.data_dir)
+    assert live.repo("default", "tools").parts == tools_parts  # listed as it was, not written again
+    assert published_ids(cfg.data_dir) == [report.snapshot_id] and verify(cfg.data_dir)[1] == []

@@ -10,6 +10,7 @@ import duckdb
 from dulwich.objects import Blob
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from indexer import parts as partsmod
 from indexer.build import run
@@ -119,14 +120,15 @@ def test_an_incremental_snapshot_holds_what_a_rebuild_from_scratch_holds(two_rep
         {**files, "src/billing/renew.py": CHANGED, "src/extra.py": b"def extra_step():\n    return 1\n"},  # added
         {k: v for k, v in files.items() if k != "src/billing/invoice.py"},  # deleted (and renew.py back as it was)
     ]
+    parts = []
     for i, step in enumerate(steps):
         gitrepo.commit(api, step, message=f"step {i}")
         run(cfg, show_progress=False)
         other = fresh_copy(cfg, tmp_path / f"step{i}")
         assert content(cfg.data_dir) == content(other.data_dir), f"step {i}"
         assert verify(cfg.data_dir)[1] == []
-    _, manifest = open_manifest(cfg.data_dir)
-    assert len(manifest.repo("default", "api").parts) == 1 + len(steps)
+        parts.append(len(open_manifest(cfg.data_dir)[1].repo("default", "api").parts))
+    assert parts[:2] == [2, 3]  # deltas (the last step supersedes most of this small repo: a base again)
 
 
 def test_the_views_leave_out_superseded_rows_as_the_readers_do(two_repos):
@@ -145,16 +147,26 @@ def test_the_views_leave_out_superseded_rows_as_the_readers_do(two_repos):
     assert not con.execute("SELECT count(*) FROM symbols WHERE path = 'src/billing/invoice.py'").fetchone()[0]
 
 
-def test_a_repo_with_many_deltas_is_written_again_as_one_base(two_repos, monkeypatch):
+def test_deltas_merge_newest_first_and_a_mostly_superseded_repo_is_written_again_as_one_base(
+    two_repos, tmp_path, monkeypatch
+):
     monkeypatch.setattr(partsmod, "MAX_PARTS", 3)
     cfg, api, _ = two_repos
     run(cfg, show_progress=False)
+    first_base = open_manifest(cfg.data_dir)[1].repo("default", "api").parts[0]
     seen = []
     for i in range(4):
         gitrepo.commit(api, {**api_files(), f"src/step_{i}.py": f"def step_{i}():\n    return {i}\n".encode()})
         run(cfg, show_progress=False)
-        seen.append(len(open_manifest(cfg.data_dir)[1].repo("default", "api").parts))
-    assert seen == [2, 3, 1, 2]  # the third delta would have made four parts: one base instead
+        seen.append(open_manifest(cfg.data_dir)[1].repo("default", "api").parts)
+    assert [len(p) for p in seen] == [2, 3, 3, 3]  # the third delta is merged with the newer half of the deltas
+    assert all(p[0] == first_base for p in seen)  # the base is never written again for them
+    assert content(cfg.data_dir) == content(fresh_copy(cfg, tmp_path / "merged").data_dir)
+    gitrepo.commit(api, {"README.md": b"# Almost nothing left\n"})  # most rows superseded: one base again
+    run(cfg, show_progress=False)
+    assert open_manifest(cfg.data_dir)[1].repo("default", "api").parts[0] != first_base
+    assert len(open_manifest(cfg.data_dir)[1].repo("default", "api").parts) == 1
+    assert content(cfg.data_dir) == content(fresh_copy(cfg, tmp_path / "based").data_dir)
     assert verify(cfg.data_dir)[1] == []
 
 
@@ -226,6 +238,7 @@ def _killed_run(cfg, at: int) -> None:
     os._exit(0)
 
 
+@pytest.mark.filterwarnings("ignore:lance is not fork-safe")  # the child never opens a Lance table
 def test_a_kill_at_any_point_of_an_incremental_publish_leaves_a_snapshot_that_serves(two_repos):
     cfg, api, _ = two_repos
     first = run(cfg, show_progress=False).snapshot_id

@@ -114,8 +114,9 @@ def _everything_written(data_dir: Path) -> list[tuple[str, str]]:
         for name in table.column_names:
             if name != "vector":
                 out.append((f"{snap.name} chunks.{name}", json.dumps(table.column(name).to_pylist())))
-        for parquet in snap.rglob("*.parquet"):
-            out.append((str(parquet), json.dumps(pq.read_table(parquet).to_pylist(), default=str)))
+    for parquet in data_dir.rglob("*.parquet"):  # the parts' tables and each snapshot's edges, decompressed
+        out.append((str(parquet), json.dumps(pq.read_table(parquet).to_pylist(), default=str)))
+    assert any("parts" in where and where.endswith("symbols.parquet") for where, _ in out)  # the walk saw them
     return out
 
 
