@@ -3,7 +3,8 @@ model time) over copies of a real source tree, added repo by repo until each ste
 
 Copy k of the tree (default: the networkx package, ~10,800 chunks) renames every `def` and `class` with a
 `_k<k>` suffix, so its chunks are texts of its own. At each step: the run that adds the new repos, a run with
-nothing changed, a run after one commit that adds one function (wall, peak RSS, the bytes it added under
+nothing changed, runs after one commit each that adds one function to copy 0 (--commits, 10: enough that a
+merge of the repo's deltas falls among them; median and max wall, peak RSS, mean and max bytes added under
 the data dir), then `blobdex serve` on the snapshot: time to ready, RSS, search / route / get_file p50 and
 p95 over HTTP, and the first request after the next publish (the swap). Nothing is asserted; it prints a
 table with the issue's goals beside it (and --json writes the figures).
@@ -16,6 +17,7 @@ import json
 import math
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -145,6 +147,7 @@ def main() -> None:
     parser.add_argument("--source", type=Path, help="the source tree to copy (default: networkx)")
     parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
+    parser.add_argument("--commits", type=int, default=10, help="one-commit runs per step (median and max shown)")
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",") if s.strip()]
     work = args.work or Path(tempfile.mkdtemp(prefix="blobdex-bench-scale-"))
@@ -168,20 +171,25 @@ def main() -> None:
         print(f"bench-scale: {copies} repos (~{copies * per_copy:,} chunks)", file=sys.stderr)
         added, added_wall = run_index(env, work)
         _, unchanged_wall = run_index(env, work)
-        before = tree_bytes(work / "data")
-        commits[0] += 1
-        one_commit(work, commits[0])
-        changed, changed_wall = run_index(env, work)
-        grown = tree_bytes(work / "data") - before
+        walls, grown, changed = [], [], None
+        for _ in range(args.commits):  # enough runs that a merge of deltas falls among them
+            before = tree_bytes(work / "data")
+            commits[0] += 1
+            one_commit(work, commits[0])
+            changed, wall = run_index(env, work)
+            walls.append(wall)
+            grown.append(tree_bytes(work / "data") - before)  # net of what keep_snapshots pruned
         row = {
             "chunks": changed["totals"]["chunks"],
             "repos": copies,
             "add_run_s": round(added_wall, 1),
             "no_change_s": round(unchanged_wall, 1),
-            "one_commit_s": round(changed_wall, 1),
+            "one_commit_s": round(statistics.median(walls), 2),
+            "one_commit_max_s": round(max(walls), 2),
             "one_commit_seconds": changed["seconds"],
             "one_commit_peak_rss_mib": changed["peak_rss_mib"],
-            "bytes_added_mb": round(grown / 2**20, 3),  # net of what keep_snapshots pruned
+            "bytes_added_mb": round(statistics.mean(grown) / 2**20, 3),
+            "bytes_added_max_mb": round(max(grown) / 2**20, 3),
             "snapshot_mb": round(snapshot_bytes(work / "data", changed["snapshot_id"]) / 2**20, 1),
             "data_dir_mb": round(tree_bytes(work / "data") / 2**20, 1),
             "serve": serve_figures(work, env, paths, commits),
@@ -190,8 +198,8 @@ def main() -> None:
         print(json.dumps(row), file=sys.stderr)
 
     columns = (
-        "chunks, one-commit run, of which write, peak RSS, no-change run, snapshot, added, serve ready, serve RSS, "
-        "search p50 / p95, route p95, get_file p95, swap"
+        "chunks, one-commit run (median / max), of which write, peak RSS, no-change run, snapshot, "
+        "added per run (mean / max), serve ready, serve RSS, search p50 / p95, route p95, get_file p95, swap"
     ).split(", ")
     header = "| " + " | ".join(columns) + " |"
     print(header)
@@ -199,9 +207,9 @@ def main() -> None:
     for r in rows:
         s = r["serve"]
         print(
-            f"| {r['chunks']:,} | {r['one_commit_s']} s | {r['one_commit_seconds']['write']:.1f} s | "
-            f"{r['one_commit_peak_rss_mib']} MiB | {r['no_change_s']} s | {r['snapshot_mb']} MB | "
-            f"{r['bytes_added_mb']} MB | "
+            f"| {r['chunks']:,} | {r['one_commit_s']} / {r['one_commit_max_s']} s | "
+            f"{r['one_commit_seconds']['write']:.1f} s | {r['one_commit_peak_rss_mib']} MiB | {r['no_change_s']} s | "
+            f"{r['snapshot_mb']} MB | {r['bytes_added_mb']} / {r['bytes_added_max_mb']} MB | "
             f"{s['ready_s']} s | "
             f"{s['rss_mib']} MiB | {s['search']['p50_ms']:.0f} / {s['search']['p95_ms']:.0f} ms | "
             f"{s['route_task']['p95_ms']:.0f} ms | {s['get_file']['p95_ms']:.1f} ms | {s['swap_s']} s |"
