@@ -1,7 +1,7 @@
 """A repo's rows across the parts of a snapshot, and the part one run writes for it: a delta holding the paths
-that changed, or a base holding every live row (a new repo, a model change, or a repo whose parts are many or
-mostly superseded). A row keeps its id while its (path, blob_id, chunk_index) lives, so the lexical index
-changes only by the rows that came and went."""
+that changed (merged with the repo's newer deltas when it has many), or a base holding every live row (a new
+repo, a model change, or a repo whose parts are mostly superseded). A row keeps its id while its (path,
+blob_id, chunk_index) lives, so the lexical index changes only by the rows that came and went."""
 
 from __future__ import annotations
 
@@ -34,10 +34,12 @@ from indexer.snapshot import (
 )
 from indexer.write import vector_column, write_part
 
-# A repo whose next part would be its ninth is written as one base instead: every reader keeps arrays per part
-# and looks each delta's paths up in every older part.
+# A repo's parts at most: every reader keeps arrays per part and looks each delta's paths up in every older one.
+# The change that would make one more is merged with the newer half of the deltas: a row is merged a few times
+# in its life (the deltas halve), never once per run, and the base is not written for it.
 MAX_PARTS = 8
-# ... and so is one whose parts would hold more superseded rows than this share: they cost memory and scan time.
+# A repo whose parts would hold more superseded rows than this share of their rows is written as one base: the
+# dead rows cost memory and scan time, and a base rewrite is paid for by as many rows changed.
 DEAD_SHARE = 0.5
 LEXICAL_COLUMNS = ("row", "org", "repo", "path", "symbol", "text")  # what the lexical index reads of a row
 KEY_COLUMNS = ("row", "path", "blob_id", "chunk_index")  # a row's id and identity
@@ -177,7 +179,7 @@ class PartWriter:
         if live_rows is not None:
             readme = pa.concat_tables([outside(readme, changed), chunks.select(CARD_COLUMNS)])
         info, card_vector = self._about(state, tables, readme)
-        kind = self._kind(live_rows, changed, same_model and not fresh_ids, before.num_rows - at_changed.num_rows)
+        kind = _kind(live_rows, changed, same_model and not fresh_ids, before.num_rows - at_changed.num_rows)
         if kind == "base":
             kept = outside(live_rows.table("chunks"), changed) if live_rows is not None else chunks.slice(0, 0)
             if fresh_ids or not same_model:
@@ -200,18 +202,6 @@ class PartWriter:
         gone = [r for r in at_changed.column("row").to_pylist() if r not in reused]
         added = chunks.filter(pc.invert(pc.is_in(chunks["row"], value_set=pa.array(sorted(reused), pa.int64()))))
         return RepoParts(parts=parts, drop=gone, add=added.select(LEXICAL_COLUMNS), embedded=embedded)
-
-    def _kind(self, live_rows: RepoLive | None, changed: set[str] | None, same_ids: bool, kept: int) -> str:
-        """How the change is written: `delta` (a part of its paths), `merge` (with the newer half of the repo's
-        deltas, when one more part would make more than MAX_PARTS: each row is merged a few times, not once per
-        run), or `base` (every live row: a new repo, new vectors, new ids, new path rules, or a repo whose parts
-        would hold more superseded rows than DEAD_SHARE)."""
-        if live_rows is None or live_rows.legacy or changed is None or not same_ids:
-            return "base"
-        superseded = live_rows.rows_held - kept
-        if superseded > DEAD_SHARE * live_rows.rows_held:
-            return "base"
-        return "delta" if len(live_rows.refs) < MAX_PARTS else "merge"
 
     def _about(self, state: RepoState, tables: dict[str, pa.Table], chunks: pa.Table) -> tuple[dict, object]:
         """part.json's fields for the repo as a whole (its card and coupling facts), and the card's vector (not
@@ -254,6 +244,18 @@ class PartWriter:
             vectors, embedded = self.vectors(texts)
             kept = kept.drop_columns(["vector"]).append_column("vector", vector_column(vectors, self.dim))
         return kept.cast(chunk_schema(self.dim)), embedded
+
+
+def _kind(live_rows: RepoLive | None, changed: set[str] | None, as_they_are: bool, kept: int) -> str:
+    """How a change is written: `delta` (a part of its paths), `merge` (with the newer half of the repo's deltas,
+    when one more part would make more than MAX_PARTS), or `base` (every live row: a new repo, a repo whose rows
+    cannot stay as they are (`as_they_are`: same model, same ids), new path rules, or a repo whose parts would
+    hold more superseded rows than DEAD_SHARE). `kept`: the live rows the change leaves."""
+    if live_rows is None or live_rows.legacy or changed is None or not as_they_are:
+        return "base"
+    if live_rows.rows_held - kept > DEAD_SHARE * live_rows.rows_held:
+        return "base"
+    return "delta" if len(live_rows.refs) < MAX_PARTS else "merge"
 
 
 def _identities(chunks: pa.Table) -> dict[tuple[str, str, int], int]:
