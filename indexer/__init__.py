@@ -18,6 +18,10 @@ KERNEL = frozenset(
         "prepare",  # session overlays prepare a file's bytes exactly as the indexer prepares a blob
         "mirror",  # get_file reads git objects from the mirrors
         "scan",  # ref resolution for get_file and status
+        "tokens",  # the query server checks read tokens; the control API admin ones, from the same store
+        "runs",  # status shows the last index run
+        "observe",  # both servers log and count requests the same way (access log, request ids, metrics)
+        "listen",  # both servers bind their socket the same way
     }
 )
 # Imports of the pipeline from query/, each for a stated reason (module -> the indexer module it may use).

@@ -16,12 +16,13 @@ import time
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from indexer import mirror, snapshot
+from indexer import mirror, runs, snapshot
 from indexer.cache import Cache, text_id
 from indexer.config import Config, RepoSpec
 from indexer.edges import edges
@@ -66,13 +67,14 @@ class DiskFull(RunError):
 
 
 @dataclass(kw_only=True)
-class _RepoWork:
+class RepoWork:
     spec: RepoSpec
     report: RepoReport
     refs: list[tuple[str, str]] = field(default_factory=list)  # (ref, commit_id), resolved this run
     scans: list[RefScan] = field(default_factory=list)  # empty when the repo is kept as the base holds it
     mirror_path: Path | None = None
     kept: bool = False  # at the commits the base snapshot holds: its parts are listed again, nothing scanned
+    fetched: bool = True  # False: left out of this run (`only`), listed with the state the base has
 
     @property
     def ok(self) -> bool:
@@ -88,36 +90,77 @@ class Base:
     manifest: Manifest
 
 
+LOCK_POLL_SECONDS = 0.2  # how often --wait tries the lock again
+
+
 @contextmanager
-def _lock(data_dir: Path):
+def lock(data_dir: Path, wait: float = 0.0):
+    """The index lock, held for the run; another run holding it is LockBusy at once, or after `wait` seconds."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "index.lock"
+    deadline = time.monotonic() + wait
     with open(path, "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise LockBusy(
-                f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}); "
-                f"wait for it to finish"
-            ) from exc
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as exc:
+                if time.monotonic() >= deadline:
+                    waited = f" for {wait:g} s" if wait else ""
+                    raise LockBusy(
+                        f"another 'blobdex index' is running on {str(data_dir)!r} (it holds {str(path)!r}) and "
+                        f"did not finish{waited}; try again later, or pass --wait SECONDS to queue behind it"
+                    ) from exc
+                time.sleep(LOCK_POLL_SECONDS)
         yield
 
 
-def run(cfg: Config, full: bool = False, embedder: Embedder | None = None, show_progress: bool = True) -> Report:
+def run(
+    cfg: Config,
+    full: bool = False,
+    embedder: Embedder | None = None,
+    show_progress: bool = True,
+    wait: float = 0.0,
+    only: set[tuple[str, str]] | None = None,
+) -> Report:
+    """One index run (see the module's docstring); its report is kept in the run history. `wait`: seconds to
+    queue behind a run that holds the lock. `only`: fetch and scan only these repos (org, name); every other
+    repo is listed as the live snapshot holds it (one it does not hold yet is fetched all the same)."""
     if not cfg.repos:
         raise RunError(f"no repos configured in {str(cfg.path)!r}: add one with 'blobdex repo add NAME URL'")
-    with _lock(cfg.data_dir):
+    with lock(cfg.data_dir, wait):
+        started = datetime.now(timezone.utc)
+        report = Report(model=embedder.model_id if embedder else model_id_for(cfg.model))
         try:
-            return _run(cfg, full, embedder, show_progress)
+            _run(cfg, full, embedder, show_progress, report, only)
         except BaseException as exc:
+            failure = exc
             if _no_space(exc):
                 free = shutil.disk_usage(cfg.data_dir).free // 2**20
-                raise DiskFull(
+                failure = DiskFull(
                     f"no space left on device while writing to {str(cfg.data_dir)!r} ({free} MB free); "
                     f"free space and run 'blobdex index' again (the previous snapshot keeps "
                     f"serving)"
-                ) from exc
-            raise
+                )
+            if isinstance(exc, Exception):  # an interrupt is not a run's verdict
+                _record(cfg, started, report, failure)
+            if failure is exc:
+                raise
+            raise failure from exc
+        _record(cfg, started, report, None)
+        return report
+
+
+def _record(cfg: Config, started: datetime, report: Report, failure: BaseException | None) -> None:
+    """Keep the run in the history; a history that cannot be written (a full disk) never hides the run's own
+    outcome."""
+    error = None
+    if failure is not None:
+        error = str(failure) if isinstance(failure, BlobdexError) else f"{type(failure).__name__}: {failure}"
+    try:
+        runs.record(cfg.data_dir, started, report.to_dict(), error)
+    except OSError as exc:
+        log.warning("cannot keep this run in the history under %s: %s", runs.runs_dir(cfg.data_dir), exc)
 
 
 def _no_space(exc: BaseException | None) -> bool:
@@ -134,7 +177,7 @@ def _no_space(exc: BaseException | None) -> bool:
     return False
 
 
-def _previous(data_dir: Path) -> tuple[Path | None, Manifest | None]:
+def previous_snapshot(data_dir: Path) -> tuple[Path | None, Manifest | None]:
     try:
         return snapshot.open_manifest(data_dir)
     except snapshot.SnapshotError as exc:
@@ -143,7 +186,7 @@ def _previous(data_dir: Path) -> tuple[Path | None, Manifest | None]:
         return None, None
 
 
-def _base(cfg: Config, prev_path: Path | None, prev: Manifest | None, full: bool) -> Base | None:
+def base_of(cfg: Config, prev_path: Path | None, prev: Manifest | None, full: bool) -> Base | None:
     """The snapshot this run changes, or None to build every repo from scratch (`--full`, no snapshot yet, one of
     another format, or built with other tools: its rows are not what these tools make)."""
     if full or prev is None or prev.format_version != snapshot.FORMAT_VERSION:
@@ -153,22 +196,30 @@ def _base(cfg: Config, prev_path: Path | None, prev: Manifest | None, full: bool
     return Base(prev_path, prev)
 
 
-def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool) -> Report:
+def _run(
+    cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool, report: Report, only: set | None
+) -> Report:
     started = time.monotonic()
-    model_id = embedder.model_id if embedder else model_id_for(cfg.model)
-    report = Report(model=model_id)
+    model_id = report.model
     _sweep(cfg, report)
-    prev_path, prev = _previous(cfg.data_dir)
+    prev_path, prev = previous_snapshot(cfg.data_dir)
     report.previous_snapshot_id = prev.snapshot_id if prev else None
     work = [
-        _RepoWork(spec=s, report=RepoReport(org=s.org, name=s.name, url=mirror.redact(s.url), status="ok"))
+        RepoWork(spec=s, report=RepoReport(org=s.org, name=s.name, url=mirror.redact(s.url), status="ok"))
         for s in cfg.repos
     ]
     report.repos = [w.report for w in work]
-
+    base = base_of(cfg, prev_path, prev, full)
+    if only is not None and base is not None:  # the others stay at the commits the snapshot holds
+        for w in work:
+            before = base.manifest.repo(*w.spec.key)
+            if w.spec.key not in only and before is not None and before.parts:
+                w.fetched = False
+                w.refs = [(r.ref, r.commit_id) for r in before.refs]
+                w.report.refs = [{"ref": r, "commit_id": c} for r, c in w.refs]
+                w.report.status, w.report.error = before.status, before.error
     t0 = time.monotonic()
-    _mirror_stage(cfg, work)
-    _resolve_stage(work)
+    fetch_refs(cfg, [w for w in work if w.fetched])
     report.seconds["mirror"] = time.monotonic() - t0
     if all(not w.ok for w in work):
         _note(
@@ -178,7 +229,6 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             + "; fix the errors above and run 'blobdex index' again",
         )
         return report
-    base = _base(cfg, prev_path, prev, full)
     if not full and prev is not None and _unchanged(cfg, prev, work, model_id):
         problem = open_check(prev_path, prev)
         if problem is None:
@@ -188,10 +238,11 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
             return report
         _note(report, f"rebuilding: nothing changed upstream, but snapshot {prev.snapshot_id} is damaged ({problem})")
         base = None
+        fetch_refs(cfg, [w for w in work if not w.fetched])  # a rebuild from scratch scans every repo
     for w in work:
-        w.kept = base is not None and w.ok and _at_base(base.manifest, w)
+        w.kept = base is not None and w.ok and at_base(base.manifest, w)
     t0 = time.monotonic()
-    _scan_stage([w for w in work if w.ok and not w.kept])
+    scan_stage([w for w in work if w.ok and not w.kept])
     report.seconds["scan"] = time.monotonic() - t0
 
     cache = Cache(cfg.data_dir / "cache")
@@ -218,7 +269,15 @@ def _run(cfg: Config, full: bool, embedder: Embedder | None, show_progress: bool
         cache.close()
 
 
-def _mirror_stage(cfg: Config, work: list[_RepoWork]) -> None:
+def fetch_refs(cfg: Config, work: list[RepoWork]) -> None:
+    """Fetch the repos' mirrors and resolve their refs."""
+    for w in work:
+        w.fetched, w.refs, w.report.refs = True, [], []
+    _mirror_stage(cfg, work)
+    _resolve_stage(work)
+
+
+def _mirror_stage(cfg: Config, work: list[RepoWork]) -> None:
     """Fetch every repo's mirror; a repo that cannot be fetched is marked stale, the others go on."""
     for w in work:
         try:
@@ -234,7 +293,7 @@ def _mirror_stage(cfg: Config, work: list[_RepoWork]) -> None:
             )
 
 
-def _resolve_stage(work: list[_RepoWork]) -> None:
+def _resolve_stage(work: list[RepoWork]) -> None:
     """Resolve every configured ref of each fetched repo to a commit; a repo with a ref that cannot be resolved
     is marked stale."""
     for w in work:
@@ -251,7 +310,7 @@ def _resolve_stage(work: list[_RepoWork]) -> None:
         w.report.refs = [{"ref": r, "commit_id": c} for r, c in w.refs]
 
 
-def _scan_stage(work: list[_RepoWork]) -> None:
+def scan_stage(work: list[RepoWork]) -> None:
     """Scan the resolved commits of each repo; a repo that cannot be scanned is marked stale."""
     for w in work:
         try:
@@ -264,7 +323,7 @@ def _scan_stage(work: list[_RepoWork]) -> None:
             _mirror_broken(w, exc)
 
 
-def _mirror_broken(w: _RepoWork, exc: Exception) -> None:
+def _mirror_broken(w: RepoWork, exc: Exception) -> None:
     log.debug("scan of %s failed", w.spec.name, exc_info=True)
     _mark_stale(
         w,
@@ -286,13 +345,13 @@ def _sweep(cfg: Config, report: Report) -> None:
         _note(report, f"removed {len(removed)} leftover(s) of interrupted runs: {', '.join(removed)}")
 
 
-def _mark_stale(w: _RepoWork, error: str) -> None:
+def _mark_stale(w: RepoWork, error: str) -> None:
     log.error("%s/%s: %s", w.spec.org, w.spec.name, error)
     w.report.status, w.report.error = "stale", error
     w.refs, w.scans, w.report.refs = [], [], []
 
 
-def _at_base(manifest: Manifest, w: _RepoWork) -> bool:
+def at_base(manifest: Manifest, w: RepoWork) -> bool:
     """True when the base holds this repo at the commits just resolved, scanned as configured: nothing to scan."""
     before = manifest.repo(*w.spec.key)
     return (
@@ -303,7 +362,7 @@ def _at_base(manifest: Manifest, w: _RepoWork) -> bool:
     )
 
 
-def _unchanged(cfg: Config, prev: Manifest, work: list[_RepoWork], model_id: str) -> bool:
+def _unchanged(cfg: Config, prev: Manifest, work: list[RepoWork], model_id: str) -> bool:
     """True when a rebuild would reproduce `prev`: same repos at the same commits, same tools."""
     built_with = (prev.format_version, prev.model_id, prev.tools, prev.max_blob_bytes)
     if built_with != (snapshot.FORMAT_VERSION, model_id, TOOLS, cfg.max_blob_bytes):
@@ -349,7 +408,7 @@ class Run:
     cfg: Config
     report: Report
     cache: Cache
-    work: list[_RepoWork]
+    work: list[RepoWork]
     model: str  # the model's name, as load_embedder takes it
     model_id: str
     prev_path: Path | None
@@ -424,11 +483,11 @@ def _publish_changes(run: Run) -> Report:
     return report
 
 
-def _changes(run: Run) -> dict[tuple[str, str], Change]:
-    """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only)."""
-    base, changes, wanted = run.base, {}, {}
-    scoped: dict[tuple[str, str], tuple[RepoLive | None, set[str] | None, list[RefScan]]] = {}
-    for w in run.work:
+def scope(cfg: Config, work: list[RepoWork], base: Base | None) -> tuple[dict, dict]:
+    """What each scanned repo changes against the base: key -> (its live rows there, the paths it rewrites (None:
+    every path), its scans cut to those paths); and every blob those paths hold: cache key -> where to read it."""
+    scoped, wanted = {}, {}
+    for w in work:
         if not w.ok or w.kept:
             continue
         before = base.manifest.repo(*w.spec.key) if base else None
@@ -441,10 +500,17 @@ def _changes(run: Run) -> dict[tuple[str, str], Change]:
         for scan in scans:
             for f in scan.files:
                 if f.skip is None:
-                    key = Cache.blob_key(f.blob_id, f.lang, run.cfg.max_blob_bytes)
+                    key = Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)
                     wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang))
+    return scoped, wanted
+
+
+def _changes(run: Run) -> dict[tuple[str, str], Change]:
+    """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only)."""
+    scoped, wanted = scope(run.cfg, run.work, run.base)
     run.report.blobs = len(wanted)
     entry_of = entry_lookup(_chunk_stage(run, wanted), run.cfg.max_blob_bytes)
+    changes = {}
     for w in run.work:
         if w.spec.key not in scoped:
             continue
@@ -525,7 +591,7 @@ def _texts(run: Run, changes: dict[tuple[str, str], Change]) -> list[str]:
     return texts
 
 
-def _carried_from(run: Run, w: _RepoWork) -> tuple[Path, Manifest] | None:
+def _carried_from(run: Run, w: RepoWork) -> tuple[Path, Manifest] | None:
     """Where the rows of a repo this run does not scan are (kept at the base's commits, or failed): the base, or,
     in a run from scratch, the previous snapshot of whatever format; None when it has none to keep serving."""
     path, manifest = (run.base.path, run.base.manifest) if run.base else (run.prev_path, run.prev)
@@ -727,9 +793,7 @@ def _publish(run: Run, changes: dict, lexical_from: Path | None = None, **manife
     return snapshot.snapshots_dir(cfg.data_dir) / snapshot_id
 
 
-def _repo_parts(
-    run: Run, w: _RepoWork, change: Change | None, writer: PartWriter
-) -> tuple[RepoState, RepoParts | None]:
+def _repo_parts(run: Run, w: RepoWork, change: Change | None, writer: PartWriter) -> tuple[RepoState, RepoParts | None]:
     """One repo's state in the snapshot being published, and what was written for it (None when its parts are
     listed as the base has them, or it has none)."""
     base, key = run.base, w.spec.key
@@ -752,7 +816,8 @@ def _repo_parts(
         )
         return state, None
     state = replace(before, refs=list(before.refs), parts=list(before.parts))
-    state.status, state.error = ("ok", None) if w.ok else ("stale", w.report.error)
+    if w.fetched:  # one left out of the run keeps the verdict of the run that fetched it last
+        state.status, state.error = ("ok", None) if w.ok else ("stale", w.report.error)
     if w.ok:
         state.url = w.report.url
     if same_model and source[0] == base.path:

@@ -6,11 +6,11 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
 from indexer import config as configmod
+from indexer import sources
 from indexer.config import ConfigError, RepoSpec
 
 
@@ -80,108 +80,13 @@ def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
             "the --credential value is not a reference (it is not shown, in case it is the secret "
             "itself): pass env:NAME or file:PATH, which name where the secret is kept"
         )
-    url = _source(name, url)
     spec = RepoSpec(name=name, url=url, org=org, refs=tuple(refs), credential=credential, username=username)
-    if no_check:
-        if "HEAD" in refs and refs != ("HEAD",):
-            raise ConfigError(
-                f"repo {name!r}: --ref HEAD with other refs needs the check to learn which branch "
-                f"HEAD is; name that branch instead, or drop --no-check"
-            )
-        spec = replace(spec, refs=tuple(r for r in refs if r != "HEAD"))
-    else:
-        spec = replace(spec, refs=_checked_refs(spec))
+    spec = sources.checked(spec, check=not no_check, skip="or pass --no-check to add it without checking")
     configmod.save(configmod.with_repo(cfg, spec))
     click.echo(
         f"added repo {org}/{name} -> {redact(url)}"
         + (f" refs {', '.join(spec.refs)}" if spec.refs else " (default branch)")
     )
-
-
-def _source(name: str, url: str) -> str:
-    """`url` made absolute if it is a local path; refused if it carries a password or token."""
-    from indexer.mirror import redact
-
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise ConfigError(f"repo {name!r}: the url cannot be parsed ({exc}); give a URL or a local path") from exc
-    if parts.password:
-        user = f" --username {parts.username}" if parts.username and parts.username != "git" else ""
-        raise ConfigError(
-            f"repo {name!r}: the url carries a password or token, which would be stored in plain "
-            f"text; keep the secret in an environment variable and run 'blobdex repo add {name} "
-            f"{redact(url)} --credential env:VAR{user}'"
-        )
-    if "://" in url or re.match(r"^[\w.-]+@[\w.-]+:", url):
-        return url
-    local = Path(url).expanduser()
-    if not local.exists():
-        raise ConfigError(f"local repo path {url!r} does not exist; give an existing path or a URL")
-    return str(local.resolve())
-
-
-def _checked_refs(spec: RepoSpec) -> tuple[str, ...]:
-    """The refs to store for `spec`, after asking its source which refs it has (git ls-remote).
-
-    A wrong URL or ref is refused here, when the person who made it is watching, rather than at the
-    next scheduled index run. HEAD (or no ref) becomes the name of the source's default branch.
-    """
-    from dulwich.client import HTTPUnauthorized, get_transport_and_path
-    from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
-
-    from indexer.mirror import MirrorError, quiet_retries, redact, resolve_credential
-    from indexer.scan import HEX40_RE
-
-    where = f"cannot add repo {spec.name!r} from {redact(spec.url)}"
-    skip = "or pass --no-check to add it without checking"
-    try:
-        kwargs = {}
-        if spec.credential:
-            kwargs = {"username": spec.username or "git", "password": resolve_credential(spec.credential)}
-        client, path = get_transport_and_path(spec.url, **kwargs)
-        with quiet_retries():
-            result = client.get_refs(path)
-    except MirrorError as exc:
-        raise ConfigError(f"{where}: {exc}, {skip}") from exc
-    except HTTPUnauthorized as exc:
-        raise ConfigError(
-            f"{where}: the server refused the credentials; check the credential reference {spec.credential!r}, {skip}"
-        ) from exc
-    except NotGitRepository as exc:
-        raise ConfigError(
-            f"{where}: it is not a git repository; give a clone, a bare repo or a git URL, {skip}"
-        ) from exc
-    except (GitProtocolError, HangupException, OSError, ValueError) as exc:
-        raise ConfigError(
-            f"{where}: the source cannot be reached ({exc}); check the url and the network, {skip}"
-        ) from exc
-    names = {n.decode("utf-8", "replace") for n in result.refs if n != b"HEAD" and not n.endswith(b"^{}")}
-    branches = sorted(n[len("refs/heads/") :] for n in names if n.startswith("refs/heads/"))
-    tags = sorted(n[len("refs/tags/") :] for n in names if n.startswith("refs/tags/"))
-    known = f"branches: {', '.join(branches[:10]) or 'none'}; tags: {', '.join(tags[:10]) or 'none'}"
-    refs = []
-    for ref in spec.refs or ("HEAD",):
-        if ref == "HEAD":
-            head = (result.symrefs or {}).get(b"HEAD", b"").decode("utf-8", "replace")
-            if head in names:
-                ref = head[len("refs/heads/") :] if head.startswith("refs/heads/") else head
-            elif len(branches) == 1:  # `git init --bare` names master; a push of main leaves HEAD dangling
-                ref = branches[0]
-            else:
-                raise ConfigError(
-                    f"{where}: its HEAD names no existing branch, so there is no default branch "
-                    f"to index ({known}); name one with --ref BRANCH"
-                )
-        # A commit id cannot be listed remotely: the index run checks that it exists.
-        elif not HEX40_RE.match(ref) and not {ref, f"refs/heads/{ref}", f"refs/tags/{ref}"} & names:
-            raise ConfigError(
-                f"{where}: it has no ref {ref!r} ({known}); name an existing branch, tag or "
-                f"commit id with --ref, {skip}"
-            )
-        if ref not in refs:
-            refs.append(ref)
-    return tuple(refs)
 
 
 @repo.command("list")
@@ -232,22 +137,112 @@ def repo_remove(ctx, name: str, org: str) -> None:
     help="After publishing static vectors, embed with the model for at most this long; the next run goes on "
     "(0: until done; default: backfill_seconds in blobdex.toml).",
 )
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    help="When another run holds the lock, wait up to this many seconds for it instead of exiting 75 at once.",
+)
+@click.option(
+    "--pending", is_flag=True, help="Index only the repos pushes queued (blobdex webhooks); nothing queued: exit 0."
+)
+@click.option(
+    "--every",
+    metavar="DURATION",
+    help="Keep running: index every repo every DURATION (90s, 5m, 1h; +-10% jitter) and queued pushes in "
+    "between, until SIGTERM or Ctrl-C (the run in progress finishes first).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Fetch and scan, then say what the run would do (new blobs, chunks to embed, the embedding time measured "
+    "on this machine) and write nothing else.",
+)
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False),
+    help="After each run, write its figures here for node-exporter's textfile collector (a .prom file).",
+)
 @click.pass_context
-def index(ctx, full: bool, as_json: bool, quiet: bool, fast_first: bool | None, backfill_seconds: int | None) -> None:
+def index(ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending, every, dry_run, metrics_file) -> None:
     """Mirror, scan, chunk, embed, write and publish. Exit code 1 if any repo failed."""
     from indexer.build import run
 
+    cfg = _index_config(ctx, fast_first, backfill_seconds)
+    if dry_run:
+        from indexer.plan import plan
+
+        found = plan(cfg, wait=wait)
+        click.echo(json.dumps(found.to_dict(), indent=2) if as_json else found.to_text())
+        return
+    out = Output(cfg, as_json, quiet, metrics_file)
+    if every is not None:
+        return _index_every(ctx, cfg, every, out, fast_first, backfill_seconds, wait)
+    if pending:
+        from indexer.schedule import drain
+
+        report = drain(cfg, full=full, show_progress=not quiet, wait=wait)
+        if report is None:
+            if not quiet:
+                click.echo("nothing queued", err=True)
+            return
+    else:
+        report = run(cfg, full=full, show_progress=not quiet, wait=wait)
+    out.show(report)
+    ctx.exit(1 if report.failed else 0)
+
+
+def _index_config(ctx, fast_first: bool | None, backfill_seconds: int | None) -> configmod.Config:
     cfg = cli_config(ctx, must_exist=True)
     if fast_first is not None:
         cfg = replace(cfg, fast_first=fast_first)
     if backfill_seconds is not None:
         cfg = replace(cfg, backfill_seconds=backfill_seconds)
-    report = run(cfg, full=full, show_progress=not quiet)
-    if as_json:
-        click.echo(report.to_json())
-    elif not quiet:
-        click.echo(report.to_text())
-    ctx.exit(1 if report.failed else 0)
+    return cfg
+
+
+class Output:
+    """Where a run's report goes: stdout as text or JSON (nothing with --quiet but the JSON), and the metrics file."""
+
+    def __init__(self, cfg, as_json: bool, quiet: bool, metrics_file: str | None, lines: bool = False):
+        self.cfg, self.as_json, self.quiet, self.metrics_file, self.lines = cfg, as_json, quiet, metrics_file, lines
+
+    def show(self, report) -> None:
+        if self.as_json:
+            click.echo(json.dumps(report.to_dict()) if self.lines else report.to_json())
+        elif not self.quiet:
+            click.echo(report.to_text())
+        if self.metrics_file:
+            from indexer import runs as history
+            from indexer.observe import run_textfile
+
+            run_textfile(self.metrics_file, report.to_dict(), history.last_success(self.cfg.data_dir))
+
+
+def _index_every(ctx, cfg, every: str, out: Output, fast_first, backfill_seconds, wait) -> None:
+    """The --every loop: a report per run (one JSON line each with --json), until SIGTERM or SIGINT."""
+    import signal
+    import threading
+
+    from indexer.schedule import every as loop
+    from indexer.schedule import seconds
+
+    interval = seconds(every)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    click.echo(f"indexing every {every} (and queued pushes in between); stop with SIGTERM", err=True)
+    out.lines = True
+    loop(
+        cfg,
+        interval,
+        stop,
+        out.show,
+        load_config=lambda: _index_config(ctx, fast_first, backfill_seconds),
+        show_progress=False,
+        wait=wait,
+    )
+    click.echo("stopped", err=True)
 
 
 @click.command()
@@ -268,4 +263,65 @@ def verify(ctx, as_json: bool) -> None:
     ctx.exit(1 if problems else 0)
 
 
-COMMANDS = (init, repo, index, verify)
+@click.command()
+@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(1, 200), help="How many runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs' full reports as JSON.")
+@click.pass_context
+def runs(ctx, limit: int, as_json: bool) -> None:
+    """The latest index runs, newest first: when, how long, what each did (the history keeps the last 200)."""
+    from indexer import runs as history
+
+    found = history.history(cli_config(ctx).data_dir, limit)
+    if as_json:
+        click.echo(json.dumps({"runs": found}, indent=2))
+        return
+    if not found:
+        click.echo("no run recorded yet: run 'blobdex index'")
+    for entry in found:
+        s = history.summary(entry)
+        what = s["outcome"] + (f" {s['snapshot_id']}" if s["outcome"] == "published" else "")
+        failed = f", {s['repos_failed']} repo(s) failed" if s["repos_failed"] else ""
+        embedded = f", {s['chunks_embedded']} chunks embedded" if s["chunks_embedded"] else ""
+        click.echo(f"{s['started_at']}  {s['seconds']:>8.1f} s  {what}{failed}{embedded}")
+        if s["error"]:
+            click.echo(f"    error: {s['error']}")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (put a TLS proxy in front).")
+@click.option("--port", default=8766, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--control",
+    is_flag=True,
+    help="Also serve the operator's control API under /admin/v1 (admin tokens from 'blobdex token mint --admin').",
+)
+@click.pass_context
+def webhooks(ctx, host: str, port: int, control: bool) -> None:
+    """Receive push webhooks (GitHub, GitLab, Gitea, Forgejo) at /hooks into the queue 'blobdex index --pending'
+    drains. A process apart from 'blobdex serve', which stays read-only."""
+    import uvicorn
+
+    from indexer.listen import bind
+    from indexer.mirror import MirrorError, resolve_credential
+    from indexer.observe import serving_logs
+    from indexer.surfaces.webhooks import app
+
+    cfg = cli_config(ctx, must_exist=True)
+    if not cfg.webhook_secret:
+        raise ConfigError(
+            f'no webhook_secret in {str(cfg.path)!r}: add webhook_secret = "env:NAME" (or "file:PATH") naming the '
+            f"secret the forge signs pushes with"
+        )
+    try:
+        resolve_credential(cfg.webhook_secret)  # said now, not on the first push
+    except MirrorError as exc:
+        raise ConfigError(f"webhook_secret: {exc}") from exc
+    sock = bind(host, port)
+    serving_logs()
+    routes = "/hooks" + (" and the control API at /admin/v1" if control else "")
+    click.echo(f"receiving webhooks on http://{host}:{port}{routes}", err=True)
+    asgi = app(ctx.obj["config"], ctx.obj["data_dir"], control)
+    uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
+
+
+COMMANDS = (init, repo, index, verify, runs, webhooks)

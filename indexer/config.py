@@ -37,6 +37,7 @@ KNOWN_KEYS = {
     "backfill_seconds": ("whole number", "backfill_seconds = 600 (0: until done)"),
     "session_idle_hours": ("number", f"session_idle_hours = {SESSION_IDLE_HOURS}"),
     "reranker": ("string", 'reranker = "/models/cross-encoder"'),
+    "webhook_secret": ("string", 'webhook_secret = "env:BLOBDEX_WEBHOOK_SECRET" (a reference, never the secret)'),
     "repo": ("list of tables", "[[repo]] sections"),
     "jwt_secret": ("string", 'jwt_secret = "..." (or export BLOBDEX_JWT_SECRET)'),
     "jwt_users": ("list of strings", 'jwt_users = ["alice"]'),
@@ -101,6 +102,7 @@ class Config:
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
     reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
+    webhook_secret: str = ""  # `blobdex webhooks` verifies pushes with the secret this reference names
     # The Codebase Index Protocol's jwt_* / github_* keys as the file has them (checked like the rest);
     # query/surfaces/cip.py `load_settings` lays the environment over them.
     protocol_auth: dict = field(default_factory=dict)
@@ -159,6 +161,11 @@ def load(
             raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
     if raw.get("backfill_seconds", 0) < 0:
         raise ConfigError(f"{where}: `backfill_seconds` is {raw['backfill_seconds']}; use 0 (no cap) or more")
+    if "webhook_secret" in raw and not re.match(r"^(env|file):.+", raw["webhook_secret"]):
+        raise ConfigError(
+            f"{where}: `webhook_secret` is not a reference (it is not shown, in case it is the secret itself): "
+            f'write webhook_secret = "env:NAME" or "file:PATH", naming where the secret is kept'
+        )
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
         raise ConfigError(f'{where}: `encoder` is {raw["encoder"]!r}; use "onnx" (the default) or "torch"')
     if data_dir is None:
@@ -176,6 +183,7 @@ def load(
         backfill_seconds=raw.get("backfill_seconds", 0),
         session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
         reranker=raw.get("reranker", ""),
+        webhook_secret=raw.get("webhook_secret", ""),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
     )
 
@@ -334,6 +342,8 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
         doc["session_idle_hours"] = cfg.session_idle_hours
     if cfg.reranker:
         doc["reranker"] = cfg.reranker
+    if cfg.webhook_secret:
+        doc["webhook_secret"] = cfg.webhook_secret
     if cfg.repos:
         tables = tomlkit.aot()
         for spec in cfg.repos:

@@ -12,6 +12,8 @@ import click
 from indexer.cli import COMMANDS, cli_config
 from indexer.config import DEFAULT_ORG
 from indexer.errors import BlobdexError
+from indexer.listen import bind
+from indexer.observe import LOG_FORMATS, serving_logs, setup_logging
 from query.eval.cli import eval_group, tune_cmd
 
 # Exit codes: 0 ok; 1 a repo failed or the disk is full (the run's own report says which);
@@ -34,13 +36,19 @@ EXIT_INTERNAL = 70
     help="Where mirrors, caches and snapshots live (env BLOBDEX_DATA_DIR; default from the config, else ./.blobdex).",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log progress details to stderr.")
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    envvar="BLOBDEX_LOG_FORMAT",
+    show_default=True,
+    help="Log lines on stderr as text or as one JSON object each (env BLOBDEX_LOG_FORMAT).",
+)
 @click.version_option(package_name="blobdex")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
+def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool, log_format: str) -> None:
     """blobdex: one code index over many git repositories, keyed by git blob id."""
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="blobdex: %(levelname)s: %(message)s")
-    for name in ("indexer", "query"):  # our own details only; the libraries' debug output is noise here
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.NOTSET)
+    setup_logging(log_format, verbose)  # our own details only under -v; the libraries' debug output is noise
     ctx.obj = {"config": config, "data_dir": data_dir}
     # A config named explicitly (--config, BLOBDEX_CONFIG) that does not exist is a mistake, not an empty
     # config: reading on would only fail later, about a data dir beside it. Only init and repo write one.
@@ -159,9 +167,10 @@ def status(ctx, org, as_json) -> None:
     found = _service(ctx).status(org)
     if as_json:
         rows = [r.to_dict() for r in found.repos]
-        click.echo(json.dumps({"snapshot_id": found.snapshot_id, "vectors": found.vectors, "repos": rows}, indent=2))
+        answer = {"snapshot_id": found.snapshot_id, "vectors": found.vectors, "last_run": found.last_run, "repos": rows}
+        click.echo(json.dumps(answer, indent=2))
         return
-    _echo(render.status_text(found.snapshot_id, list(found.repos), found.vectors))
+    _echo(render.status_text(found.snapshot_id, list(found.repos), found.vectors, found.last_run))
 
 
 @cli.command()
@@ -269,7 +278,8 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
         raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
     cfg = cli_config(ctx)
-    sock = _bind(host, port)
+    sock = bind(host, port)
+    serving_logs()  # an access line per request, a line per snapshot swap
     service = Service(cfg)
     service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):
@@ -281,30 +291,6 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
     asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
-
-
-def _bind(host: str, port: int):
-    """The server's socket, bound before anything is announced: a busy port is one sentence, not a
-    traceback after 'serving snapshot'. uvicorn listens on it."""
-    import errno
-    import socket
-
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    except socket.gaierror as exc:
-        raise click.BadParameter(f"cannot resolve {host!r}: {exc.strerror}", param_hint="--host") from exc
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise BlobdexError(f"port {port} on {host} is in use; pick another with --port") from exc
-        raise BlobdexError(
-            f"cannot listen on {host} port {port}: {exc.strerror}; pick another --host or --port"
-        ) from exc
-    return sock
 
 
 @cli.command()
@@ -354,8 +340,13 @@ def token() -> None:
 @click.option("--jwt", "as_jwt", is_flag=True, help="Mint a Codebase Index Protocol access token (JWT) instead.")
 @click.option("--user", help="The JWT's username (with --jwt).")
 @click.option("--ttl", default=3600, show_default=True, type=int, help="JWT lifetime in seconds (with --jwt).")
+@click.option(
+    "--admin",
+    is_flag=True,
+    help="An operator's token for the control API of 'blobdex webhooks --control' (never a read token).",
+)
 @click.pass_context
-def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
+def token_mint(ctx, name, org, as_jwt, user, ttl, admin) -> None:
     """Print a new token once. blobdex tokens are kept only as sha256; JWTs are signed, not stored."""
     cfg = cli_config(ctx)
     if as_jwt:
@@ -370,19 +361,19 @@ def token_mint(ctx, name, org, as_jwt, user, ttl) -> None:
         return
     if not name:
         raise click.UsageError("--name is required")
-    from query.surfaces.bearer import mint
+    from indexer.tokens import ADMIN, READ, mint
 
-    click.echo(mint(cfg.data_dir, name, org))
+    click.echo(mint(cfg.data_dir, name, org, ADMIN if admin else READ))
 
 
 @token.command("list")
 @click.pass_context
 def token_list(ctx) -> None:
     """The minted tokens: id, org, name, when (never the token itself; only its sha256 is stored)."""
-    from query.surfaces.bearer import listing
+    from indexer.tokens import listing
 
     for row in listing(cli_config(ctx).data_dir):
-        click.echo(f"{row['id']}  {row['org']}  {row['name']}  {row['created_at']}")
+        click.echo(f"{row['id']}  {row.get('scope', 'read'):5}  {row['org']}  {row['name']}  {row['created_at']}")
 
 
 @token.command("revoke")
@@ -390,7 +381,7 @@ def token_list(ctx) -> None:
 @click.pass_context
 def token_revoke(ctx, token_id) -> None:
     """Revoke a token by the id 'token list' shows; requests carrying it get 401 from then on."""
-    from query.surfaces.bearer import revoke
+    from indexer.tokens import revoke
 
     if not revoke(cli_config(ctx).data_dir, token_id):
         raise click.ClickException(f"no token with id {token_id!r}; see 'blobdex token list'")

@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, replace
 
+from indexer import runs
 from indexer.config import Config
 from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for
 from indexer.errors import BlobdexError
@@ -65,6 +66,7 @@ class IndexStatus:
     model: str
     vectors: dict | None
     repos: tuple[RepoStatus, ...]
+    last_run: dict | None = None  # the newest index run in the history (indexer.runs.summary)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "repos": [r.to_dict() for r in self.repos]}
@@ -290,12 +292,14 @@ class Service:
         serving = reader.manifest if reader else None
         snapshot_id, rows = repo_status(self.cfg, org, serving)
         vectors = vector_status(self.cfg, serving)
+        last = runs.last(self.cfg.data_dir)
         return IndexStatus(
             snapshot_id=snapshot_id,
             serving=reader.snapshot_id if reader else None,
             model=vectors["model"] if vectors else self.model_id(),
             vectors=vectors,
             repos=tuple(rows),
+            last_run=runs.summary(last) if last else None,
         )
 
     def _serving_manifest(self) -> Manifest | None:

@@ -133,7 +133,7 @@ def test_health_and_stats(client):
 
 
 def test_clip_ids_of_another_org_are_plainly_not_found(corpus, tmp_path):
-    from query.surfaces import bearer
+    from indexer import tokens as bearer
 
     cfg = private_copy(corpus, tmp_path)
     default, acme = bearer.mint(cfg.data_dir, "default", "default"), bearer.mint(cfg.data_dir, "acme", "acme")

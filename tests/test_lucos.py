@@ -38,7 +38,7 @@ def client(corpus, tmp_path):
 
 
 def test_require_token_covers_the_lucos_routes_and_pins_the_org(corpus, tmp_path):
-    from query.surfaces import bearer
+    from indexer import tokens as bearer
 
     cfg = private_copy(corpus, tmp_path)
     default, acme = bearer.mint(cfg.data_dir, "gateway", "default"), bearer.mint(cfg.data_dir, "acme gateway", "acme")

@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 
 from indexer.embed import HASH_MODEL, HashEmbedder
 from indexer.build import run
-from query.surfaces import bearer
+from indexer import tokens as bearer
 from query.surfaces.app import app
 from query.surfaces.mcp import build, started_service
 from query.search import SearchRequest

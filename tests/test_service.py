@@ -70,7 +70,8 @@ def test_search_hits_get_clip_ids_that_read_back_only_in_their_org(service):
 def test_status_and_repos_are_records_with_one_json_shape(service, corpus):
     status = service.status("default")
     data = status.to_dict()
-    assert list(data) == ["snapshot_id", "serving", "model", "vectors", "repos"] and data["model"] == "blobdex:hash"
+    assert list(data) == ["snapshot_id", "serving", "model", "vectors", "repos", "last_run"]
+    assert data["model"] == "blobdex:hash"
     assert data["vectors"] == {
         "model": "blobdex:hash",
         "tier": "full",

@@ -21,6 +21,7 @@ from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, payload, re
 from query.surfaces.guard import current_org, error
 from query.surfaces import render
 from query.surfaces.openapi import document
+from query.surfaces.metrics import metrics
 
 # The one error shape's code for each status a handler answers with (guard.error writes the shape).
 CODES = {
@@ -323,6 +324,7 @@ async def internal(request: Request, exc: Exception) -> Response:
 
 ROUTES = [
     Route("/healthz", healthz),
+    Route("/metrics", metrics),
     Route("/readyz", readyz),
     Route("/openapi.json", openapi),
     Route("/v1/search", search, methods=["POST"]),

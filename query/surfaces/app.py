@@ -9,14 +9,16 @@ the token names the org the request runs in.
 from __future__ import annotations
 
 import contextlib
+import logging
 from functools import partial
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import Mount
 
+from indexer.observe import RequestLog, route_of
 from query.service import Service
-from query.surfaces import api
+from query.surfaces import api, metrics
 from query.surfaces.cip import app as cip_app
 from query.surfaces.cip_auth import AuthSettings, load_settings
 from query.surfaces.codesearch import app as codesearch_app
@@ -26,7 +28,14 @@ from query.surfaces.mcp import build as build_mcp
 
 LUCOS_PREFIX = "/api/v1"
 CIP_PREFIX = "/codebase-index"
-OPEN_PATHS = ("/healthz", "/readyz", LUCOS_PREFIX + "/health/")  # probes answer without a token
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", LUCOS_PREFIX + "/health/")  # probes and scrapes need no token
+# What the access log and the request metrics name a path by: a route, never a path's ids or text.
+ROUTE_NAMES = tuple(r.path for r in api.ROUTES if "{" not in r.path) + (
+    "/v1/sessions",
+    "/mcp",
+    LUCOS_PREFIX,
+    CIP_PREFIX,
+)
 
 
 @contextlib.asynccontextmanager
@@ -43,7 +52,7 @@ def app(
     codesearch_prefix: str = "/codesearch",
     lucos: bool = False,
     cip_settings: AuthSettings | None = None,
-) -> Guard:
+) -> RequestLog:
     """The whole server as one ASGI app."""
     allowed = served_hosts(allowed_hosts)
     mcp = build_mcp(service, org=current_org.get)
@@ -65,6 +74,9 @@ def app(
         exception_handlers={HTTPException: api.unrouted, Exception: api.internal},
     )
     root.state.service = service
+    root.state.metrics = metrics.registry(service)
     # The Codebase Index Protocol has JWTs of its own.
     exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos and not require_token else ())
-    return Guard(root, allowed, require_token, service.cfg.data_dir, default_org, exempt, OPEN_PATHS)
+    guarded = Guard(root, allowed, require_token, service.cfg.data_dir, default_org, exempt, OPEN_PATHS)
+    names = route_of((*ROUTE_NAMES, codesearch_prefix))
+    return RequestLog(guarded, "serve", names, logging.getLogger("query.access"))

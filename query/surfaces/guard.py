@@ -11,7 +11,7 @@ import re
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 
-from query.surfaces import bearer
+from indexer import tokens as bearer
 
 log = logging.getLogger(__name__)
 

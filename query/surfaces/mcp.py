@@ -10,6 +10,7 @@ import inspect
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
@@ -21,6 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from indexer.errors import BlobdexError
+from indexer.observe import TOOL_SECONDS
 from query import MAX_LIMIT
 from query.surfaces import render
 
@@ -112,13 +114,19 @@ class Server(MCPServer):
         )
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        started, outcome = time.perf_counter(), "error"
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
+            outcome = "ok"
+            return result
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
             tool = self._tool_manager.get_tool(name)
             raise ToolError(argument_error(name, exc.__cause__, tool.parameters if tool else {})) from exc.__cause__
+        finally:
+            known = name if self._tool_manager.get_tool(name) else "unknown"  # a label per tool, not per guess
+            TOOL_SECONDS.labels(known, outcome).observe(time.perf_counter() - started)
 
 
 def _scope(ctx: Context) -> tuple[Service, str]:

@@ -133,6 +133,12 @@ def document() -> dict:
             "/v1/repos": {"get": _op("Indexed repos")},
             "/v1/status": {"get": _op("Served snapshot, model and per-repo freshness")},
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "OK"}}}},
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics: requests, latencies, MCP tools, the served snapshot",
+                    "responses": {"200": {"description": "The text exposition format", "content": {"text/plain": {}}}},
+                }
+            },
             "/readyz": {
                 "get": {
                     "summary": "A snapshot is being served",

@@ -227,9 +227,16 @@ def routes_text(routes: list[RepoRoute], bold: Callable[[str], str] = plain) -> 
     return lines or ["no repo matched"]
 
 
-def status_text(snapshot_id: str | None, rows: list[RepoStatus], vectors: dict | None = None) -> list[str]:
-    """`blobdex status`: the snapshot and its vectors (query.status.vector_status), then one line per repo."""
+def status_text(
+    snapshot_id: str | None, rows: list[RepoStatus], vectors: dict | None = None, last_run: dict | None = None
+) -> list[str]:
+    """`blobdex status`: the snapshot, the last index run, the vectors (query.status.vector_status), then one line
+    per repo."""
     lines = [f"snapshot {snapshot_id or '(none published)'}"]
+    if last_run:
+        what = last_run["outcome"] + (f": {last_run['error']}" if last_run["error"] else "")
+        failed = f", {last_run['repos_failed']} repo(s) stale" if last_run["repos_failed"] else ""
+        lines.append(f"last run {last_run['started_at']} ({last_run['seconds']:.1f} s) {what}{failed}")
     if vectors:
         line = f"vectors {vectors['model']} ({vectors['tier']} tier, {vectors['dim']} dims)"
         b = vectors["backfill"]

@@ -1,4 +1,6 @@
-"""Bearer tokens for a served blobdex: minted once, stored only as sha256, each naming one org."""
+"""Bearer tokens: minted once, stored only as sha256 in `<data_dir>/tokens.json`. A read token names the org its
+requests run in (the query server); an admin token works the control API of `blobdex webhooks --control` and
+nothing else, and a read token never works it."""
 
 from __future__ import annotations
 
@@ -30,13 +32,16 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def mint(data_dir: Path, name: str, org: str) -> str:
-    """A new token for `org`; the plaintext is returned once and never stored."""
+READ, ADMIN = "read", "admin"  # a token's scope; a row without one is a read token (minted before scopes)
+
+
+def mint(data_dir: Path, name: str, org: str, scope: str = READ) -> str:
+    """A new token for `org` (an admin token's org is the default for repos it adds); the plaintext is returned
+    once and never stored."""
     check_name("org", org)
     token = PREFIX + secrets.token_urlsafe(32)
-    rows = _load(data_dir) + [
-        {"id": token[: len(PREFIX) + 6], "name": name, "org": org, "sha256": _digest(token), "created_at": now_iso()}
-    ]
+    row = {"id": token[: len(PREFIX) + 6], "name": name, "org": org, "sha256": _digest(token), "created_at": now_iso()}
+    rows = _load(data_dir) + [{**row, "scope": scope}]
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = _path(data_dir).with_suffix(".tmp")
     tmp.write_text(json.dumps(rows, indent=1), encoding="utf-8")
@@ -45,10 +50,11 @@ def mint(data_dir: Path, name: str, org: str) -> str:
     return token
 
 
-def verify(data_dir: Path, token: str) -> dict | None:
+def verify(data_dir: Path, token: str, scope: str = READ) -> dict | None:
+    """The token's row when it is known and of `scope`, else None (constant-time comparison of the digests)."""
     digest = _digest(token)
     for row in _load(data_dir):
-        if secrets.compare_digest(row["sha256"], digest):
+        if secrets.compare_digest(row["sha256"], digest) and row.get("scope", READ) == scope:
             return row
     return None
 

@@ -1,0 +1,107 @@
+"""Run history: every index run's JSON report, kept under `<data_dir>/runs/` (the newest MAX_RUNS), for
+`blobdex runs`, `blobdex status` and the control API.
+
+A run that published, found nothing to do, or failed is recorded alike (a failed run with its one-sentence
+error); a run refused because another held the lock is not a run and is not recorded. Each record is written
+whole (temporary file, then rename): a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+RUNS_DIR = "runs"
+MAX_RUNS = 200  # about two days of runs every 15 minutes: a record is a few KB
+
+
+def runs_dir(data_dir: Path) -> Path:
+    return data_dir / RUNS_DIR
+
+
+def run_id(started: datetime) -> str:
+    """Sortable by time, like snapshot ids."""
+    return started.strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def record(data_dir: Path, started: datetime, report: dict, error: str | None = None) -> str:
+    """Keep one run's report (`Report.to_dict()`), with when it started and ended and, for a run that failed as a
+    whole, its error; older records past MAX_RUNS are deleted. Returns the run's id."""
+    ended = datetime.now(timezone.utc)
+    rid = run_id(started)
+    entry = {
+        "run_id": rid,
+        "started_at": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "ended_at": ended.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "seconds_total": round((ended - started).total_seconds(), 3),
+        "error": error,
+        **report,
+    }
+    root = runs_dir(data_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".{rid}.tmp"
+    tmp.write_text(json.dumps(entry, indent=1), encoding="utf-8")
+    os.replace(tmp, root / f"{rid}.json")
+    for old in _ids(data_dir)[MAX_RUNS:]:
+        (root / f"{old}.json").unlink(missing_ok=True)
+    return rid
+
+
+def _ids(data_dir: Path) -> list[str]:
+    root = runs_dir(data_dir)
+    if not root.exists():
+        return []
+    return sorted((p.stem for p in root.glob("*.json")), reverse=True)
+
+
+def history(data_dir: Path, limit: int = 20) -> list[dict]:
+    """The newest `limit` run records, newest first (an unreadable one is skipped)."""
+    found = []
+    for rid in _ids(data_dir):
+        if len(found) >= limit:
+            break
+        try:
+            found.append(json.loads((runs_dir(data_dir) / f"{rid}.json").read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def last(data_dir: Path) -> dict | None:
+    newest = history(data_dir, 1)
+    return newest[0] if newest else None
+
+
+def summary(entry: dict) -> dict:
+    """What a listing shows of a run: when, how long, what it did."""
+    totals = entry.get("totals") or {}
+    if entry.get("error"):
+        outcome = "failed"
+    elif entry.get("published"):
+        outcome = "published"
+    elif entry.get("unchanged"):
+        outcome = "unchanged"
+    else:
+        outcome = "nothing published"
+    return {
+        "run_id": entry["run_id"],
+        "started_at": entry["started_at"],
+        "seconds": entry["seconds_total"],
+        "outcome": outcome,
+        "ok": bool(entry.get("ok")) and not entry.get("error"),
+        "snapshot_id": entry.get("snapshot_id"),
+        "repos_failed": totals.get("repos_failed", 0),
+        "chunks_embedded": totals.get("chunks_embedded", 0),
+        "error": entry.get("error"),
+    }
+
+
+def last_success(data_dir: Path) -> float | None:
+    """When the newest run without any failure ended (a Unix time), or None."""
+    for entry in history(data_dir, MAX_RUNS):
+        if entry.get("ok") and not entry.get("error"):
+            ended = datetime.strptime(entry["ended_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+            return ended.timestamp()
+    return None

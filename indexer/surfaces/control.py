@@ -1,0 +1,189 @@
+"""The operator's control API under /admin/v1 (`blobdex webhooks --control`; off by default): list, add, remove
+and re-index repos, read the queue and the run history. Every request needs an admin token (`blobdex token mint
+--admin`); read tokens never work here, and the query server never serves these routes.
+
+Adding a repo checks its source as `blobdex repo add` does and writes blobdex.toml the same way; re-indexing
+queues the repo for the next `blobdex index --pending` (or the `--every` loop).
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from indexer import config as configmod
+from indexer import runs, sources, tokens
+from indexer.config import ConfigError, RepoSpec
+from indexer.errors import BlobdexError
+from indexer.mirror import redact
+from indexer.queue import Queue
+from indexer.snapshot import SnapshotError, open_manifest
+from indexer.surfaces.webhooks import HookError, capped_body, error
+
+PREFIX = "/admin/v1"
+MAX_BODY_BYTES = 64 * 1024
+REPO_FIELDS = {"name", "url", "org", "refs", "credential", "username", "check"}
+
+
+def _admin(request: Request) -> dict:
+    auth = request.headers.get("authorization", "")
+    token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    grant = tokens.verify(request.app.state.config().data_dir, token, tokens.ADMIN) if token else None
+    if grant is None:
+        raise HookError(
+            401,
+            "admin_token_required",
+            "the control API needs 'Authorization: Bearer ADMIN_TOKEN' from 'blobdex token mint --admin'",
+        )
+    return grant
+
+
+def endpoint(handler):
+    """A control handler behind the admin check, its errors in the one JSON shape."""
+
+    async def guarded(request: Request) -> Response:
+        try:
+            grant = _admin(request)
+            status, body = await handler(request, grant)
+        except HookError as exc:
+            return error(exc.status, exc.code, str(exc))
+        except ConfigError as exc:
+            return error(400, "bad_request", str(exc))
+        except BlobdexError as exc:
+            return error(409, "conflict", str(exc))
+        return JSONResponse(body, status_code=status)
+
+    return guarded
+
+
+def _repo_row(spec: RepoSpec, indexed) -> dict:
+    state = indexed.get(spec.key)
+    return {
+        "org": spec.org,
+        "name": spec.name,
+        "url": redact(spec.url),
+        "refs": list(spec.refs),
+        "status": state.status if state else "not indexed",
+        "error": state.error if state else None,
+        "indexed_at": state.indexed_at if state else None,
+        "commits": [{"ref": r.ref, "commit_id": r.commit_id} for r in state.refs] if state else [],
+        "chunks": state.chunks if state else 0,
+    }
+
+
+@endpoint
+async def list_repos(request: Request, grant: dict):
+    cfg = request.app.state.config()
+    try:
+        manifest = open_manifest(cfg.data_dir)[1]
+        indexed = {(r.org, r.name): r for r in manifest.repos}
+    except SnapshotError:
+        indexed = {}
+    return 200, {"repos": [_repo_row(r, indexed) for r in cfg.repos]}
+
+
+@endpoint
+async def add_repo(request: Request, grant: dict):
+    body = await _json(request)
+    unknown = sorted(set(body) - REPO_FIELDS)
+    if unknown or not isinstance(body.get("name"), str) or not isinstance(body.get("url"), str):
+        raise HookError(
+            400,
+            "bad_request",
+            f"give name and url (and optionally {', '.join(sorted(REPO_FIELDS - {'name', 'url'}))})"
+            + (f"; unknown field {unknown[0]!r}" if unknown else ""),
+        )
+    refs = body.get("refs") or []
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        raise HookError(400, "bad_request", "refs must be a list of branch, tag or commit names")
+    cfg = request.app.state.config()
+    org = body.get("org") or grant["org"]
+    configmod.check_name("repo", body["name"])
+    configmod.check_name("org", org)
+    credential = body.get("credential")
+    if credential is not None and not (isinstance(credential, str) and credential.startswith(("env:", "file:"))):
+        raise HookError(400, "bad_request", "credential must be a reference (env:NAME or file:PATH), never the secret")
+    spec = RepoSpec(
+        name=body["name"],
+        url=body["url"],
+        org=org,
+        refs=tuple(refs),
+        credential=credential,
+        username=body.get("username"),
+    )
+    spec = sources.checked(spec, check=body.get("check", True) is not False, skip='or send "check": false')
+    configmod.save(configmod.with_repo(cfg, spec))
+    with Queue(cfg.data_dir) as queue:
+        queue.enqueue(spec.org, spec.name)
+    return 201, {"repo": _repo_row(spec, {}), "queued": True}
+
+
+@endpoint
+async def remove_repo(request: Request, grant: dict):
+    org, name = request.path_params["org"], request.path_params["name"]
+    cfg = request.app.state.config()
+    configmod.save(configmod.without_repo(cfg, name, org))
+    with Queue(cfg.data_dir) as queue:
+        queue.sweep({r.key for r in request.app.state.config().repos})
+    return 200, {"removed": f"{org}/{name}", "next": "the next index run publishes a snapshot without it"}
+
+
+@endpoint
+async def reindex(request: Request, grant: dict):
+    org, name = request.path_params["org"], request.path_params["name"]
+    cfg = request.app.state.config()
+    if cfg.repo(name, org) is None:
+        raise HookError(404, "not_found", f"no repo {org}/{name} is configured; GET {PREFIX}/repos lists them")
+    with Queue(cfg.data_dir) as queue:
+        new = queue.enqueue(org, name)
+    return 202, {"queued": f"{org}/{name}", "coalesced": not new}
+
+
+@endpoint
+async def queue_jobs(request: Request, grant: dict):
+    with Queue(request.app.state.config().data_dir) as queue:
+        return 200, {"jobs": [j.to_dict() for j in queue.jobs()]}
+
+
+@endpoint
+async def run_history(request: Request, grant: dict):
+    try:
+        limit = min(max(int(request.query_params.get("limit", "20")), 1), runs.MAX_RUNS)
+    except ValueError as exc:
+        raise HookError(400, "bad_request", "limit must be a whole number") from exc
+    found = runs.history(request.app.state.config().data_dir, limit)
+    return 200, {"runs": [runs.summary(r) for r in found]}
+
+
+@endpoint
+async def one_run(request: Request, grant: dict):
+    wanted = request.path_params["run_id"]
+    for entry in runs.history(request.app.state.config().data_dir, runs.MAX_RUNS):
+        if entry["run_id"] == wanted:
+            return 200, entry
+    raise HookError(404, "not_found", f"no run {wanted!r} in the history; GET {PREFIX}/runs lists them")
+
+
+async def _json(request: Request) -> dict:
+    body = await capped_body(request, MAX_BODY_BYTES)
+    try:
+        value = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise HookError(400, "bad_json", f"the body is not JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise HookError(400, "bad_json", "the body is not a JSON object")
+    return value
+
+
+ROUTES = [
+    Route("/repos", list_repos, methods=["GET"]),
+    Route("/repos", add_repo, methods=["POST"]),
+    Route("/repos/{org}/{name}", remove_repo, methods=["DELETE"]),
+    Route("/repos/{org}/{name}/reindex", reindex, methods=["POST"]),
+    Route("/queue", queue_jobs, methods=["GET"]),
+    Route("/runs", run_history, methods=["GET"]),
+    Route("/runs/{run_id}", one_run, methods=["GET"]),
+]

@@ -1,0 +1,246 @@
+"""Push webhooks: a delivery from GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea / Forgejo
+(X-Gitea-Signature, X-Forgejo-Signature) is verified against the secret `webhook_secret` names, refused when its
+delivery id was seen before, matched to the configured repos by URL and ref, and queued (indexer/queue.py).
+
+The order matters: the body is capped while it arrives, the signature is checked before anything of the body is
+parsed, and the delivery id is remembered only once the signature holds (a forger cannot fill the replay table).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from indexer.config import Config, RepoSpec, load
+from indexer.errors import BlobdexError
+from indexer.mirror import MirrorError, resolve_credential
+from indexer.observe import RequestLog, exposition, route_of
+from indexer.queue import Queue
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 5 * 1024 * 1024  # GitHub sends up to 25 MB; a push of 20 commits is a few hundred KB
+DELIVERIES = Counter(
+    "blobdex_webhook_deliveries", "Webhook deliveries by provider and outcome", ["provider", "outcome"]
+)
+# provider -> (the event header, the delivery id headers, how the body is authenticated)
+PROVIDERS = {
+    "github": ("x-github-event", ("x-github-delivery",), "x-hub-signature-256"),
+    "gitlab": ("x-gitlab-event", ("x-gitlab-event-uuid", "idempotency-key"), "x-gitlab-token"),
+    "forgejo": ("x-forgejo-event", ("x-forgejo-delivery",), "x-forgejo-signature"),
+    "gitea": ("x-gitea-event", ("x-gitea-delivery",), "x-gitea-signature"),
+}
+PUSH_EVENTS = {"push", "push hook", "tag push hook"}  # GitHub and Gitea say push; GitLab "Push Hook", "Tag Push Hook"
+URL_KEYS = ("clone_url", "ssh_url", "git_url", "html_url", "git_http_url", "git_ssh_url", "web_url", "http_url")
+
+
+class HookError(BlobdexError):
+    """A delivery that is refused; `status` is its HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def provider_of(headers) -> str:
+    """Which forge sent the delivery, by its event header (Forgejo sends Gitea's headers too, so it goes first)."""
+    for name, (event, _, _) in PROVIDERS.items():
+        if event in headers:
+            return name
+    raise HookError(400, "not_a_webhook", "no X-GitHub-Event, X-Gitlab-Event or X-Gitea-Event header: not a webhook")
+
+
+def check_signature(provider: str, headers, body: bytes, secret: str) -> None:
+    """Raise HookError 401 unless the delivery carries the secret (GitLab) or an HMAC-SHA256 of the body made
+    with it (the others); compared in constant time."""
+    _, _, header = PROVIDERS[provider]
+    given = headers.get(header, "")
+    if provider == "gitlab":
+        expected = secret
+    else:
+        digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+        expected = f"sha256={digest}" if provider == "github" else digest
+    if not given or not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+        raise HookError(401, "bad_signature", f"the delivery's {header} does not match the secret webhook_secret names")
+
+
+def delivery_id(provider: str, headers, body: bytes) -> str:
+    """The provider's id of this delivery (a redelivery keeps it); a body's digest when the provider sent none."""
+    _, ids, _ = PROVIDERS[provider]
+    given = next((headers[h] for h in ids if headers.get(h)), None)
+    return f"{provider}:{given or hashlib.sha256(body).hexdigest()}"
+
+
+def normalized(url: str) -> str:
+    """A repo URL as host/path, lower-case, without scheme, user, port, `.git` or trailing slash: the same repo
+    named over https, ssh or in a browser compares equal."""
+    url = url.strip()
+    scp = re.match(r"^[\w.-]+@([\w.-]+):(?!\d+/)(.+)$", url)  # git@host:owner/repo
+    if scp:
+        host, path = scp.group(1), scp.group(2)
+    else:
+        parts = urlsplit(url if "://" in url else f"//{url}")
+        host, path = parts.hostname or "", parts.path
+    path = path.strip("/")
+    path = path[: -len(".git")] if path.endswith(".git") else path
+    return f"{host}/{path}".lower()
+
+
+def pushed(payload: dict) -> tuple[set[str], str | None, str | None]:
+    """(the repo's URLs, the pushed ref, the default branch) of a push payload of any of the forges."""
+    urls = set()
+    for key in ("repository", "project"):
+        section = payload.get(key)
+        if isinstance(section, dict):
+            urls |= {normalized(v) for k, v in section.items() if k in URL_KEYS and isinstance(v, str) and v}
+    ref = payload.get("ref") if isinstance(payload.get("ref"), str) else None
+    default = next(
+        (s.get("default_branch") for s in (payload.get("repository"), payload.get("project")) if isinstance(s, dict)),
+        None,
+    )
+    return urls, ref, default if isinstance(default, str) else None
+
+
+def tracks(spec: RepoSpec, ref: str | None, default: str | None) -> bool:
+    """Whether a push to `ref` moves what `spec` indexes (its refs, or its default branch); an unknown ref does."""
+    if ref is None:
+        return True
+    if not spec.refs:
+        return default is None or ref == f"refs/heads/{default}"
+    return any(ref in (r, f"refs/heads/{r}", f"refs/tags/{r}") for r in spec.refs)
+
+
+def matching(cfg: Config, payload: dict) -> list[RepoSpec]:
+    urls, ref, default = pushed(payload)
+    return [r for r in cfg.repos if normalized(r.url) in urls and tracks(r, ref, default)]
+
+
+async def capped_body(request: Request, limit: int) -> bytes:
+    """The body, counted as it arrives (a chunked one too): HookError 413 past `limit` bytes."""
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise HookError(413, "too_large", f"the delivery is over {limit} bytes")
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def hooks(request: Request) -> Response:
+    provider = "unknown"
+    try:
+        provider = provider_of(request.headers)
+        body = await capped_body(request, MAX_BODY_BYTES)
+        cfg: Config = request.app.state.config()
+        secret = _secret(cfg)
+        check_signature(provider, request.headers, body, secret)
+        with Queue(cfg.data_dir) as queue:
+            if queue.seen(delivery_id(provider, request.headers, body)):
+                raise HookError(409, "replay", "this delivery was received before; it is not queued again")
+            outcome, answer = _queue(provider, request.headers, body, cfg, queue)
+    except HookError as exc:
+        DELIVERIES.labels(provider, exc.code).inc()
+        log.warning("refused a %s delivery: %s", provider, exc)
+        return error(exc.status, exc.code, str(exc))
+    DELIVERIES.labels(provider, outcome).inc()
+    return JSONResponse(answer, status_code=202 if outcome == "queued" else 200)
+
+
+def _secret(cfg: Config) -> str:
+    if not cfg.webhook_secret:
+        raise HookError(503, "no_secret", "no webhook_secret is configured: set one in blobdex.toml")
+    try:
+        return resolve_credential(cfg.webhook_secret)
+    except MirrorError as exc:
+        raise HookError(503, "no_secret", f"webhook_secret: {exc}") from exc
+
+
+def _queue(provider: str, headers, body: bytes, cfg: Config, queue: Queue) -> tuple[str, dict]:
+    event = headers[PROVIDERS[provider][0]].lower()
+    if event not in PUSH_EVENTS:
+        return "ignored", {"ignored": f"a {event!r} event is not a push"}
+    try:
+        payload = json.loads(body)
+    except ValueError as exc:
+        raise HookError(400, "bad_json", f"the delivery's body is not JSON ({exc})") from exc
+    if not isinstance(payload, dict):
+        raise HookError(400, "bad_json", "the delivery's body is not a JSON object")
+    repos = matching(cfg, payload)
+    if not repos:
+        return "unmatched", {"ignored": "no configured repo has this URL and tracks this ref"}
+    queued, coalesced = [], []
+    for spec in repos:
+        (queued if queue.enqueue(spec.org, spec.name) else coalesced).append(f"{spec.org}/{spec.name}")
+    log.info("queued %s (%s push)", ", ".join(queued + coalesced), provider)
+    return "queued", {"queued": queued, "coalesced": coalesced}
+
+
+class QueueCollector:
+    """The queue's jobs by state, read on each scrape."""
+
+    def __init__(self, data_dir):
+        self.data_dir = data_dir
+
+    def collect(self):
+        import time
+
+        with Queue(self.data_dir) as queue:
+            jobs = queue.jobs()
+        now = time.time()
+        gauge = GaugeMetricFamily("blobdex_queue_jobs", "Queued repos by state", labels=["state"])
+        leased = sum(1 for j in jobs if j.leased_by and (j.lease_until or 0) >= now)
+        waiting = sum(1 for j in jobs if not (j.leased_by and (j.lease_until or 0) >= now) and j.not_before > now)
+        gauge.add_metric(["leased"], leased)
+        gauge.add_metric(["backoff"], waiting)
+        gauge.add_metric(["ready"], len(jobs) - leased - waiting)
+        yield gauge
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def metrics(request: Request) -> Response:
+    body, content_type = exposition(request.app.state.metrics)
+    return Response(body, media_type=content_type)
+
+
+def app(config_path, data_dir=None, control: bool = False) -> RequestLog:
+    """The webhooks process as one ASGI app; the config is read again for every request (a repo added with
+    `blobdex repo add` or the control API is matched at once)."""
+    from indexer.surfaces import control as control_api
+
+    def config() -> Config:
+        return load(config_path, data_dir, must_exist=True)
+
+    routes = [Route("/hooks", hooks, methods=["POST"]), Route("/healthz", healthz), Route("/metrics", metrics)]
+    if control:
+        routes.append(Mount(control_api.PREFIX, routes=control_api.ROUTES))
+    root = Starlette(routes=routes, exception_handlers={404: _unrouted, 405: _unrouted})
+    root.state.config = config
+    own = CollectorRegistry(auto_describe=False)
+    own.register(QueueCollector(config().data_dir))
+    root.state.metrics = own
+    names = route_of(("/hooks", "/healthz", "/metrics", control_api.PREFIX))
+    return RequestLog(root, "webhooks", names, logging.getLogger("indexer.access"))
+
+
+async def _unrouted(request: Request, exc) -> Response:
+    if exc.status_code == 405:
+        return error(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}")
+    return error(404, "not_found", f"no route {request.url.path}: webhooks POST to /hooks")
