@@ -97,10 +97,22 @@ def open_mirror(path: Path) -> Repo:
         ) from exc
 
 
+def client_for(url: str, **credentials):
+    """dulwich's client for `url` with blobdex's one retry policy: urllib3 would retry a connection three more
+    times inside each of our attempts (twelve connections for one unreachable URL), so it is told not to;
+    redirects are still followed."""
+    from urllib3.util.retry import Retry
+
+    client, path = get_transport_and_path(url, **credentials)
+    pool = getattr(client, "pool_manager", None)
+    if pool is not None:
+        pool.connection_pool_kw["retries"] = Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5)
+    return client, path
+
+
 @contextmanager
 def quiet_retries():
-    """urllib3 logs each of its own connection retries as a warning (nine lines for one unreachable URL,
-    under our own attempts): while talking to a remote, only its errors reach the log."""
+    """urllib3 logs what it retries as warnings: while talking to a remote, only its errors reach the log."""
     pool = logging.getLogger("urllib3.connectionpool")
     level = pool.level
     pool.setLevel(logging.ERROR)
@@ -195,7 +207,7 @@ def _repack_if_needed(path: Path) -> None:
 
 
 def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
-    client, remote_path = get_transport_and_path(url, **kwargs)
+    client, remote_path = client_for(url, **kwargs)
     if path.exists():
         repo = open_mirror(path)
     else:

@@ -56,10 +56,10 @@ def remote_refs(spec: RepoSpec, skip: str) -> tuple[str, ...]:
     A wrong URL or ref is refused here, when the person who made it is watching, rather than at the
     next scheduled index run. HEAD (or no ref) becomes the name of the source's default branch.
     """
-    from dulwich.client import HTTPUnauthorized, get_transport_and_path
+    from dulwich.client import HTTPUnauthorized
     from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 
-    from indexer.mirror import MirrorError, quiet_retries, redact, resolve_credential
+    from indexer.mirror import MirrorError, client_for, quiet_retries, redact, resolve_credential
     from indexer.scan import HEX40_RE
 
     where = f"cannot add repo {spec.name!r} from {redact(spec.url)}"
@@ -67,7 +67,7 @@ def remote_refs(spec: RepoSpec, skip: str) -> tuple[str, ...]:
         kwargs = {}
         if spec.credential:
             kwargs = {"username": spec.username or "git", "password": resolve_credential(spec.credential)}
-        client, path = get_transport_and_path(spec.url, **kwargs)
+        client, path = client_for(spec.url, **kwargs)
         with quiet_retries():
             result = client.get_refs(path)
     except MirrorError as exc:

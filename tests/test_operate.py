@@ -438,3 +438,48 @@ def test_the_crontab_lines_name_commands_that_exist(blobdex):
         assert len(fields) == 6 and all(f.replace("*/", "").replace("*", "0").isdigit() for f in fields[:5])
         command = fields[5].split("bin/blobdex ", 1)[1].split()
         assert blobdex(*command, "--help").code == 0  # an unknown option before --help is refused
+
+
+def test_an_unreachable_remote_is_one_retry_policy_one_warning_per_attempt(tmp_path, monkeypatch, caplog):
+    """urllib3 retried each connection three more times inside each of blobdex's attempts (twelve connections and
+    thirteen log lines for one URL): now one connection and one warning per attempt, then the error."""
+    import logging
+    import socket
+
+    from indexer import mirror
+
+    monkeypatch.setattr(mirror, "FETCH_BACKOFF_SECONDS", (0.0, 0.0))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(50)
+    accepted = []
+
+    def hang_up():
+        while True:
+            conn, _ = listener.accept()
+            accepted.append(1)
+            conn.close()  # no HTTP answer: the connection drops, as a dying server's does
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/acme/gone.git"
+    cfg = write_config(tmp_path, [RepoSpec(name="gone", url=url)])
+    with caplog.at_level(logging.WARNING):
+        report = run(cfg, show_progress=False)
+    listener.close()
+    assert report.failed and len(accepted) == mirror.FETCH_ATTEMPTS
+    attempts = [r for r in caplog.records if "failed (attempt" in r.getMessage()]
+    assert len(attempts) == mirror.FETCH_ATTEMPTS and not [r for r in caplog.records if r.name.startswith("urllib3")]
+
+
+def test_serve_refuses_an_admin_token_and_webhooks_refuse_to_start_without_a_secret(two_repos, blobdex):
+    cfg, _, _ = two_repos
+    run(cfg, show_progress=False)
+    admin = mint(cfg.data_dir, "ops", "default", ADMIN)
+    with Server(serve_app(Service(cfg), require_token=True)) as url:
+        refused = httpx.get(f"{url}/v1/status", headers={"Authorization": f"Bearer {admin}"})
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "bad_token"
+    started = blobdex("--config", cfg.path, "webhooks", "--port", "1")
+    assert started.code == 2 and "no webhook_secret" in started.err and "Traceback" not in started.err
+    cfg.path.write_text('webhook_secret = "hunter2-the-secret"\n' + cfg.path.read_text())
+    pasted = blobdex("--config", cfg.path, "status")
+    assert pasted.code == 2 and "not a reference" in pasted.err and "hunter2" not in pasted.err
