@@ -39,18 +39,19 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{random.randrange(16**6):06x}"
 
 
-def drain(cfg: Config, owner: str | None = None, **options) -> Report | None:
-    """Index the queued repos (fetching only them) and close their jobs; None when nothing is queued. A run
-    that cannot start because another holds the lock gives the jobs back; one that fails marks them failed."""
+def drain(cfg: Config, owner: str | None = None, every_repo: bool = False, **options) -> Report | None:
+    """Index the queued repos (fetching only them, or `every_repo`) and close their jobs; None when nothing is
+    queued (and not `every_repo`). A run that cannot start because another holds the lock gives the jobs back;
+    one that fails marks them failed."""
     owner = owner or worker_id()
     with Queue(cfg.data_dir) as queue:
         for org, repo in queue.sweep({r.key for r in cfg.repos}):
             log.warning("dropped the queued job of %s/%s: the repo is no longer configured", org, repo)
         claimed = queue.claim(owner)
-        if not claimed:
+        if not claimed and not every_repo:
             return None
         try:
-            report = run(cfg, only=set(claimed), **options)
+            report = run(cfg, only=None if every_repo else set(claimed), **options)
         except LockBusy:
             queue.release(owner)
             raise
@@ -77,13 +78,12 @@ def every(
     while not stop.is_set():
         try:
             cfg = load_config() if load_config else cfg
-            if time.monotonic() >= due:
+            every_repo = time.monotonic() >= due  # a scheduled run fetches every repo and closes queued jobs too
+            if every_repo:
                 due = time.monotonic() + interval * random.uniform(1 - JITTER, 1 + JITTER)
-                on_report(run(cfg, **options))
-            else:
-                report = drain(cfg, owner, **options)
-                if report is not None:
-                    on_report(report)
+            report = drain(cfg, owner, every_repo, **options)
+            if report is not None:
+                on_report(report)
         except LockBusy as exc:
             log.info("skipped a run: %s", exc)
         except BlobdexError as exc:
