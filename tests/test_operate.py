@@ -33,29 +33,19 @@ from indexer.tokens import ADMIN, mint
 from query.service import Service
 from query.surfaces.app import app as serve_app
 from tests import gitrepo
-from tests.corpus import api_files, tools_files, write_config
+from tests.corpus import api_files, write_config
 from tests.servers import BLOBDEX, Server
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "s3cret-webhook-key"
-API_URL = "https://github.com/acme/api"
+API_URL = "https://github.com/acme/api"  # a second name of the repo in a push, matching no configured repo
 
 
 @pytest.fixture
-def forge(tmp_path, monkeypatch):
-    """Two repos configured with forge-like URLs resolved to local mirrors' sources (a push names the URL), and a
-    webhook secret in the environment: (config path, cfg, api repo)."""
-    api = gitrepo.init(tmp_path / "src" / "api")
-    gitrepo.commit(api, api_files())
-    tools = gitrepo.init(tmp_path / "src" / "tools")
-    gitrepo.commit(tools, tools_files())
-    cfg = write_config(
-        tmp_path,
-        [
-            RepoSpec(name="api", url=str(tmp_path / "src" / "api")),
-            RepoSpec(name="tools", url=str(tmp_path / "src" / "tools")),
-        ],
-    )
+def forge(two_repos, monkeypatch):
+    """The two repos, with a webhook secret referenced from the environment: (cfg, api repo). A push names a repo by
+    URL; here the configured URLs are the repos' local paths, and a push payload names them as file:// URLs."""
+    cfg, api, _ = two_repos
     monkeypatch.setenv("BLOBDEX_TEST_WEBHOOK_SECRET", SECRET)
     cfg.path.write_text('webhook_secret = "env:BLOBDEX_TEST_WEBHOOK_SECRET"\n' + cfg.path.read_text())
     return load(cfg.path), api
