@@ -9,7 +9,9 @@ queues the repo for the next `blobdex index --pending` (or the `--every` loop).
 from __future__ import annotations
 
 import json
+from functools import partial
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -103,18 +105,21 @@ async def add_repo(request: Request, grant: dict):
     org = body.get("org") or grant["org"]
     configmod.check_name("repo", body["name"])
     configmod.check_name("org", org)
-    credential = body.get("credential")
+    credential, username = body.get("credential"), body.get("username")
     if credential is not None and not (isinstance(credential, str) and credential.startswith(("env:", "file:"))):
         raise HookError(400, "bad_request", "credential must be a reference (env:NAME or file:PATH), never the secret")
+    if username is not None and not isinstance(username, str):
+        raise HookError(400, "bad_request", "username must be a string")
     spec = RepoSpec(
         name=body["name"],
         url=body["url"],
         org=org,
         refs=tuple(refs),
         credential=credential,
-        username=body.get("username"),
+        username=username,
     )
-    spec = sources.checked(spec, check=body.get("check", True) is not False, skip='or send "check": false')
+    check = body.get("check", True) is not False  # asking the source takes a network round trip: off the loop
+    spec = await anyio.to_thread.run_sync(partial(sources.checked, spec, check, 'or send "check": false'))
     configmod.save(configmod.with_repo(cfg, spec))
     with Queue(cfg.data_dir) as queue:
         queue.enqueue(spec.org, spec.name)

@@ -13,6 +13,7 @@ import hmac
 import json
 import logging
 import re
+import time
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, Counter
@@ -197,8 +198,6 @@ class QueueCollector:
         self.data_dir = data_dir
 
     def collect(self):
-        import time
-
         with Queue(self.data_dir) as queue:
             jobs = queue.jobs()
         now = time.time()
