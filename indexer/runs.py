@@ -74,9 +74,13 @@ def last(data_dir: Path) -> dict | None:
     return newest[0] if newest else None
 
 
-def summary(entry: dict) -> dict:
-    """What a listing shows of a run: when, how long, what it did."""
+def summary(entry: dict, org: str | None = None) -> dict:
+    """What a listing shows of a run: when, how long, what it did; with `org`, its failed repos are that org's
+    only (a tenant learns nothing of another's repos)."""
     totals = entry.get("totals") or {}
+    if org is not None:
+        failed = sum(1 for r in entry.get("repos", []) if r.get("org") == org and r.get("status") != "ok")
+        totals = {**totals, "repos_failed": failed}
     if entry.get("error"):
         outcome = "failed"
     elif entry.get("published"):
@@ -90,7 +94,8 @@ def summary(entry: dict) -> dict:
         "started_at": entry["started_at"],
         "seconds": entry["seconds_total"],
         "outcome": outcome,
-        "ok": bool(entry.get("ok")) and not entry.get("error"),
+        "ok": (totals.get("repos_failed", 0) == 0 if org is not None else bool(entry.get("ok")))
+        and not entry.get("error"),
         "snapshot_id": entry.get("snapshot_id"),
         "repos_failed": totals.get("repos_failed", 0),
         "chunks_embedded": totals.get("chunks_embedded", 0),

@@ -299,7 +299,7 @@ class Service:
             model=vectors["model"] if vectors else self.model_id(),
             vectors=vectors,
             repos=tuple(rows),
-            last_run=runs.summary(last) if last else None,
+            last_run=runs.summary(last, org) if last else None,
         )
 
     def _serving_manifest(self) -> Manifest | None:

@@ -18,7 +18,7 @@ from starlette.routing import Mount
 
 from indexer.observe import RequestLog, route_of
 from query.service import Service
-from query.surfaces import api, metrics
+from query.surfaces import api, metrics, web
 from query.surfaces.cip import app as cip_app
 from query.surfaces.cip_auth import AuthSettings, load_settings
 from query.surfaces.codesearch import app as codesearch_app
@@ -35,6 +35,7 @@ ROUTE_NAMES = tuple(r.path for r in api.ROUTES if "{" not in r.path) + (
     "/mcp",
     LUCOS_PREFIX,
     CIP_PREFIX,
+    *web.PAGES,
 )
 
 
@@ -63,6 +64,7 @@ def app(
     token_org = current_org.get if require_token else None
     routes = [
         *api.ROUTES,
+        *web.ROUTES,
         *([Mount(LUCOS_PREFIX, app=lucos_app(service, token_org))] if lucos else []),
         Mount(codesearch_prefix, app=codesearch_app(service)),
         Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg))),
@@ -74,9 +76,12 @@ def app(
         exception_handlers={HTTPException: api.unrouted, Exception: api.internal},
     )
     root.state.service = service
+    root.state.require_token = require_token
     root.state.metrics = metrics.registry(service)
     # The Codebase Index Protocol has JWTs of its own.
     exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos and not require_token else ())
-    guarded = Guard(root, allowed, require_token, service.cfg.data_dir, default_org, exempt, OPEN_PATHS)
+    guarded = Guard(
+        root, allowed, require_token, service.cfg.data_dir, default_org, exempt, OPEN_PATHS, web.PAGES, web.OPEN
+    )
     names = route_of((*ROUTE_NAMES, codesearch_prefix))
     return RequestLog(guarded, "serve", names, logging.getLogger("query.access"))

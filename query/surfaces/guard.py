@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import urlencode
 
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, RedirectResponse
 
 from indexer import tokens as bearer
 
@@ -42,6 +44,23 @@ def mcp_security(allowed: list[str]) -> TransportSecuritySettings:
             f"{scheme}://{h}{suffix}" for h in allowed for scheme in ("http", "https") for suffix in ("", ":*")
         ],
     )
+
+
+SIGN_IN_COOKIE = "blobdex_token"  # the page's sign-in form keeps a read token in it (query.surfaces.web)
+
+
+def _cookie(header: str, name: str) -> str | None:
+    jar = SimpleCookie()
+    try:
+        jar.load(header)
+    except CookieError:
+        return None
+    return jar[name].value if name in jar else None
+
+
+def _see_other(location: str) -> RedirectResponse:
+    """Off to the sign-in form (a page, unlike the API, answers a missing token with a way to give one)."""
+    return RedirectResponse(location, status_code=303, headers={"Cache-Control": "no-store"})
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:
@@ -91,10 +110,18 @@ class Guard:
         default_org: str,
         exempt: tuple[str, ...] = (),
         open_paths: tuple[str, ...] = (),
+        pages: tuple[str, ...] = (),
+        open_pages: tuple[str, ...] = (),
     ):
         self.app, self.allowed, self.require_token = app, allowed_hosts, require_token
         self.data_dir, self.default_org, self.exempt = data_dir, default_org, exempt
         self.open_paths = open_paths  # probes that answer without a token
+        # The page for people: its token may come from the sign-in cookie, and without one it goes to the sign-in
+        # form (open_pages, the form and the stylesheets, answer without a token).
+        self.pages, self.open_pages = pages, open_pages
+
+    def _page(self, path: str, prefixes: tuple[str, ...]) -> bool:
+        return any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
 
     def _host_ok(self, host: str) -> bool:
         match = HOST_RE.match(host)
@@ -124,17 +151,25 @@ class Guard:
         if int(headers.get("content-length") or 0) > MAX_BODY_BYTES:
             return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
         org = self.default_org
-        if scope["path"] not in self.open_paths and not scope["path"].startswith(self.exempt):
+        path = scope["path"]
+        if path not in self.open_paths and not path.startswith(self.exempt):
+            page = self._page(path, self.pages)
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-            if token is not None:
-                grant = bearer.verify(self.data_dir, token)
-                if grant is None:
-                    return await error(
-                        401, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
-                    )(scope, receive, send)
+            if token is None and page:
+                token = _cookie(headers.get("cookie", ""), SIGN_IN_COOKIE)
+            grant = bearer.verify(self.data_dir, token) if token else None
+            if grant is not None:
                 org = grant["org"]
-            elif self.require_token:
+            elif page and not self._page(path, self.open_pages) and (token or self.require_token):
+                query = scope.get("query_string", b"").decode("latin-1")
+                target = path + (f"?{query}" if query else "")
+                return await _see_other("/signin?" + urlencode({"next": target}))(scope, receive, send)
+            elif token is not None and not page:
+                return await error(
+                    401, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
+                )(scope, receive, send)
+            elif self.require_token and not page:
                 return await error(
                     401,
                     "token_required",

@@ -1,0 +1,52 @@
+"""Source code as HTML for the file view: Pygments tokens, one escaped line of `<span class="…">` per source line
+(so each line can carry its own anchor), and the token colours as CSS for a light and a dark theme."""
+
+from __future__ import annotations
+
+import functools
+from html import escape
+
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.token import STANDARD_TYPES, Token
+from pygments.util import ClassNotFound
+
+MAX_LEX_BYTES = 2 * 1024 * 1024  # past this a page is shown plain: lexing is linear, but slow in Python
+
+
+def _lexer(path: str, text: str):
+    try:
+        return get_lexer_for_filename(path.rsplit("/", 1)[-1], stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return TextLexer(stripnl=False, ensurenl=False)
+
+
+def _css_class(kind) -> str:
+    while kind not in STANDARD_TYPES:
+        kind = kind.parent
+    return STANDARD_TYPES[kind]
+
+
+def lines(path: str, text: str) -> list[str]:
+    """`text`'s lines as HTML, highlighted by the language its file name says (plain past MAX_LEX_BYTES)."""
+    if len(text) > MAX_LEX_BYTES:
+        return [escape(line) for line in text.split("\n")]
+    out, current = [], []
+    for kind, value in _lexer(path, text).get_tokens(text):
+        css = _css_class(kind) if kind is not Token.Text else ""
+        for i, piece in enumerate(value.split("\n")):
+            if i:
+                out.append("".join(current))
+                current = []
+            if piece:
+                current.append(f'<span class="{css}">{escape(piece)}</span>' if css else escape(piece))
+    out.append("".join(current))
+    return out
+
+
+@functools.cache
+def stylesheet() -> str:
+    """The token colours: Pygments' default style, and github-dark's under prefers-color-scheme: dark."""
+    light = HtmlFormatter(style="default").get_style_defs(".code")
+    dark = HtmlFormatter(style="github-dark").get_style_defs(".code")
+    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"

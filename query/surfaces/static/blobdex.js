@@ -1,0 +1,82 @@
+// blobdex's page, enhanced: results as you type, `/` to search, j/k or arrows through the results, and the
+// lines a file view's #L40-L90 names marked. Everything works without it.
+"use strict";
+
+function debounce(fn, ms) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+function searchAsYouType() {
+  const form = document.getElementById("search-form");
+  const results = document.getElementById("results");
+  if (!form || !results) return;
+  let asked = 0;
+  const refresh = debounce(async () => {
+    const params = new URLSearchParams(new FormData(form));
+    for (const [key, value] of [...params.entries()]) if (value === "") params.delete(key);
+    history.replaceState(null, "", "/?" + params.toString());  // the URL holds the whole query
+    if (!(params.get("q") || "").trim()) { results.innerHTML = ""; return; }
+    const mine = ++asked;
+    params.set("partial", "results");
+    const answer = await fetch("/?" + params.toString(), { credentials: "same-origin" });
+    if (mine === asked) results.innerHTML = await answer.text();  // a later keystroke's answer wins
+  }, 250);
+  form.addEventListener("input", refresh);
+  form.addEventListener("change", refresh);
+}
+
+function keyboard() {
+  let at = -1;
+  document.addEventListener("keydown", (event) => {
+    const field = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName);
+    if (event.key === "/" && !field) {
+      const box = document.getElementById("q");
+      if (box) { event.preventDefault(); box.focus(); box.select(); }
+      return;
+    }
+    if (field && event.key !== "ArrowDown") return;
+    const hits = [...document.querySelectorAll("a.hit")];
+    if (!hits.length) return;
+    const down = event.key === "ArrowDown" || event.key === "j";
+    const up = event.key === "ArrowUp" || event.key === "k";
+    if (!down && !up) return;
+    event.preventDefault();
+    if (hits[at]) hits[at].classList.remove("selected");
+    at = Math.max(0, Math.min(hits.length - 1, at + (down ? 1 : -1)));
+    hits[at].classList.add("selected");
+    hits[at].focus();  // Enter follows the link
+  });
+}
+
+function markLines() {
+  const code = document.getElementById("code");
+  if (!code) return;
+  const apply = () => {
+    const m = /^#L(\d+)(?:-L?(\d+))?$/.exec(location.hash);
+    if (!m) return;
+    const a = Number(m[1]), b = Number(m[2] || m[1]);
+    for (const row of code.querySelectorAll("tr.hl")) row.classList.remove("hl");
+    for (let n = a; n <= b; n++) {
+      const row = document.getElementById("L" + n);
+      if (row) row.classList.add("hl");
+    }
+    const first = document.getElementById("L" + a);
+    if (first) first.scrollIntoView({ block: "center" });
+  };
+  code.addEventListener("click", (event) => {  // shift-click a line number: mark the range from the first
+    const link = event.target.closest("td.n a");
+    if (!link || !event.shiftKey) return;
+    const m = /^#L(\d+)/.exec(location.hash);
+    const n = Number(link.getAttribute("href").slice(2));
+    if (!m) return;
+    event.preventDefault();
+    const a = Math.min(Number(m[1]), n), b = Math.max(Number(m[1]), n);
+    history.replaceState(null, "", `#L${a}-L${b}`);
+    apply();
+  });
+  window.addEventListener("hashchange", apply);
+  apply();
+}
+
+document.addEventListener("DOMContentLoaded", () => { searchAsYouType(); keyboard(); markLines(); });

@@ -1,0 +1,393 @@
+"""The page for people at `/`: search (hybrid, one signal, files for an issue text, grep), a file at any commit,
+the repos and their freshness, routing a task, and a symbol's definitions and callers. Server-rendered HTML that
+works without JavaScript; blobdex.js adds results as you type and keyboard navigation. Read-only, in the org the
+request runs in (the Guard: a bearer token, or with --require-token the sign-in cookie), nothing loaded from
+elsewhere (a Content-Security-Policy of 'self' says so to the browser).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import anyio
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from indexer import runs, tokens
+from indexer.errors import BlobdexError
+from indexer.tokenize import tokens as word_tokens
+from query import MAX_LIMIT
+from query.search import KINDS, MODES, STOPWORDS, SearchRequest
+from query.surfaces import highlight
+from query.surfaces.guard import current_org
+
+HERE = Path(__file__).parent
+TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
+STATIC = StaticFiles(directory=HERE / "static")
+COOKIE = "blobdex_token"
+PAGE_LINES = 1000  # lines of a file per page
+GREP_LIMIT = 200
+# The browser loads nothing from elsewhere and runs no inline code; no page may be framed (clickjacking).
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # no-referrer makes a browser send `Origin: null` on our own forms
+    "Cache-Control": "no-store",
+}
+SEARCH_MODES = (*MODES, "files", "grep")
+DEFINITION_KINDS = frozenset({"function", "method", "class", "type", "definition"})
+WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Query:
+    """A search as the URL holds it: every field a form field of the same name (so a link is the search)."""
+
+    q: str = ""
+    mode: str = "hybrid"
+    repo: tuple[str, ...] = ()
+    lang: tuple[str, ...] = ()
+    path: str = ""
+    ignore: str = ""
+    kind: str = ""
+    ref: str = ""
+    literal: bool = False
+    icase: bool = False
+    signals: bool = False
+    limit: int = 20
+
+    @classmethod
+    def of(cls, params) -> "Query":
+        def one(name: str) -> str:
+            return (params.get(name) or "").strip()
+
+        try:
+            limit = min(max(int(params.get("limit") or 20), 1), MAX_LIMIT)
+        except ValueError:
+            limit = 20
+        mode = one("mode") if one("mode") in SEARCH_MODES else "hybrid"
+        return cls(
+            q=params.get("q") or "",
+            mode=mode,
+            repo=tuple(r for r in params.getlist("repo") if r),
+            lang=tuple(x for x in params.getlist("lang") if x),
+            path=one("path"),
+            ignore=one("ignore"),
+            kind=one("kind") if one("kind") in KINDS else "",
+            ref=one("ref"),
+            literal=bool(params.get("literal")),
+            icase=bool(params.get("icase")),
+            signals=bool(params.get("signals")),
+            limit=limit,
+        )
+
+    def request(self, org: str) -> SearchRequest:
+        return SearchRequest(
+            query=self.q,
+            org=org,
+            repos=self.repo,
+            langs=self.lang,
+            paths=(self.path,) if self.path else (),
+            ignore=(self.ignore,) if self.ignore else (),
+            kind=self.kind or None,
+            ref=self.ref or None,
+            limit=self.limit,
+            mode=self.mode if self.mode in MODES else "hybrid",
+        )
+
+
+def file_url(repo: str, path: str, ref: str, start: int | None = None, end: int | None = None) -> str:
+    """The file view of `path` at `ref`, its lines start-end marked and scrolled to."""
+    query = {"ref": ref} if ref else {}
+    if start:
+        query["hl"] = f"{start}-{end or start}"
+    anchor = (f"#L{start}-L{end}" if end and end > start else f"#L{start}") if start else ""
+    return f"/file/{quote(repo, safe='')}/{quote(path)}" + (f"?{urlencode(query)}" if query else "") + anchor
+
+
+def marked(line: str, words: set[str]) -> Markup:
+    """A line of text, escaped, the words of the query in it wrapped in <mark>."""
+    out, last = [], 0
+    for m in WORD_RE.finditer(line):
+        word = m.group(0)
+        if word.lower() in words or any(t in words for t in word_tokens(word)):
+            out += [escape(line[last : m.start()]), Markup("<mark>"), escape(word), Markup("</mark>")]
+            last = m.end()
+    out.append(escape(line[last:]))
+    return Markup("").join(out)
+
+
+def query_words(q: str) -> set[str]:
+    return {w for w in word_tokens(q)} - STOPWORDS
+
+
+def _grouped(hits) -> list[dict]:
+    """Hits grouped by file (in the order of each file's best hit), each with its snippet lines."""
+    groups: dict[tuple, dict] = {}
+    for clip, hit in hits:
+        key = (hit.repo, hit.path, hit.commit_id)
+        group = groups.setdefault(
+            key, {"repo": hit.repo, "path": hit.path, "ref": hit.ref, "commit_id": hit.commit_id, "hits": []}
+        )
+        start = hit.signals.snippet_lines[0] if hit.signals.snippet_lines else hit.line_start
+        group["hits"].append({"hit": hit, "clip": clip, "lines": list(enumerate(hit.snippet.split("\n"), start))})
+    return list(groups.values())
+
+
+def _results(service, org: str, query: Query) -> dict:
+    """What the search page shows for `query`: grouped hits, ranked files or grep matches."""
+    if query.mode == "grep":
+        paths = tuple(p for p in (query.path,) if p)
+        _, matches, more = service.grep(
+            org,
+            query.q,
+            repos=query.repo,
+            paths=paths,
+            ref=query.ref or None,
+            limit=GREP_LIMIT,
+            literal=query.literal,
+            ignore_case=query.icase,
+        )
+        groups: dict[tuple, dict] = {}
+        for m in matches:
+            groups.setdefault((m.repo, m.path, m.ref), {"repo": m.repo, "path": m.path, "ref": m.ref, "lines": []})[
+                "lines"
+            ].append(m)
+        return {"kind": "grep", "groups": list(groups.values()), "more": more, "pattern": _pattern(query)}
+    if query.mode == "files":
+        _, files = service.localize(query.request(org))
+        return {"kind": "files", "files": files}
+    _, hits = service.search(query.request(org))
+    return {"kind": "hits", "groups": _grouped(hits), "count": len(hits)}
+
+
+def _pattern(query: Query) -> re.Pattern | None:
+    """Python's reading of a grep pattern, to mark what matched (RE2 decided which lines match)."""
+    try:
+        return re.compile(re.escape(query.q) if query.literal else query.q, re.IGNORECASE if query.icase else 0)
+    except re.error:
+        return None
+
+
+def grep_marked(text: str, pattern: re.Pattern | None) -> Markup:
+    if pattern is None:
+        return escape(text)
+    out, last = [], 0
+    for m in pattern.finditer(text):
+        if m.end() == m.start():
+            continue
+        out += [escape(text[last : m.start()]), Markup("<mark>"), escape(m.group(0)), Markup("</mark>")]
+        last = m.end()
+    out.append(escape(text[last:]))
+    return Markup("").join(out)
+
+
+TEMPLATES.globals.update(
+    file_url=file_url, marked=marked, grep_marked=grep_marked, modes=SEARCH_MODES, kinds=sorted(KINDS)
+)
+
+
+def page(request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
+    signed_in = bool(request.cookies.get(COOKIE))
+    body = TEMPLATES.get_template(template).render(
+        org=current_org.get(), signed_in=signed_in, require_token=request.app.state.require_token, **context
+    )
+    return HTMLResponse(body, status_code=status, headers=HEADERS)
+
+
+def _failed(request: Request, exc: BlobdexError, template: str, **context) -> HTMLResponse:
+    return page(request, template, status=getattr(exc, "status", 400), error=str(exc), **context)
+
+
+def _choices(service, org: str) -> dict:
+    """The filters' choices: the org's repos, languages and refs in the served snapshot."""
+    try:
+        reader = service.reader()
+    except BlobdexError:
+        return {"repos": [], "langs": [], "snapshot_id": None}
+    repos = sorted(r.name for r in reader.manifest.repos if r.org == org)
+    langs = reader.cached(f"langs:{org}", lambda: set(reader.col["lang"][reader.col["org"] == org]))
+    return {"repos": repos, "langs": sorted(langs), "snapshot_id": reader.snapshot_id}
+
+
+async def search(request: Request) -> Response:
+    service, org = request.app.state.service, current_org.get()
+    query = Query.of(request.query_params)
+    partial_results = request.query_params.get("partial") == "results"
+    context = {"query": query, "words": query_words(query.q)}
+    if not partial_results:
+        context.update(await anyio.to_thread.run_sync(_choices, service, org))
+    if query.q.strip():
+        try:
+            context["results"] = await anyio.to_thread.run_sync(_results, service, org, query)
+        except BlobdexError as exc:
+            return _failed(request, exc, "results.html" if partial_results else "search.html", **context)
+    return page(request, "results.html" if partial_results else "search.html", **context)
+
+
+async def file_view(request: Request) -> Response:
+    service, org = request.app.state.service, current_org.get()
+    repo, path = request.path_params["repo"], request.path_params["path"]
+    ref = request.query_params.get("ref") or None
+    marked_lines = _range(request.query_params.get("hl"))
+    try:
+        start = max(int(request.query_params.get("start") or 0), 0)
+    except ValueError:
+        start = 0
+    if not start:
+        start = ((marked_lines[0] - 1) // PAGE_LINES) * PAGE_LINES + 1 if marked_lines else 1
+    context = {"repo": repo, "path": path, "ref": ref, "hl": marked_lines}
+    try:
+        found = await anyio.to_thread.run_sync(
+            partial(service.get_file, org, repo, path, ref, start, start + PAGE_LINES - 1)
+        )
+    except BlobdexError as exc:
+        return _failed(request, exc, "file.html", **context)
+    text = found.content.decode("utf-8", "replace")
+    if text.endswith("\n"):
+        text = text[:-1]
+    rows = highlight.lines(path, text)
+    definitions = await anyio.to_thread.run_sync(_definitions, service, org, repo, path, found.blob_id)
+    pages = {
+        "prev": file_page(repo, path, ref, max(start - PAGE_LINES, 1)) if start > 1 else None,
+        "next": file_page(repo, path, ref, found.line_end + 1) if found.line_end < found.total_lines else None,
+    }
+    return page(
+        request,
+        "file.html",
+        file=found,
+        rows=list(enumerate(rows, found.line_start)),
+        definitions=definitions,
+        pages=pages,
+        **context,
+    )
+
+
+def file_page(repo: str, path: str, ref: str | None, start: int) -> str:
+    query = {"start": start, **({"ref": ref} if ref else {})}
+    return f"/file/{quote(repo, safe='')}/{quote(path)}?{urlencode(query)}"
+
+
+def _range(text: str | None) -> tuple[int, int] | None:
+    m = re.match(r"^(\d+)(?:-(\d+))?$", text or "")
+    if not m:
+        return None
+    a = int(m.group(1))
+    return a, max(a, int(m.group(2) or a))
+
+
+def _definitions(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
+    """The file's definitions this snapshot indexed at this blob: first line -> symbol."""
+    try:
+        reader = service.reader()
+    except BlobdexError:
+        return {}
+    found = {}
+    for row in reader.rows_at(org, repo, path):
+        r = reader.row(row)
+        if r["blob_id"] == blob_id and r["kind"] in DEFINITION_KINDS and r["symbol"]:
+            found.setdefault(r["line_start"], r["symbol"])
+    return found
+
+
+async def repos(request: Request) -> Response:
+    service, org = request.app.state.service, current_org.get()
+    found = await anyio.to_thread.run_sync(service.status, org)
+    last = runs.last(service.cfg.data_dir)
+    report = None
+    if last is not None:
+        mine = [r for r in last.get("repos", []) if r["org"] == org]
+        report = {
+            **runs.summary(last, org),
+            "seconds_by_stage": last.get("seconds", {}),
+            "repos": mine,
+            "totals": last.get("totals", {}),
+            "notes": last.get("notes", []) if mine else [],
+        }
+    return page(request, "repos.html", index=found, run=report)
+
+
+async def route(request: Request) -> Response:
+    service, org = request.app.state.service, current_org.get()
+    task = request.query_params.get("task") or ""
+    context = {"task": task, "routes": None}
+    if task.strip():
+        try:
+            _, context["routes"] = await anyio.to_thread.run_sync(service.route, org, task)
+        except BlobdexError as exc:
+            return _failed(request, exc, "route.html", **context)
+    return page(request, "route.html", **context)
+
+
+async def symbol(request: Request) -> Response:
+    service, org = request.app.state.service, current_org.get()
+    name = (request.query_params.get("name") or "").strip()
+    repo = (request.query_params.get("repo") or "").strip() or None
+    context = {"name": name, "repo": repo, "context": None}
+    if name:
+        try:
+            context["context"] = await anyio.to_thread.run_sync(service.context, org, name, repo)
+        except BlobdexError as exc:
+            return _failed(request, exc, "symbol.html", **context)
+    return page(request, "symbol.html", **context)
+
+
+async def signin(request: Request) -> Response:
+    """GET: the form; POST: a read token checked, kept in a Secure, HttpOnly, SameSite=Strict cookie."""
+    target = _local(request.query_params.get("next"))
+    if request.method == "GET":
+        return page(request, "signin.html", next=target)
+    form = await request.form()
+    token = str(form.get("token") or "").strip()
+    target = _local(str(form.get("next") or target))
+    grant = tokens.verify(request.app.state.service.cfg.data_dir, token) if token else None
+    if grant is None:
+        return page(
+            request,
+            "signin.html",
+            status=401,
+            next=target,
+            error="that token is not valid here: mint one with 'blobdex token mint --name NAME --org ORG'",
+        )
+    answer = RedirectResponse(target, status_code=303, headers=HEADERS)
+    answer.set_cookie(COOKIE, token, httponly=True, secure=True, samesite="strict", path="/")
+    return answer
+
+
+async def signout(request: Request) -> Response:
+    answer = RedirectResponse("/signin" if request.app.state.require_token else "/", status_code=303, headers=HEADERS)
+    answer.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
+    return answer
+
+
+def _local(target: str | None) -> str:
+    """A path on this server to go back to after signing in; anything else (another site) becomes /."""
+    return target if target and target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
+
+
+async def pygments_css(request: Request) -> Response:
+    return Response(highlight.stylesheet(), media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
+PAGES = ("/", "/file/", "/repos", "/route", "/symbol", "/signin", "/signout", "/static/")  # the Guard's UI paths
+OPEN = ("/signin", "/static/")  # answered without a token even when one is required
+ROUTES = [
+    Route("/", search, methods=["GET"]),
+    Route("/file/{repo}/{path:path}", file_view, methods=["GET"]),
+    Route("/repos", repos, methods=["GET"]),
+    Route("/route", route, methods=["GET"]),
+    Route("/symbol", symbol, methods=["GET"]),
+    Route("/signin", signin, methods=["GET", "POST"]),
+    Route("/signout", signout, methods=["POST"]),
+    Route("/static/pygments.css", pygments_css, methods=["GET"]),
+    Mount("/static", app=STATIC),
+]

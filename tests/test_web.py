@@ -1,0 +1,250 @@
+"""The page for people, in a real browser: Debian's Chromium, headless, driven by Selenium through Debian's
+chromedriver (.ci/run installs both). Screenshots go to tests/artifacts/ (not committed) to be looked at."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+import html5lib
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service as DriverService
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as seen
+from selenium.webdriver.support.ui import WebDriverWait
+
+from indexer.build import run
+from indexer.embed import HashEmbedder
+from indexer.tokens import mint
+from query.service import Service
+from query.surfaces.app import app
+from tests.corpus import api_files, build_corpus, tools_files
+from tests.servers import Server
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+# As the machine's own check starts it: no sandbox as root, no GPU, nothing fetched in the background.
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,900",
+)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A real multi-repo index served with tokens required: org default holds api and tools (tools stale, its
+    source gone), org beta holds other. Yields (base url, token of default, token of beta)."""
+    root = tmp_path_factory.mktemp("web")
+    other = {"lib/other.py": b'def only_in_beta(x):\n    """A function of org beta."""\n    return x\n'}
+    corpus = build_corpus(root, {"api": api_files(), "tools": tools_files(), "beta/other": other})
+    shutil.move(root / "src" / "tools", root / "src" / "tools-gone")
+    run(corpus.cfg, show_progress=False)  # tools is stale now, with the error
+    default, beta = mint(corpus.cfg.data_dir, "alice", "default"), mint(corpus.cfg.data_dir, "bob", "beta")
+    service = Service(corpus.cfg, embedder=HashEmbedder())
+    with Server(app(service, require_token=True)) as url:
+        yield url, default, beta
+
+
+def browser(javascript: bool = True, width: int = 1280, height: int = 900) -> webdriver.Chrome:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    assert not missing, f"no {' or '.join(missing)}: install Debian's chromium and chromium-driver (.ci/run does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--window-size={width},{height}")
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    return webdriver.Chrome(service=DriverService(CHROMEDRIVER), options=options)
+
+
+@pytest.fixture
+def chrome():
+    driver = browser()
+    yield driver
+    driver.quit()
+
+
+def shot(driver, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def sign_in(driver, url: str, token: str) -> None:
+    driver.get(f"{url}/repos")  # without the cookie: off to the form, and back here after it
+    assert "/signin" in driver.current_url
+    driver.find_element(By.ID, "token").send_keys(token + Keys.ENTER)
+    WebDriverWait(driver, 10).until(lambda d: urlsplit(d.current_url).path == "/repos")
+
+
+def wait(driver, selector: str, seconds: float = 15):
+    return WebDriverWait(driver, seconds).until(seen.presence_of_element_located((By.CSS_SELECTOR, selector)))
+
+
+def test_search_as_you_type_then_follow_a_hit_to_its_highlighted_lines(site, chrome):
+    url, token, _ = site
+    sign_in(chrome, url, token)
+    chrome.get(url + "/")
+    box = chrome.find_element(By.ID, "q")
+    box.send_keys("renew subscription")
+    first = wait(chrome, "#results a.hit")
+    assert parse_qs(urlsplit(chrome.current_url).query)["q"] == ["renew subscription"]  # the URL is the search
+    assert "src/billing/renew.py" in first.text
+    assert chrome.find_elements(By.CSS_SELECTOR, "#results mark")  # the query's words marked in the snippets
+    shot(chrome, "search")
+    target = first.get_attribute("href")
+    first.click()
+    WebDriverWait(chrome, 10).until(lambda d: "/file/api/src/billing/renew.py" in d.current_url)
+    marked = chrome.find_elements(By.CSS_SELECTOR, "tr.hl")
+    start, end = parse_qs(urlsplit(target).query)["hl"][0].split("-")
+    assert [m.get_attribute("id") for m in marked] == [f"L{n}" for n in range(int(start), int(end) + 1)]
+    assert chrome.find_elements(By.CSS_SELECTOR, "td.l code span.k")  # keywords highlighted by Pygments
+    info = chrome.find_element(By.CSS_SELECTOR, ".fileinfo").text
+    assert "commit" in info and "blob" in info
+    shot(chrome, "file")
+    definition = chrome.find_element(By.CSS_SELECTOR, "a.def")
+    name = definition.text
+    definition.click()
+    wait(chrome, "h1")
+    assert name in chrome.find_element(By.TAG_NAME, "h1").text and "Definitions" in chrome.page_source
+    shot(chrome, "symbol")
+
+
+def test_the_repos_page_shows_a_stale_repo_with_its_error_and_the_last_run(site, chrome):
+    url, token, _ = site
+    sign_in(chrome, url, token)
+    rows = {
+        r.find_element(By.TAG_NAME, "th").text: r for r in chrome.find_elements(By.CSS_SELECTOR, "table.repos tbody tr")
+    }
+    assert set(rows) == {"api", "tools"}
+    assert "stale" in rows["tools"].get_attribute("class") and "does not exist" in rows["tools"].text
+    assert "ok" in rows["api"].text and "Last index run" in chrome.page_source
+    shot(chrome, "repos")
+
+
+def test_another_token_is_another_org(site, chrome):
+    url, _, beta = site
+    sign_in(chrome, url, beta)
+    names = [r.text for r in chrome.find_elements(By.CSS_SELECTOR, "table.repos tbody th")]
+    assert names == ["other"]
+    chrome.get(url + "/?q=renew+subscription")
+    hits = [h.text for h in chrome.find_elements(By.CSS_SELECTOR, "a.hit")]
+    assert all(h.startswith("other:") for h in hits)  # the nearest of beta's chunks, never api's
+    chrome.get(url + "/?q=only_in_beta")
+    assert "other:lib/other.py" in wait(chrome, "a.hit").text
+    chrome.find_element(By.CSS_SELECTOR, ".signout button").click()
+    chrome.get(url + "/repos")
+    assert "/signin" in chrome.current_url  # signed out: the cookie is gone
+
+
+def test_keyboard_route_and_symbol_pages(site, chrome):
+    url, token, _ = site
+    sign_in(chrome, url, token)
+    chrome.get(url + "/?q=refund+an+invoice")
+    wait(chrome, "a.hit")
+    chrome.find_element(By.TAG_NAME, "body").click()
+    chrome.find_element(By.TAG_NAME, "body").send_keys("/")
+    assert chrome.switch_to.active_element.get_attribute("id") == "q"
+    chrome.switch_to.active_element.send_keys(Keys.ARROW_DOWN)
+    selected = chrome.find_element(By.CSS_SELECTOR, "a.hit.selected")
+    assert selected == chrome.switch_to.active_element
+    chrome.get(url + "/route")
+    chrome.find_element(By.ID, "task").send_keys("renew a customer's subscription")
+    chrome.find_element(By.CSS_SELECTOR, "form.search button").click()
+    first = wait(chrome, "ol.routes h2 a")
+    assert first.text == "api" and "git sparse-checkout" in chrome.page_source
+    shot(chrome, "route")
+
+
+def test_search_and_the_file_view_work_without_javascript(site):
+    url, token, _ = site
+    driver = browser(javascript=False)
+    try:
+        sign_in(driver, url, token)
+        driver.get(url + "/")
+        driver.find_element(By.ID, "q").send_keys("drain_queue" + Keys.ENTER)  # the form itself is submitted
+        hit = wait(driver, "a.hit")
+        assert "tools:queue/src/lib.rs" in hit.text  # stale, but its content keeps serving
+        hit.click()
+        assert wait(driver, "tr.hl") and "/file/tools/queue/src/lib.rs" in driver.current_url
+    finally:
+        driver.quit()
+
+
+def test_narrow_screens_and_the_dark_theme(site):
+    url, token, _ = site
+    driver = browser(width=390, height=844)
+    try:
+        sign_in(driver, url, token)
+        driver.get(url + "/?q=renew+subscription")
+        wait(driver, "a.hit")
+        assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1")
+        shot(driver, "search-narrow")
+        driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+        )
+        background = driver.execute_script("return getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(13, 17, 23)"
+        shot(driver, "search-dark")
+    finally:
+        driver.quit()
+
+
+def test_sign_in_keeps_the_token_in_a_strict_cookie_and_refuses_other_sites(site):
+    url, token, _ = site
+    with httpx.Client(base_url=url) as client:
+        assert client.get("/repos").status_code == 303
+        cross = client.post("/signin", data={"token": token}, headers={"Origin": "https://evil.example"})
+        assert cross.status_code == 403  # a form on another site cannot sign a browser in
+        wrong = client.post("/signin", data={"token": "bdx_wrong"})
+        assert wrong.status_code == 401 and "not valid" in wrong.text
+        answer = client.post("/signin", data={"token": token, "next": "//evil.example/"})
+        assert answer.status_code == 303 and answer.headers["location"] == "/"  # never off this server
+        cookie = answer.headers["set-cookie"]
+        assert all(flag in cookie for flag in ("HttpOnly", "Secure", "SameSite=strict")), cookie
+        assert "default-src 'self'" in answer.headers["content-security-policy"]
+
+
+def test_every_page_is_valid_html_whose_links_all_answer(site):
+    """html5lib in strict mode on each page, every link on it followed (no broken link), nothing from elsewhere."""
+    url, token, _ = site
+    with httpx.Client(base_url=url, cookies={"blobdex_token": token}) as client:
+        pages = [
+            "/",
+            "/?q=renew+subscription&signals=1",
+            "/?q=total_with_tax&mode=files",
+            "/?q=drain_&mode=grep",
+            "/repos",
+            "/route?task=renew+a+subscription",
+            "/symbol?name=renew_subscription&repo=api",
+        ]
+        seen_links, checked = set(), 0
+        for path in pages:
+            page = client.get(path)
+            assert page.status_code == 200, path
+            document = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(page.text)
+            for element in document.iter():
+                for attribute in ("href", "src", "action"):
+                    link = element.get(attribute)
+                    if not link or link.startswith(("#", "data:")):
+                        continue
+                    assert link.startswith("/"), f"{path} links outside this server: {link}"
+                    if element.tag == "form" or link in seen_links:
+                        continue
+                    seen_links.add(link)
+                    answer = client.get(urljoin(url + path, link))
+                    assert answer.status_code == 200, f"{path} -> {link}: {answer.status_code}"
+                    checked += 1
+        assert checked > 20
