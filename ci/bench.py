@@ -177,11 +177,28 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
             "get_file": timed(
                 [("get", "/v1/file", {"params": {"repo": repo_name, "path": p, "start": 1, "end": 200}}) for p in paths]
             ),
+            **page_figures(timed, client, queries, paths, repo_name),
         }
         status = Path(f"/proc/{proc.pid}/status").read_text()
         out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
         out["peak_rss_mib"] = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) // 1024
         return out
+
+
+def page_figures(timed, client, queries: list[str], paths: list[str], repo_name: str) -> dict:
+    """The page for people beside the /v1 calls it renders: the search page with results (the same query as a
+    /v1 search) and the file view (the whole page of lines, highlighted) over HTTP, and what the search page
+    weighs before results (its HTML, stylesheets and script)."""
+    from urllib.parse import quote
+
+    pages = {
+        "search_page": timed([("get", "/", {"params": {"q": q or "graph", "limit": 10}}) for q in queries]),
+        "file_page": timed([("get", f"/file/{repo_name}/{quote(p)}", {}) for p in paths]),
+        "file_v1_whole": timed([("get", "/v1/file", {"params": {"repo": repo_name, "path": p}}) for p in paths]),
+    }
+    assets = ("/", "/static/blobdex.css", "/static/pygments.css", "/static/blobdex.js")
+    pages["search_page_bytes"] = sum(len(client.get(a).content) for a in assets)
+    return pages
 
 
 ENCODER_SAMPLE = 600  # chunks embedded by each encoder (the same texts, in the snapshot's order)

@@ -248,3 +248,19 @@ def test_every_page_is_valid_html_whose_links_all_answer(site):
                     assert answer.status_code == 200, f"{path} -> {link}: {answer.status_code}"
                     checked += 1
         assert checked > 20
+
+
+def test_a_page_that_cannot_answer_says_why_in_one_sentence_with_its_status(site):
+    url, token, _ = site
+    with httpx.Client(base_url=url, cookies={"blobdex_token": token}) as client:
+        for path, status, words in (
+            ("/file/api/no/such.py", 404, "no/such.py"),
+            ("/file/api/.env", 403, "credential"),
+            ("/?q=renew&repo=nope", 400, "unknown repo 'nope'"),
+            ("/symbol?name=no_such_symbol", 404, "no definition of 'no_such_symbol'"),
+        ):
+            page = client.get(path)
+            assert page.status_code == status and page.headers["content-type"].startswith("text/html"), path
+            document = html5lib.parse(page.text, namespaceHTMLElements=False)
+            (message,) = [e for e in document.iter() if e.get("class") == "error"]
+            assert words in message.text and "\n" not in message.text.strip() and "Traceback" not in page.text, path

@@ -121,7 +121,7 @@ class Guard:
         self.pages, self.open_pages = pages, open_pages
 
     def _page(self, path: str, prefixes: tuple[str, ...]) -> bool:
-        return any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
+        return any(path == p or (p != "/" and p.endswith("/") and path.startswith(p)) for p in prefixes)
 
     def _host_ok(self, host: str) -> bool:
         match = HOST_RE.match(host)

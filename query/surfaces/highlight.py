@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from html import escape
 
 from pygments.formatters import HtmlFormatter
@@ -12,6 +14,27 @@ from pygments.token import STANDARD_TYPES, Token
 from pygments.util import ClassNotFound
 
 MAX_LEX_BYTES = 2 * 1024 * 1024  # past this a page is shown plain: lexing is linear, but slow in Python
+# Pages highlighted lately, by blob: a blob never changes, and Pygments lexes 1,000 lines of Python in 10-70 ms
+# here, so a page read again (a search's next hit in the same file, a shared link) costs nothing the second time.
+CACHED_PAGES = 256
+_pages: OrderedDict = OrderedDict()
+_pages_lock = threading.Lock()
+
+
+def page(blob_id: str, path: str, start: int, text: str) -> list[str]:
+    """`lines(path, text)` of the page of blob `blob_id` that starts at line `start`, from the cache when it is
+    there (a file name decides the lexer: the same blob at another path may read otherwise)."""
+    key = (blob_id, path.rsplit("/", 1)[-1], start, len(text))
+    with _pages_lock:
+        if key in _pages:
+            _pages.move_to_end(key)
+            return _pages[key]
+    found = lines(path, text)
+    with _pages_lock:
+        _pages[key] = found
+        while len(_pages) > CACHED_PAGES:
+            _pages.popitem(last=False)
+    return found
 
 
 def _lexer(path: str, text: str):
