@@ -13,41 +13,29 @@ import logging
 import shutil
 import sqlite3
 import time
-from collections import Counter, defaultdict
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 
 from indexer import mirror, runs, snapshot
 from indexer.cache import Cache, text_id
 from indexer.config import Config, RepoSpec
-from indexer.edges import edges
 from indexer.errors import BlobdexError
-from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for, vector_tier
-from indexer.ignore import SkipReason
-from indexer.parts import PartWriter, RepoLive, RepoParts, changed_paths, outside as _outside
-from indexer.prepare import BlobEntry, prepare
-from indexer.progress import Progress
-from indexer.publish import build_dir, prune, publish, sweep
+from indexer.embed import Embedder, configured_embedder, embed_text, model_id_for
+from indexer.parts import RepoLive, outside as _outside
+from indexer.publish import prune, sweep
 from indexer.report import Report, RepoReport
-from indexer.rows import Tables, add_repo, entry_lookup
 from indexer.scan import RefScan, ScanError, resolve_ref, scan_commit
-from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState, vector_matrix
+from indexer.snapshot import Manifest
+from indexer.assemble import carried_from, publish_snapshot, totals
+from indexer.changes import Change, changes_of
+from indexer.vectors import backfill, fast_tier, missing_vectors
 from indexer.verify import open_check
 from indexer.versions import TOOLS
-from indexer.write import write_edges, write_lexical, write_views
 
 log = logging.getLogger(__name__)
-
-EMBED_BATCH = 256  # texts per model call; vectors are cached after every batch, so a crash loses little
-CHUNK_CACHE_BATCH = 500
-# fast_first: a run with at least this many chunks lacking the model's vectors (about a minute of the bundled
-# model on two cores) publishes the model's static tier first, in seconds, then backfills.
-FAST_FIRST_CHUNKS = 2000
 
 
 class RunError(BlobdexError):
@@ -396,7 +384,7 @@ def _fill_from_manifest(report: Report, prev: Manifest) -> None:
         for r in prev.repos
     ]
     report.chunks_reused = prev.chunks
-    _totals(report, prev)
+    totals(report, prev)
 
 
 @dataclass(kw_only=True)
@@ -424,17 +412,6 @@ class Run:
         return self.embedder
 
 
-@dataclass(kw_only=True)
-class Change:
-    """One scanned repo's change against the base: the paths whose rows it replaces (None: every path), the
-    repo's live rows there (None: it had none), and the new rows (Tables.arrow) with its state."""
-
-    live: RepoLive | None
-    paths: set[str] | None
-    new: dict[str, pa.Table]
-    state: RepoState
-
-
 def _build(run: Run) -> Report:
     """Chunk what changed, then publish: the model's static tier first when the model has much to embed
     (fast_first), then, once every chunk has the model's vectors, the model's own snapshot. Old snapshots are
@@ -452,23 +429,25 @@ def _build(run: Run) -> Report:
 def _publish_changes(run: Run) -> Report:
     report = run.report
     t0 = time.monotonic()
-    changes = _changes(run)
+    changes = changes_of(run)
     report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
     texts = _texts(run, changes)
     ids = [text_id(t) for t in texts]
-    missing = _missing(run, ids)
-    fast_run = _fast_tier(run, missing)
+    missing = missing_vectors(run, ids)
+    fast_run = fast_tier(run, missing)
     lexical_from = None
     if fast_run is not None:
         lacking = set(missing)
         report.chunks_reused = sum(1 for i in ids if i not in lacking)
         if not _serves(run, fast_run):
-            serving = lexical_from = _publish(fast_run, changes, backfill_model_id=run.model_id, backlog=len(missing))
+            serving = lexical_from = publish_snapshot(
+                fast_run, changes, backfill_model_id=run.model_id, backlog=len(missing)
+            )
         else:
             serving = run.prev_path
             report.snapshot_id = run.prev.snapshot_id
-            _totals(report, run.prev)
-        left = _backfill(run, missing, dict(zip(ids, texts)), serving.name)
+            totals(report, run.prev)
+        left = backfill(run, missing, dict(zip(ids, texts)), serving.name)
         report.backlog = left
         if left:  # backfill_seconds ran out
             _note(
@@ -478,95 +457,9 @@ def _publish_changes(run: Run) -> Report:
                 f"{run.cfg.backfill_seconds}, the next 'blobdex index' goes on",
             )
             return report
-    _publish(run, changes, lexical_from=lexical_from)
+    publish_snapshot(run, changes, lexical_from=lexical_from)
     snapshot.clear_backfill(run.cfg.data_dir)
     return report
-
-
-def scope(cfg: Config, work: list[RepoWork], base: Base | None) -> tuple[dict, dict]:
-    """What each scanned repo changes against the base: key -> (its live rows there, the paths it rewrites (None:
-    every path), its scans cut to those paths); and every blob those paths hold: cache key -> where to read it."""
-    scoped, wanted = {}, {}
-    for w in work:
-        if not w.ok or w.kept:
-            continue
-        before = base.manifest.repo(*w.spec.key) if base else None
-        live = RepoLive(base.path, base.manifest, *w.spec.key) if before is not None and before.parts else None
-        paths = None
-        if live is not None and (before.include, before.exclude) == (list(w.spec.include), list(w.spec.exclude)):
-            paths = changed_paths(live.table("files"), _scanned_files(w.scans))
-        scans = w.scans if paths is None else [_only(s, paths) for s in w.scans]
-        scoped[w.spec.key] = (live, paths, scans)
-        for scan in scans:
-            for f in scan.files:
-                if f.skip is None:
-                    key = Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)
-                    wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang))
-    return scoped, wanted
-
-
-def _changes(run: Run) -> dict[tuple[str, str], Change]:
-    """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only)."""
-    scoped, wanted = scope(run.cfg, run.work, run.base)
-    run.report.blobs = len(wanted)
-    entry_of = entry_lookup(_chunk_stage(run, wanted), run.cfg.max_blob_bytes)
-    changes = {}
-    for w in run.work:
-        if w.spec.key not in scoped:
-            continue
-        live, paths, scans = scoped[w.spec.key]
-        tables = Tables()
-        state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, scans, entry_of, snapshot.now_iso())
-        state.include, state.exclude = list(w.spec.include), list(w.spec.exclude)
-        every = {f.path for s in w.scans for f in s.files}
-        new = tables.arrow(sorted(every if paths is None else paths))
-        changes[w.spec.key] = Change(live=live, paths=paths, new=new, state=state)
-    return changes
-
-
-def _scanned_files(scans: list[RefScan]) -> pa.Table:
-    rows = [(s.ref, f.path, f.blob_id) for s in scans for f in s.files]
-    return pa.table(
-        {"ref": [r[0] for r in rows], "path": [r[1] for r in rows], "blob_id": [r[2] for r in rows]},
-        schema=pa.schema([("ref", pa.string()), ("path", pa.string()), ("blob_id", pa.string())]),
-    ).append_column("skip", pa.nulls(len(rows), pa.string()))
-
-
-def _only(scan: RefScan, paths: set[str]) -> RefScan:
-    return RefScan(scan.ref, scan.commit_id, tuple(f for f in scan.files if f.path in paths))
-
-
-def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str, BlobEntry]:
-    """Each wanted blob's entry, from the cache or prepared now (new blobs only)."""
-    cache, report = run.cache, run.report
-    entries = cache.get_blobs(list(wanted))
-    missing = [k for k in wanted if k not in entries]
-    report.blobs_new = len(missing)
-    by_mirror: dict[Path, list[str]] = defaultdict(list)
-    for key in missing:
-        by_mirror[wanted[key][0]].append(key)
-    with Progress("chunk", len(missing), run.show_progress) as bar:
-        for mirror_path, keys in by_mirror.items():
-            with mirror.open_mirror(mirror_path) as repo:
-                pending: dict[str, BlobEntry] = {}
-                for key in keys:
-                    _, blob_id, lang = wanted[key]
-                    try:
-                        data = repo.object_store[blob_id.encode()].as_raw_string()
-                        pending[key] = prepare(data, lang, run.cfg.max_blob_bytes, seconds=report.seconds)
-                    except Exception as exc:  # one bad file is recorded, never aborts a repo
-                        log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
-                        # Recorded for this run only, never cached: a missing object may be fetched later,
-                        # and a crash may be fixed by the next version; the next run tries again.
-                        entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
-                    bar.advance()
-                    if len(pending) >= CHUNK_CACHE_BATCH:
-                        cache.put_blobs(pending)
-                        entries.update(pending)
-                        pending = {}
-                cache.put_blobs(pending)
-                entries.update(pending)
-    return entries
 
 
 def _retiered(run: Run) -> bool:
@@ -582,113 +475,13 @@ def _texts(run: Run, changes: dict[tuple[str, str], Change]) -> list[str]:
     if _retiered(run):
         tables += [_outside(c.live.table("chunks"), c.paths) for c in changes.values() if c.live is not None]
         for w in run.work:
-            source = _carried_from(run, w) if w.spec.key not in changes else None
+            source = carried_from(run, w) if w.spec.key not in changes else None
             if source is not None:
                 tables.append(RepoLive(*source, *w.spec.key).table("chunks"))
     texts = []
     for t in tables:
         texts += [embed_text(s, x) for s, x in zip(t.column("symbol").to_pylist(), t.column("text").to_pylist())]
     return texts
-
-
-def _carried_from(run: Run, w: RepoWork) -> tuple[Path, Manifest] | None:
-    """Where the rows of a repo this run does not scan are (kept at the base's commits, or failed): the base, or,
-    in a run from scratch, the previous snapshot of whatever format; None when it has none to keep serving."""
-    path, manifest = (run.base.path, run.base.manifest) if run.base else (run.prev_path, run.prev)
-    before = manifest.repo(*w.spec.key) if manifest is not None else None
-    if before is None:
-        return None
-    held = bool(before.parts) if manifest.format_version >= 3 else before.indexed_at is not None
-    return (path, manifest) if held else None
-
-
-def _vectors(run: Run, texts: list[str], dim_hint: int | None, show_progress: bool, label: str = "embed"):
-    """Vectors for `texts` from the cache, embedding only the texts it lacks (the model loads only then).
-    Returns the vectors and how many distinct texts were embedded."""
-    cache, model_id = run.cache, run.model_id
-    ids = [text_id(t) for t in texts]
-    unique = list(dict.fromkeys(ids))
-    dim = run.embedder.dim if run.embedder else dim_hint
-    found = cache.get_vectors(model_id, unique, dim) if dim else {}
-    missing = [i for i in unique if i not in found]
-    if missing or dim is None:
-        dim = run.loaded_embedder().dim
-        if not found:
-            found = cache.get_vectors(model_id, unique, dim)
-            missing = [i for i in unique if i not in found]
-    found.update(_embed(run, missing, dict(zip(ids, texts)), show_progress, label))
-    matrix = np.stack([found[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
-    return matrix.astype(np.float32, copy=False), len(missing)
-
-
-def _embed(
-    run: Run,
-    ids: list[str],
-    text_of: dict[str, str],
-    show_progress: bool,
-    label: str,
-    deadline: float = 0.0,
-    after=None,
-) -> dict[str, np.ndarray]:
-    """Embed the texts of `ids` in batches, each cached as soon as it is done (a killed run loses one batch);
-    stop after the batch that passes `deadline` (a time.monotonic(); 0: none). `after(n)` is called with the
-    count embedded so far after every batch."""
-    done: dict[str, np.ndarray] = {}
-    with Progress(label, len(ids), show_progress) as bar:
-        for start in range(0, len(ids), EMBED_BATCH):
-            if deadline and time.monotonic() >= deadline:
-                break
-            batch = ids[start : start + EMBED_BATCH]
-            new = dict(zip(batch, run.loaded_embedder().embed([text_of[i] for i in batch])))
-            run.cache.put_vectors(run.model_id, new)
-            done.update(new)
-            bar.advance(len(batch))
-            if after is not None:
-                after(len(done))
-    return done
-
-
-def _missing(run: Run, ids: list[str]) -> list[str]:
-    """The distinct text ids without the model's vectors in the cache. When many lack them and the live
-    snapshot holds the model's vectors (a cache lost, or damaged and set aside), they are read back from it
-    first: a snapshot that serves the model's vectors is never replaced by a static tier or re-embedded."""
-    unique = list(dict.fromkeys(ids))
-    cached = run.cache.vector_ids(run.model_id, unique)
-    missing = [i for i in unique if i not in cached]
-    prev = run.prev
-    if len(missing) >= FAST_FIRST_CHUNKS and prev is not None and prev.model_id == run.model_id:
-        try:
-            held = _vectors_by_text(snapshot.read_chunks(run.prev_path), set(missing))
-        except BaseException as exc:
-            if not snapshot.store_error(exc):
-                raise
-            log.warning("cannot read the model's vectors back from snapshot %s: %s", prev.snapshot_id, exc)
-            held = {}
-        if held:
-            run.cache.put_vectors(run.model_id, held, keep_existing=True)
-            missing = [i for i in missing if i not in held]
-    return missing
-
-
-def _vectors_by_text(chunks, wanted: set[str] | None = None) -> dict[str, np.ndarray]:
-    """A snapshot's chunk vectors by the id of the text they embed (those in `wanted`, or all)."""
-    symbols, texts = chunks.column("symbol").to_pylist(), chunks.column("text").to_pylist()
-    found = {}
-    for row, (symbol, text) in enumerate(zip(symbols, texts)):
-        tid = text_id(embed_text(symbol, text))
-        if wanted is None or tid in wanted:
-            found[tid] = row
-    matrix = vector_matrix(chunks)
-    return {tid: matrix[row] for tid, row in found.items()}
-
-
-def _fast_tier(run: Run, missing: list[str]) -> Run | None:
-    """The run of the model's static tier when fast_first is on and at least FAST_FIRST_CHUNKS texts lack
-    the model's vectors; else None: the model embeds what it lacks and publishes."""
-    if not run.cfg.fast_first or len(missing) < FAST_FIRST_CHUNKS:
-        return None
-    fast = fast_variant(run.model) if run.model_id == model_id_for(run.model) else None  # not a test's embedder
-    return replace(run, model=fast, model_id=model_id_for(fast), embedder=None) if fast else None
 
 
 def _serves(run: Run, fast_run: Run) -> bool:
@@ -701,188 +494,3 @@ def _serves(run: Run, fast_run: Run) -> bool:
         and _unchanged(run.cfg, prev, run.work, fast_run.model_id)
         and open_check(run.prev_path, prev) is None
     )
-
-
-def _backfill(run: Run, missing: list[str], text_of: dict[str, str], serving: str) -> int:
-    """Embed the model's missing vectors (the cache keeps each batch) while the static tier `serving` serves,
-    until done or backfill_seconds have passed; returns how many are still missing."""
-    data_dir = run.cfg.data_dir
-    snapshot.write_backfill(data_dir, serving, run.model_id, len(missing))
-    t0 = time.monotonic()
-    deadline = t0 + run.cfg.backfill_seconds if run.cfg.backfill_seconds else 0.0
-    done = _embed(
-        run,
-        missing,
-        text_of,
-        run.show_progress,
-        "backfill",
-        deadline,
-        lambda n: snapshot.write_backfill(data_dir, serving, run.model_id, len(missing) - n),
-    )
-    run.report.chunks_embedded += len(done)
-    run.report.seconds["embed"] += time.monotonic() - t0
-    return len(missing) - len(done)
-
-
-def _publish(run: Run, changes: dict, lexical_from: Path | None = None, **manifest_fields) -> Path:
-    """Write each repo's part (a delta of what changed, a base, or none when the base's parts hold it as it is),
-    the lexical index, the edges and the views into a new snapshot, and publish it; returns its directory.
-    `lexical_from`: a snapshot this run published with the same rows (the static tier), whose index is reused."""
-    cfg, report, base = run.cfg, run.report, run.base
-    same_model = base is not None and base.manifest.model_id == run.model_id
-    dim = base.manifest.dim if same_model else (run.embedder.dim if run.embedder else run.loaded_embedder().dim)
-    counted = run.model_id == report.model  # the counts are the configured model's: a static tier is a lookup
-
-    def vectors(texts: list[str]):
-        t = time.monotonic()
-        matrix, embedded = _vectors(run, texts, dim, run.show_progress)
-        report.seconds["embed"] += time.monotonic() - t
-        return matrix, embedded
-
-    t0, embed_before = time.monotonic(), report.seconds["embed"]
-    writer = PartWriter(cfg.data_dir, run.model_id, dim, vectors, base.manifest.next_row if base else 0)
-    states, written = {}, {}
-    for w in run.work:
-        states[w.spec.key], parts = _repo_parts(run, w, changes.get(w.spec.key), writer)
-        if parts is not None:
-            written[w.spec.key] = parts
-    if counted:
-        report.chunks_embedded += sum(p.embedded for p in written.values())
-    snapshot_id = snapshot.new_snapshot_id()
-    built = build_dir(cfg.data_dir, snapshot_id)
-    try:
-        _write_lexical(run, built, written, lexical_from)
-        edge_count = _write_edges(cfg.data_dir, built, states, written)
-        report.seconds["write"] += time.monotonic() - t0 - (report.seconds["embed"] - embed_before)
-        t0 = time.monotonic()
-        manifest = Manifest(
-            snapshot_id=snapshot_id,
-            created_at=snapshot.now_iso(),
-            model_id=run.model_id,
-            dim=dim,
-            repos=[states[w.spec.key] for w in run.work],
-            max_blob_bytes=cfg.max_blob_bytes,
-            edges=edge_count,
-            next_row=writer.next_row,
-            **manifest_fields,
-            **TOOLS.as_fields(),
-        )
-        write_views(built, manifest)
-        publish(cfg.data_dir, built, manifest)
-    except BaseException:
-        shutil.rmtree(built, ignore_errors=True)
-        raise
-    report.seconds["publish"] += time.monotonic() - t0
-    report.snapshot_id, report.published = snapshot_id, True
-    if counted:
-        report.chunks_reused = manifest.chunks - report.chunks_embedded
-    report.snapshots.append(
-        {
-            "snapshot_id": snapshot_id,
-            "model": run.model_id,
-            "tier": vector_tier(run.model_id),
-            "seconds": round(time.monotonic() - run.started, 3),
-        }
-    )
-    _totals(report, manifest)
-    for w in run.work:
-        state = states[w.spec.key]
-        w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
-        if not w.ok:
-            w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in state.refs]
-    return snapshot.snapshots_dir(cfg.data_dir) / snapshot_id
-
-
-def _repo_parts(run: Run, w: RepoWork, change: Change | None, writer: PartWriter) -> tuple[RepoState, RepoParts | None]:
-    """One repo's state in the snapshot being published, and what was written for it (None when its parts are
-    listed as the base has them, or it has none)."""
-    base, key = run.base, w.spec.key
-    same_model = base is not None and base.manifest.model_id == run.model_id
-    if change is not None:
-        state = replace(change.state)
-        if same_model and change.live is not None and change.paths is not None and not change.paths:
-            kept = base.manifest.repo(*key)  # new commits, the same blob at every path: the parts hold it all
-            state.parts, state.indexed_at = list(kept.parts), kept.indexed_at
-            _copy_counts(kept, state)
-            return state, None
-        written = writer.repo(state, change.live, change.paths, change.new, fresh_ids=base is None)
-        state.parts = written.parts
-        return state, written
-    source = _carried_from(run, w)
-    before = source[1].repo(*key) if source else None
-    if before is None:  # failed, and nothing earlier to keep serving
-        state = RepoState(
-            org=key[0], name=key[1], url=w.report.url, status="stale", error=w.report.error, indexed_at=None
-        )
-        return state, None
-    state = replace(before, refs=list(before.refs), parts=list(before.parts))
-    if w.fetched:  # one left out of the run keeps the verdict of the run that fetched it last
-        state.status, state.error = ("ok", None) if w.ok else ("stale", w.report.error)
-    if w.ok:
-        state.url = w.report.url
-    if same_model and source[0] == base.path:
-        return state, None
-    written = writer.repo(state, RepoLive(*source, *key), set(), Tables().arrow([]), fresh_ids=base is None)
-    state.parts = written.parts
-    return state, written
-
-
-def _copy_counts(source: RepoState, target: RepoState) -> None:
-    for name in ("files", "files_indexed", "files_skipped", "chunks", "secrets_held_back", "parse_fallbacks"):
-        setattr(target, name, getattr(source, name))
-    target.syntax_errors, target.graph = source.syntax_errors, dict(source.graph)
-
-
-def _write_lexical(run: Run, built: Path, written: dict[tuple[str, str], RepoParts], lexical_from: Path | None) -> None:
-    """The new snapshot's lexical index: the base's (or `lexical_from`'s) with the documents of the rows that
-    went and came, or, from scratch, one document per row."""
-    base = run.base
-    if lexical_from is not None:
-        write_lexical(built, lexical_from / snapshot.LEXICAL_DIR, [], [], _no_rows(), None)
-        return
-    adds = [r.add for r in written.values() if r.add.num_rows]
-    add = pa.concat_tables(adds) if adds else _no_rows()
-    if base is None:
-        with Progress("lexical", add.num_rows, run.show_progress) as bar:
-            write_lexical(built, None, [], [], add, bar)
-        return
-    configured = {w.spec.key for w in run.work}
-    removed = [(r.org, r.name) for r in base.manifest.repos if (r.org, r.name) not in configured]
-    drop = [row for r in written.values() for row in r.drop]
-    with Progress("lexical", add.num_rows, run.show_progress) as bar:
-        write_lexical(built, base.path / snapshot.LEXICAL_DIR, drop, removed, add, bar)
-
-
-def _no_rows() -> pa.Table:
-    return pa.table(
-        {
-            "row": pa.array([], pa.int64()),
-            **{c: pa.array([], pa.string()) for c in ("org", "repo", "path", "symbol", "text")},
-        }
-    )
-
-
-def _write_edges(data_dir: Path, built: Path, states: dict, written: dict) -> int:
-    """Coupling edges of every org, from each repo's newest part's edge inputs."""
-    by_org: dict[str, dict[str, dict]] = defaultdict(dict)
-    for key, state in states.items():
-        if state.parts:
-            info = snapshot.read_part_info(snapshot.parts_dir(data_dir) / state.parts[-1])
-            by_org[key[0]][key[1]] = info.edge_inputs
-    rows = [e for org in sorted(by_org) for e in edges(org, by_org[org])]
-    write_edges(built, rows)
-    return len(rows)
-
-
-def _totals(report: Report, manifest: Manifest) -> None:
-    report.chunks = manifest.chunks
-    report.graph = {t: sum(r.graph.get(t, 0) for r in manifest.repos) for t in FACT_COLUMNS}
-    report.graph["edges"] = manifest.edges
-    report.files = sum(r.files for r in manifest.repos)
-    report.files_indexed = sum(r.files_indexed for r in manifest.repos)
-    report.files_skipped = Counter()
-    for r in manifest.repos:
-        report.files_skipped.update(r.files_skipped)
-    report.secrets_held_back = sum(r.secrets_held_back for r in manifest.repos)
-    report.parse_fallbacks = sum(r.parse_fallbacks for r in manifest.repos)
-    report.syntax_errors = sum(r.syntax_errors for r in manifest.repos)

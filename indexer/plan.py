@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 
 from indexer import mirror
 from indexer.build import (
-    FAST_FIRST_CHUNKS,
     RepoWork,
     at_base,
     base_of,
@@ -21,13 +20,14 @@ from indexer.build import (
     lock,
     previous_snapshot,
     scan_stage,
-    scope,
 )
+from indexer.changes import scope
 from indexer.cache import Cache, text_id
 from indexer.config import Config
 from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for
 from indexer.prepare import prepare
 from indexer.report import RepoReport
+from indexer.vectors import FAST_FIRST_CHUNKS
 
 SAMPLE_SECONDS = 5.0  # chunking a sample of the new blobs: enough for a stable chunks-per-byte figure
 EMBED_SAMPLE = 32  # texts the model embeds to measure its speed (after one warm-up batch)

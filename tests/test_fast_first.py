@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from indexer import build
+from indexer import vectors
 from indexer.build import run
 from indexer.config import DEFAULT_MODEL, RepoSpec
 from indexer.embed import GRAPHS_DIR, load_embedder, model_id_for
@@ -95,7 +95,7 @@ class Recording:
 def test_a_fast_first_run_publishes_static_vectors_first_then_converges_to_the_model(
     tmp_path, encoders, monkeypatch, blobdex
 ):
-    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 5)
+    monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 5)
     cfg, repo = _configured(tmp_path, encoders, _files(12))
     done = blobdex("--config", cfg.path, "index", "--json")
     assert done.code == 0, done.err
@@ -137,8 +137,8 @@ def test_a_fast_first_run_publishes_static_vectors_first_then_converges_to_the_m
 
 
 def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tmp_path, encoders, monkeypatch, blobdex):
-    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 5)
-    monkeypatch.setattr(build, "EMBED_BATCH", 4)
+    monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 5)
+    monkeypatch.setattr(vectors, "EMBED_BATCH", 4)
     cfg, _ = _configured(tmp_path, encoders, _files(24), backfill_seconds=1)
     slow = Recording(cfg, pause=0.6)  # at most two batches of four start within the second: the run stops early
     report = run(cfg, embedder=slow, show_progress=False)
@@ -196,7 +196,7 @@ def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tm
 def test_what_publishes_once_and_what_is_refused(tmp_path, encoders, monkeypatch, blobdex):
     from indexer.config import ConfigError, load
 
-    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 1)
+    monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 1)
     cfg, _ = _configured(tmp_path, encoders, _files(3))
     once = blobdex("--config", cfg.path, "index", "--no-fast-first", "--json")
     assert [s["tier"] for s in json.loads(once.out)["snapshots"]] == ["full"]
@@ -211,7 +211,7 @@ def test_what_publishes_once_and_what_is_refused(tmp_path, encoders, monkeypatch
 
 
 def test_an_eval_measures_the_model_never_its_static_tier(tmp_path, encoders, monkeypatch):
-    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 1)
+    monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 1)
     cfg, _ = _configured(tmp_path, encoders, _files(3))
     run(replace(cfg, fast_first=False), show_progress=False)  # the mirror the eval reads
     int8 = DEFAULT_MODEL + "+int8"  # no vector of it cached: a plain run would go fast first
@@ -222,7 +222,7 @@ def test_an_eval_measures_the_model_never_its_static_tier(tmp_path, encoders, mo
 
 
 def test_a_repo_that_fails_keeps_serving_through_both_tiers(tmp_path, encoders, monkeypatch):
-    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 5)
+    monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 5)
     cfg, api = _configured(tmp_path, encoders, _files(4), fast_first=False)
     tools = gitrepo.init(tmp_path / "src" / "tools")
     gitrepo.commit(tools, {"cli.py": b"def rotate_logs(path):\n    return path + '.1'\n"})
@@ -243,7 +243,7 @@ def test_a_repo_that_fails_keeps_serving_through_both_tiers(tmp_path, encoders, 
 def test_a_large_addition_is_published_against_the_base_even_when_one_snapshot_is_kept(tmp_path, encoders, monkeypatch):
     """The model's snapshot lists the base's parts of the repos the run did not change, which the static tier
     (every repo written again with static vectors) does not: old snapshots are pruned only when the run is done."""
-    monkeypatch.setattr(build, "FAST_FIRST_CHUNKS", 5)
+    monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 5)
     cfg, api = _configured(tmp_path, encoders, _files(4), fast_first=False, keep_snapshots=1)
     tools = gitrepo.init(tmp_path / "src" / "tools")
     gitrepo.commit(tools, {"cli.py": b"def rotate_logs(path):\n    return path + '.1'\n"})

@@ -11,8 +11,7 @@ import pytest
 from dulwich.repo import Repo
 from starlette.testclient import TestClient
 
-from indexer import build as indexmod
-from indexer import parts, snapshot
+from indexer import assemble, parts, snapshot
 from indexer.cache import Cache
 from indexer.embed import HashEmbedder
 from indexer.build import DiskFull, run
@@ -204,7 +203,7 @@ def no_space(*args, **kwargs):
 
 
 @pytest.mark.parametrize(
-    "module, target", [(indexmod, "write_lexical"), (parts, "write_part"), (indexmod, "write_edges")]
+    "module, target", [(assemble, "write_lexical"), (parts, "write_part"), (assemble, "write_edges")]
 )
 def test_a_full_disk_is_one_sentence_and_the_previous_snapshot_keeps_serving(cfg, monkeypatch, module, target):
     first = run(cfg, show_progress=False)

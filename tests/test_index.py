@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from indexer import build as indexmod
+from indexer import changes
 from indexer import snapshot
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
@@ -239,17 +239,17 @@ def test_unreadable_manifest_is_refused_with_advice(two_repos):
 
 def test_a_blob_that_failed_once_is_tried_again_by_the_next_build(two_repos, monkeypatch):
     cfg, api, _ = two_repos
-    real = indexmod.prepare
+    real = changes.prepare
 
     def flaky(data, lang, *args, **options):
         if b"total_with_tax" in data:
             raise OSError("simulated read failure")
         return real(data, lang, *args, **options)
 
-    monkeypatch.setattr(indexmod, "prepare", flaky)
+    monkeypatch.setattr(changes, "prepare", flaky)
     first = run(cfg, show_progress=False)
     assert first.files_skipped.get("unreadable") == 1
-    monkeypatch.setattr(indexmod, "prepare", real)
+    monkeypatch.setattr(changes, "prepare", real)
     gitrepo.commit(api, {**api_files(), "NEWS.md": b"# News\n\nInvoices gained tax.\n"})
     second = run(cfg, show_progress=False)
     assert second.published and "unreadable" not in second.files_skipped

@@ -1,0 +1,127 @@
+"""What a run changes in each repo it scanned: the paths whose rows differ from the base snapshot's, their new
+blobs read and prepared (chunks and facts, cached), and the rows those paths hold now."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from indexer import mirror, snapshot
+from indexer.cache import Cache
+from indexer.config import Config
+from indexer.ignore import SkipReason
+from indexer.parts import RepoLive, changed_paths
+from indexer.prepare import BlobEntry, prepare
+from indexer.progress import Progress
+from indexer.rows import Tables, add_repo, entry_lookup
+from indexer.scan import RefScan
+from indexer.snapshot import RepoState
+
+if TYPE_CHECKING:
+    from indexer.build import Base, RepoWork, Run
+
+log = logging.getLogger(__name__)
+
+CHUNK_CACHE_BATCH = 500  # prepared blob entries written to the cache at a time
+
+
+@dataclass(kw_only=True)
+class Change:
+    """One scanned repo's change against the base: the paths whose rows it replaces (None: every path), the
+    repo's live rows there (None: it had none), and the new rows (Tables.arrow) with its state."""
+
+    live: RepoLive | None
+    paths: set[str] | None
+    new: dict[str, pa.Table]
+    state: RepoState
+
+
+def scope(cfg: Config, work: list[RepoWork], base: Base | None) -> tuple[dict, dict]:
+    """What each scanned repo changes against the base: key -> (its live rows there, the paths it rewrites (None:
+    every path), its scans cut to those paths); and every blob those paths hold: cache key -> where to read it."""
+    scoped, wanted = {}, {}
+    for w in work:
+        if not w.ok or w.kept:
+            continue
+        before = base.manifest.repo(*w.spec.key) if base else None
+        live = RepoLive(base.path, base.manifest, *w.spec.key) if before is not None and before.parts else None
+        paths = None
+        if live is not None and (before.include, before.exclude) == (list(w.spec.include), list(w.spec.exclude)):
+            paths = changed_paths(live.table("files"), _scanned_files(w.scans))
+        scans = w.scans if paths is None else [_only(s, paths) for s in w.scans]
+        scoped[w.spec.key] = (live, paths, scans)
+        for scan in scans:
+            for f in scan.files:
+                if f.skip is None:
+                    key = Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)
+                    wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang))
+    return scoped, wanted
+
+
+def changes_of(run: Run) -> dict[tuple[str, str], Change]:
+    """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only)."""
+    scoped, wanted = scope(run.cfg, run.work, run.base)
+    run.report.blobs = len(wanted)
+    entry_of = entry_lookup(_chunk_stage(run, wanted), run.cfg.max_blob_bytes)
+    changes = {}
+    for w in run.work:
+        if w.spec.key not in scoped:
+            continue
+        live, paths, scans = scoped[w.spec.key]
+        tables = Tables()
+        state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, scans, entry_of, snapshot.now_iso())
+        state.include, state.exclude = list(w.spec.include), list(w.spec.exclude)
+        every = {f.path for s in w.scans for f in s.files}
+        new = tables.arrow(sorted(every if paths is None else paths))
+        changes[w.spec.key] = Change(live=live, paths=paths, new=new, state=state)
+    return changes
+
+
+def _scanned_files(scans: list[RefScan]) -> pa.Table:
+    rows = [(s.ref, f.path, f.blob_id) for s in scans for f in s.files]
+    return pa.table(
+        {"ref": [r[0] for r in rows], "path": [r[1] for r in rows], "blob_id": [r[2] for r in rows]},
+        schema=pa.schema([("ref", pa.string()), ("path", pa.string()), ("blob_id", pa.string())]),
+    ).append_column("skip", pa.nulls(len(rows), pa.string()))
+
+
+def _only(scan: RefScan, paths: set[str]) -> RefScan:
+    return RefScan(scan.ref, scan.commit_id, tuple(f for f in scan.files if f.path in paths))
+
+
+def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str, BlobEntry]:
+    """Each wanted blob's entry, from the cache or prepared now (new blobs only)."""
+    cache, report = run.cache, run.report
+    entries = cache.get_blobs(list(wanted))
+    missing = [k for k in wanted if k not in entries]
+    report.blobs_new = len(missing)
+    by_mirror: dict[Path, list[str]] = defaultdict(list)
+    for key in missing:
+        by_mirror[wanted[key][0]].append(key)
+    with Progress("chunk", len(missing), run.show_progress) as bar:
+        for mirror_path, keys in by_mirror.items():
+            with mirror.open_mirror(mirror_path) as repo:
+                pending: dict[str, BlobEntry] = {}
+                for key in keys:
+                    _, blob_id, lang = wanted[key]
+                    try:
+                        data = repo.object_store[blob_id.encode()].as_raw_string()
+                        pending[key] = prepare(data, lang, run.cfg.max_blob_bytes, seconds=report.seconds)
+                    except Exception as exc:  # one bad file is recorded, never aborts a repo
+                        log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
+                        # Recorded for this run only, never cached: a missing object may be fetched later,
+                        # and a crash may be fixed by the next version; the next run tries again.
+                        entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
+                    bar.advance()
+                    if len(pending) >= CHUNK_CACHE_BATCH:
+                        cache.put_blobs(pending)
+                        entries.update(pending)
+                        pending = {}
+                cache.put_blobs(pending)
+                entries.update(pending)
+    return entries

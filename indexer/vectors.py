@@ -1,0 +1,138 @@
+"""A run's vectors: read from the cache and embedded only where it lacks them (in batches, each cached at once),
+read back from a live snapshot when the cache was lost, and the fast-first tier: the model's static vectors
+published first while the backfill embeds the model's own."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from indexer import snapshot
+from indexer.cache import text_id
+from indexer.embed import embed_text, fast_variant, model_id_for
+from indexer.progress import Progress
+from indexer.snapshot import vector_matrix
+
+if TYPE_CHECKING:
+    from indexer.build import Run
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 256  # texts per model call; vectors are cached after every batch, so a crash loses little
+# fast_first: a run with at least this many chunks lacking the model's vectors (about a minute of the bundled
+# model on two cores) publishes the model's static tier first, in seconds, then backfills.
+FAST_FIRST_CHUNKS = 2000
+
+
+def vectors(run: Run, texts: list[str], dim_hint: int | None, show_progress: bool, label: str = "embed"):
+    """Vectors for `texts` from the cache, embedding only the texts it lacks (the model loads only then).
+    Returns the vectors and how many distinct texts were embedded."""
+    cache, model_id = run.cache, run.model_id
+    ids = [text_id(t) for t in texts]
+    unique = list(dict.fromkeys(ids))
+    dim = run.embedder.dim if run.embedder else dim_hint
+    found = cache.get_vectors(model_id, unique, dim) if dim else {}
+    missing = [i for i in unique if i not in found]
+    if missing or dim is None:
+        dim = run.loaded_embedder().dim
+        if not found:
+            found = cache.get_vectors(model_id, unique, dim)
+            missing = [i for i in unique if i not in found]
+    found.update(embed_batches(run, missing, dict(zip(ids, texts)), show_progress, label))
+    matrix = np.stack([found[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
+    return matrix.astype(np.float32, copy=False), len(missing)
+
+
+def embed_batches(
+    run: Run,
+    ids: list[str],
+    text_of: dict[str, str],
+    show_progress: bool,
+    label: str,
+    deadline: float = 0.0,
+    after=None,
+) -> dict[str, np.ndarray]:
+    """Embed the texts of `ids` in batches, each cached as soon as it is done (a killed run loses one batch);
+    stop after the batch that passes `deadline` (a time.monotonic(); 0: none). `after(n)` is called with the
+    count embedded so far after every batch."""
+    done: dict[str, np.ndarray] = {}
+    with Progress(label, len(ids), show_progress) as bar:
+        for start in range(0, len(ids), EMBED_BATCH):
+            if deadline and time.monotonic() >= deadline:
+                break
+            batch = ids[start : start + EMBED_BATCH]
+            new = dict(zip(batch, run.loaded_embedder().embed([text_of[i] for i in batch])))
+            run.cache.put_vectors(run.model_id, new)
+            done.update(new)
+            bar.advance(len(batch))
+            if after is not None:
+                after(len(done))
+    return done
+
+
+def missing_vectors(run: Run, ids: list[str]) -> list[str]:
+    """The distinct text ids without the model's vectors in the cache. When many lack them and the live
+    snapshot holds the model's vectors (a cache lost, or damaged and set aside), they are read back from it
+    first: a snapshot that serves the model's vectors is never replaced by a static tier or re-embedded."""
+    unique = list(dict.fromkeys(ids))
+    cached = run.cache.vector_ids(run.model_id, unique)
+    missing = [i for i in unique if i not in cached]
+    prev = run.prev
+    if len(missing) >= FAST_FIRST_CHUNKS and prev is not None and prev.model_id == run.model_id:
+        try:
+            held = _vectors_by_text(snapshot.read_chunks(run.prev_path), set(missing))
+        except BaseException as exc:
+            if not snapshot.store_error(exc):
+                raise
+            log.warning("cannot read the model's vectors back from snapshot %s: %s", prev.snapshot_id, exc)
+            held = {}
+        if held:
+            run.cache.put_vectors(run.model_id, held, keep_existing=True)
+            missing = [i for i in missing if i not in held]
+    return missing
+
+
+def _vectors_by_text(chunks, wanted: set[str] | None = None) -> dict[str, np.ndarray]:
+    """A snapshot's chunk vectors by the id of the text they embed (those in `wanted`, or all)."""
+    symbols, texts = chunks.column("symbol").to_pylist(), chunks.column("text").to_pylist()
+    found = {}
+    for row, (symbol, text) in enumerate(zip(symbols, texts)):
+        tid = text_id(embed_text(symbol, text))
+        if wanted is None or tid in wanted:
+            found[tid] = row
+    matrix = vector_matrix(chunks)
+    return {tid: matrix[row] for tid, row in found.items()}
+
+
+def fast_tier(run: Run, missing: list[str]) -> Run | None:
+    """The run of the model's static tier when fast_first is on and at least FAST_FIRST_CHUNKS texts lack
+    the model's vectors; else None: the model embeds what it lacks and publishes."""
+    if not run.cfg.fast_first or len(missing) < FAST_FIRST_CHUNKS:
+        return None
+    fast = fast_variant(run.model) if run.model_id == model_id_for(run.model) else None  # not a test's embedder
+    return replace(run, model=fast, model_id=model_id_for(fast), embedder=None) if fast else None
+
+
+def backfill(run: Run, missing: list[str], text_of: dict[str, str], serving: str) -> int:
+    """Embed the model's missing vectors (the cache keeps each batch) while the static tier `serving` serves,
+    until done or backfill_seconds have passed; returns how many are still missing."""
+    data_dir = run.cfg.data_dir
+    snapshot.write_backfill(data_dir, serving, run.model_id, len(missing))
+    t0 = time.monotonic()
+    deadline = t0 + run.cfg.backfill_seconds if run.cfg.backfill_seconds else 0.0
+    done = embed_batches(
+        run,
+        missing,
+        text_of,
+        run.show_progress,
+        "backfill",
+        deadline,
+        lambda n: snapshot.write_backfill(data_dir, serving, run.model_id, len(missing) - n),
+    )
+    run.report.chunks_embedded += len(done)
+    run.report.seconds["embed"] += time.monotonic() - t0
+    return len(missing) - len(done)
