@@ -274,6 +274,11 @@ class SnapshotReader:
         part, _, local = self._locate(row)
         return part.rows.slice(local, 1).to_pylist()[0]
 
+    def row_id(self, row: int) -> int:
+        """The id of the row at a position: kept by every later snapshot while its chunk lives (search hit ids)."""
+        part, _, local = self._locate(row)
+        return int(part.ids[local])
+
     def check_model(self, model_ids: str | tuple[str, ...]) -> None:
         """Refuse a snapshot whose vectors no model in `model_ids` (the one configured, then its static tier,
         which a fast-first run publishes first) can query."""

@@ -644,6 +644,18 @@ def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) ->
     ref = next((x for x in refs if req.ref and x in _ref_names(req.ref)), refs[0])
     text, start, end = snippet(r["text"], r["line_start"], req.query)
     score, sim = signals.pop("score"), signals.pop("similarity")
+    return replace(
+        chunk_hit(reader, row, r, ref),
+        snippet=text,
+        score=round(score, 6),
+        signals=Signals(**signals, snippet_lines=(start, end)),
+        similarity=sim,
+    )
+
+
+def chunk_hit(reader: SnapshotReader, row: int, r: dict, ref: str | None = None) -> Hit:
+    """Where a snapshot row lies, as a Hit without a query (no snippet, no score); `r` is reader.row(row)."""
+    ref = ref or r["refs"][0]
     return Hit(
         org=r["org"],
         repo=r["repo"],
@@ -657,11 +669,9 @@ def _hit(reader: SnapshotReader, row: int, signals: dict, req: SearchRequest) ->
         lang=r["lang"],
         line_start=r["line_start"],
         line_end=r["line_end"],
-        snippet=text,
-        score=round(score, 6),
-        signals=Signals(**signals, snippet_lines=(start, end)),
+        snippet="",
+        score=0.0,
         row=row,
-        similarity=sim,
     )
 
 

@@ -29,7 +29,7 @@ from query.reader import SnapshotReader
 from query.route_task import RepoRoute, route
 from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound, SessionStatus, SessionSync
 from query.overlays.pushed import PushedStore
-from query.search import Hit, Overlay, SearchRequest, candidates, check_org, validate
+from query.search import Hit, Overlay, SearchRequest, candidates, check_org, chunk_hit, validate
 from query.sql import run as run_sql
 from query.status import RepoStatus, held_back, repo_status, vector_status
 
@@ -44,15 +44,16 @@ class ChunkNotFound(BlobdexError):
 
 @dataclass(frozen=True, kw_only=True)
 class ChunkText:
-    """A search hit read back by its clip id: the hit as search showed it, and its chunk's whole text."""
+    """A chunk read back by its hit id: where it lies (a Hit without the query's score), and its whole text."""
 
     id: int
     hit: Hit
     text: str
-    snapshot_id: str  # the snapshot the hit came from
+    snapshot_id: str  # the snapshot it was read from
 
     def to_dict(self) -> dict:
-        return {"id": self.id, **self.hit.to_dict(), "text": self.text, "snapshot_id": self.snapshot_id}
+        where = {k: v for k, v in self.hit.to_dict().items() if k not in ("snippet", "score", "signals")}
+        return {"id": self.id, **where, "text": self.text, "snapshot_id": self.snapshot_id}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,19 +177,33 @@ class Service:
         return self.embedder_for(reader), self.reranker
 
     def _clip(self, reader: SnapshotReader, hit: Hit) -> int:
-        text = hit.text if hit.uncommitted else reader.row(hit.row)["text"]
-        key = (reader.snapshot_id, hit.ref, hit.repo, hit.path, hit.blob_id, hit.chunk_index)
-        return self._clips.add(hit.org, key, (hit, text, reader.snapshot_id))
+        """A hit's id: its snapshot row's id, which every later snapshot keeps while the chunk lives (so the id
+        reads back after a restart or a publish); a session's hit, which no snapshot holds, gets a negative id
+        this process remembers."""
+        if not hit.uncommitted:
+            return reader.row_id(hit.row)
+        key = (hit.ref, hit.repo, hit.path, hit.blob_id, hit.chunk_index)
+        return -self._clips.add(hit.org, key, (hit, hit.text, reader.snapshot_id))
 
     def get_chunk(self, org: str, clip: int) -> ChunkText:
-        found = self._clips.get(clip, org)
-        if found is None:
+        if clip < 0:
+            found = self._clips.get(-clip, org)
+            if found is None:
+                raise ChunkNotFound(
+                    f"no chunk with id {clip}: a negative id is a session hit this server remembers for a while; "
+                    f"run search_code with the session again"
+                )
+            hit, text, snapshot_id = found
+            return ChunkText(id=clip, hit=hit, text=text, snapshot_id=snapshot_id)
+        reader = self.reader()
+        position = int(reader.positions([clip])[0])
+        row = reader.row(position) if position >= 0 else None
+        if row is None or row["org"] != org:
             raise ChunkNotFound(
-                f"no chunk with id {clip}: ids come from search results of this server "
-                f"(the oldest are forgotten); run search_code again"
+                f"no chunk with id {clip} in snapshot {reader.snapshot_id}: ids come from search results, and a "
+                f"chunk's id ends when its file changes; run search_code again"
             )
-        hit, text, snapshot_id = found
-        return ChunkText(id=clip, hit=hit, text=text, snapshot_id=snapshot_id)
+        return ChunkText(id=clip, hit=chunk_hit(reader, position, row), text=row["text"], snapshot_id=reader.snapshot_id)
 
     # -- session overlays --------------------------------------------------------------
     @property

@@ -54,15 +54,24 @@ def test_the_oldest_clips_are_forgotten_first():
     assert len(clips) == 2
 
 
-def test_search_hits_get_clip_ids_that_read_back_only_in_their_org(service):
+def test_search_hit_ids_are_row_ids_that_read_back_only_in_their_org(service, corpus):
     _, hits = service.search(SearchRequest(query="renew subscription", org="default"))
     clip, hit = hits[0]
     chunk = service.get_chunk("default", clip)
-    assert (chunk.id, chunk.hit, chunk.snapshot_id) == (clip, hit, service.reader().snapshot_id)
+    assert (chunk.id, chunk.snapshot_id) == (clip, service.reader().snapshot_id)
+    assert (chunk.hit.repo, chunk.hit.path, chunk.hit.line_start, chunk.hit.commit_id) == (
+        hit.repo,
+        hit.path,
+        hit.line_start,
+        hit.commit_id,
+    )
     assert "renew" in chunk.text
-    assert chunk.to_dict() == {"id": clip, **hit.to_dict(), "text": chunk.text, "snapshot_id": chunk.snapshot_id}
-    _, again = service.search(SearchRequest(query="renew subscription", org="default"))
-    assert again[0][0] == clip  # the same chunk found again keeps its id
+    shown = {k: v for k, v in hit.to_dict().items() if k not in ("snippet", "score", "signals")}
+    assert chunk.to_dict() == {"id": clip, **shown, "text": chunk.text, "snapshot_id": chunk.snapshot_id}
+    assert clip == service.reader().row_id(hit.row)  # the snapshot's own row id, not a counter of this process
+    restarted = Service(service.cfg, service.embedder)
+    _, again = restarted.search(SearchRequest(query="renew subscription", org="default"))
+    assert again[0][0] == clip and restarted.get_chunk("default", clip).text == chunk.text
     with pytest.raises(ChunkNotFound, match=f"no chunk with id {clip}"):
         service.get_chunk("acme", clip)
 
