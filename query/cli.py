@@ -157,6 +157,48 @@ def get_file(ctx, repo, path, ref, lines, org) -> None:
 
 
 @cli.command()
+@click.argument("repo")
+@click.argument("path_glob", required=False)
+@click.option("--ref", help="Branch, tag or commit. Default: the first indexed ref.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every file, no paging).")
+@click.pass_context
+def files(ctx, repo, path_glob, ref, org, as_json) -> None:
+    """List a repo's files at a ref (like `git ls-tree -r`), with language, size and why a file is not indexed;
+    PATH_GLOB (gitignore syntax, e.g. 'src/**/*.py') keeps only the paths it matches."""
+    from dataclasses import asdict, replace
+
+    from query.surfaces import render
+
+    service, cursor, listed = _service(ctx), None, []
+    while True:
+        page = service.list_files(org, repo, path_glob, ref, cursor, 1000)
+        listed += page.files
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    whole = replace(page, files=listed)
+    click.echo(json.dumps(asdict(whole), indent=2) if as_json else render.files_page_markdown(whole))
+
+
+@cli.command()
+@click.argument("repo")
+@click.argument("path")
+@click.option("--ref", help="Branch, tag or commit. Default: the first indexed ref.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def outline(ctx, repo, path, ref, org, as_json) -> None:
+    """A file's definitions (classes, functions, methods) with their lines, signatures and first doc line."""
+    from dataclasses import asdict
+
+    from query.surfaces import render
+
+    found = _service(ctx).outline(org, repo, path, ref)
+    click.echo(json.dumps(asdict(found), indent=2) if as_json else render.outline_markdown(found))
+
+
+@cli.command()
 @click.option("--org", help="Only this org.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context

@@ -41,8 +41,10 @@ def grep(
     limit: int = 100,
     literal: bool = False,
     ignore_case: bool = False,
-) -> tuple[list[GrepMatch], bool]:
-    """Matching lines (first `limit`) and whether more were left out."""
+    after: tuple[int, int] | None = None,
+) -> tuple[list[GrepMatch], tuple[int, int] | None]:
+    """Matching lines (the first `limit` from `after`, a (row position, line offset) a page ended at), and
+    where the next page starts (None: nothing is left)."""
     if not pattern:
         raise GrepError("the pattern is empty: give a regular expression (RE2 syntax) or a literal with literal=true")
     if len(pattern) > MAX_PATTERN_CHARS:
@@ -65,24 +67,28 @@ def grep(
     mask = row_mask(req, reader)
     texts = reader.rows.column("text")
     matches: list[GrepMatch] = []
-    for row in np.flatnonzero(mask):
+    first_row, first_line = after or (0, 0)
+    rows = np.flatnonzero(mask)
+    for row in rows[np.searchsorted(rows, first_row) :]:
         text = texts[int(row)].as_py()
         if not compiled.search(text):
             continue
         r = reader.row(int(row))
+        skip = first_line if row == first_row else 0
         for offset, line in enumerate(text.split("\n")):
-            if compiled.search(line):
-                if len(matches) == limit:
-                    return matches, True
-                matches.append(
-                    GrepMatch(
-                        org=r["org"],
-                        repo=r["repo"],
-                        ref=r["refs"][0],
-                        path=r["path"],
-                        blob_id=r["blob_id"],
-                        line=r["line_start"] + offset,
-                        text=line[:MAX_LINE_CHARS],
-                    )
+            if offset < skip or not compiled.search(line):
+                continue
+            if len(matches) == limit:
+                return matches, (int(row), offset)
+            matches.append(
+                GrepMatch(
+                    org=r["org"],
+                    repo=r["repo"],
+                    ref=r["refs"][0],
+                    path=r["path"],
+                    blob_id=r["blob_id"],
+                    line=r["line_start"] + offset,
+                    text=line[:MAX_LINE_CHARS],
                 )
-    return matches, False
+            )
+    return matches, None

@@ -19,6 +19,7 @@ from indexer.config import Config
 from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
+from query.browse import FilePage, Outline, list_files, outline
 from query.clips import ClipStore
 from query.expand_context import context
 from query.get_file import FileText, get_file
@@ -29,13 +30,17 @@ from query.reader import SnapshotReader
 from query.route_task import RepoRoute, route
 from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound, SessionStatus, SessionSync
 from query.overlays.pushed import PushedStore
-from query.search import Hit, Overlay, SearchRequest, candidates, check_org, chunk_hit, validate
+from query.cursor import CursorError
+from query.cursor import decode as cursor_decode
+from query.cursor import encode as cursor_encode
+from query.search import Hit, Overlay, SearchRequest, candidates, check_org, chunk_hit, keep_similar, validate
 from query.sql import run as run_sql
 from query.status import RepoStatus, held_back, repo_status, vector_status
 
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_SECONDS = 60.0  # idle sessions are swept at most this often
+MAX_DEPTH = 1000  # how deep pages reach into one ranking: past it, a narrower query serves better
 
 
 class ChunkNotFound(BlobdexError):
@@ -54,6 +59,25 @@ class ChunkText:
     def to_dict(self) -> dict:
         where = {k: v for k, v in self.hit.to_dict().items() if k not in ("snippet", "score", "signals")}
         return {"id": self.id, **where, "text": self.text, "snapshot_id": self.snapshot_id}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchPage:
+    """A page of search hits as (id, hit), the notes of the thresholds applied, and the next page's cursor."""
+
+    snapshot_id: str
+    hits: list[tuple[int, Hit]]
+    applied: list[str]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrepPage:
+    """A page of grep matches and the next page's cursor (None: the last page)."""
+
+    snapshot_id: str
+    matches: list[GrepMatch]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +188,38 @@ class Service:
         hits = candidates(reader, embedder, req, overlay, reranker, req.limit)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
 
+    def search_page(
+        self,
+        req: SearchRequest,
+        session_id: str | None = None,
+        cursor: str | None = None,
+        min_score: float | None = None,
+        min_score_diff: float | None = None,
+    ) -> SearchPage:
+        """One page of search_code's answer (MCP and /v1): the hits after `cursor`, the score thresholds applied
+        to the whole ranking (so min_score_diff means the same on every page), and the cursor of the next page."""
+        reader = self.reader()
+        asked = {**asdict(req), "session_id": session_id, "min_score": min_score, "min_score_diff": min_score_diff}
+        offset = cursor_decode(cursor, "search", reader.snapshot_id, asked) or 0
+        if not isinstance(offset, int) or offset < 0 or offset >= MAX_DEPTH:
+            raise CursorError("that cursor's position is not one a search page gives: ask again without a cursor")
+        depth = min(offset + req.limit, MAX_DEPTH)
+        overlay = self._overlay(req.org, session_id) if session_id else None
+        validate(req, reader, overlay)
+        embedder, reranker = self._models(reader, req)
+        if overlay is not None and embedder is not None:
+            overlay = replace(overlay, vectors=self.in_tier(embedder, overlay.chunks, overlay.vectors))
+        ranked = candidates(reader, embedder, req, overlay, reranker, depth + 1)  # one more: is there a next page?
+        kept, applied = keep_similar([(None, h) for h in ranked], min_score, min_score_diff)
+        page = [h for _, h in kept[offset:depth]]
+        more = len(kept) > depth and depth < MAX_DEPTH
+        return SearchPage(
+            snapshot_id=reader.snapshot_id,
+            hits=[(self._clip(reader, h), h) for h in page],
+            applied=applied,
+            next_cursor=cursor_encode("search", reader.snapshot_id, asked, depth) if more else None,
+        )
+
     def localize(self, req: SearchRequest) -> tuple[str, list]:
         reader = self.reader()
         validate(req, reader)  # before the model loads, as search does (localize checks again, cheaply)
@@ -203,7 +259,9 @@ class Service:
                 f"no chunk with id {clip} in snapshot {reader.snapshot_id}: ids come from search results, and a "
                 f"chunk's id ends when its file changes; run search_code again"
             )
-        return ChunkText(id=clip, hit=chunk_hit(reader, position, row), text=row["text"], snapshot_id=reader.snapshot_id)
+        return ChunkText(
+            id=clip, hit=chunk_hit(reader, position, row), text=row["text"], snapshot_id=reader.snapshot_id
+        )
 
     # -- session overlays --------------------------------------------------------------
     @property
@@ -250,10 +308,14 @@ class Service:
     def end_session(self, org: str, session_id: str) -> bool:
         return self.overlays.end(org, session_id)
 
-    def grep(self, org: str, pattern: str, **kw) -> tuple[str, list[GrepMatch], bool]:
+    def grep(self, org: str, pattern: str, cursor: str | None = None, **kw) -> GrepPage:
+        """One page of grep's matches: those after `cursor`, and the cursor of the next page."""
         reader = self.reader()
-        matches, more = grep(reader, pattern, org, **kw)
-        return reader.snapshot_id, matches, more
+        asked = {"org": org, "pattern": pattern, **kw}
+        start = cursor_decode(cursor, "grep", reader.snapshot_id, asked)
+        matches, after = grep(reader, pattern, org, after=tuple(start) if start else None, **kw)
+        next_cursor = cursor_encode("grep", reader.snapshot_id, asked, list(after)) if after else None
+        return GrepPage(snapshot_id=reader.snapshot_id, matches=matches, next_cursor=next_cursor)
 
     def get_file(
         self, org: str, repo: str, path: str, ref: str | None = None, start: int | None = None, end: int | None = None
@@ -276,6 +338,20 @@ class Service:
         except SnapshotError as exc:
             log.warning("reading files at their configured refs: %s", exc)
             return None
+
+    def list_files(
+        self,
+        org: str,
+        repo: str,
+        path_glob: str | None = None,
+        ref: str | None = None,
+        cursor: str | None = None,
+        limit: int = 200,
+    ) -> FilePage:
+        return list_files(self.cfg.data_dir, self.reader(), org, repo, path_glob, ref, cursor, limit)
+
+    def outline(self, org: str, repo: str, path: str, ref: str | None = None) -> Outline:
+        return outline(self.cfg.data_dir, self.reader(), org, repo, path, ref)
 
     def route(self, org: str, task: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
         reader = self.reader()

@@ -15,7 +15,7 @@ from indexer.embed import HASH_MODEL, HashEmbedder
 from indexer.build import run
 from indexer import tokens as bearer
 from query.surfaces.app import app
-from query.surfaces.mcp import build, started_service
+from query.surfaces.mcp import TOOLS, build, started_service
 from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
@@ -51,6 +51,8 @@ def test_tools_are_listed_read_only_with_instructions(service):
         "get_chunk",
         "grep",
         "get_file",
+        "list_files",
+        "outline",
         "route_task",
         "expand_context",
         "list_repos",
@@ -155,7 +157,7 @@ def test_mcp_over_streamable_http_on_a_socket(service):
                 return tools, found
 
         tools, found = asyncio.run(go())
-    assert len(tools.tools) == 11 and "src/billing/refund.py" in text(found)
+    assert len(tools.tools) == len(TOOLS) and "src/billing/refund.py" in text(found)
 
 
 def test_http_api_answers_and_errors_share_one_shape(service, corpus):

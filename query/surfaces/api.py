@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from indexer.errors import BlobdexError
-from query.search import SearchRequest, keep_similar
+from query.search import SearchRequest
 from query.service import Service, route_dict
 from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, payload, read_body
 from query.surfaces.guard import current_org, error
@@ -29,6 +29,7 @@ CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    409: "stale_cursor",
     413: "too_large",
     500: "internal",
     503: "not_ready",
@@ -49,11 +50,13 @@ SEARCH_FIELDS = (
     "min_score_diff",
     "mode",
     "format",
+    "cursor",
 )
-GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case")
+GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case", "cursor")
 ROUTE_FIELDS = ("task", "limit")
 SYNC_FIELDS = ("repo", "files", "deleted")
 FILE_PARAMS, CONTEXT_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("symbol", "repo"), ("ids",)
+FILES_PARAMS, OUTLINE_PARAMS = ("repo", "path_glob", "ref", "cursor", "limit"), ("repo", "path", "ref")
 
 
 def shape(request: Request, status: int, message: str, code: str | None) -> Response:
@@ -154,16 +157,16 @@ async def search(request: Request):
             "'min_score' and 'min_score_diff' act on the cosine similarity, which mode 'bm25' does not compute "
             "(it reads no model); drop them or use mode 'hybrid'",
         )
-    session_id = _text(d, "session_id")
+    session_id, cursor = _text(d, "session_id"), _text(d, "cursor")
     if group_by == "file":
-        if session_id:
-            raise SurfaceError(400, "'session_id' applies to group_by 'chunk' only")
+        if session_id or cursor:
+            raise SurfaceError(400, f"'{'session_id' if session_id else 'cursor'}' applies to group_by 'chunk' only")
         snapshot_id, files = await anyio.to_thread.run_sync(service.localize, req)
         if fmt == "markdown":
             return Response(render.files_markdown(query, files), media_type="text/markdown; charset=utf-8")
         return {"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}
-    snapshot_id, hits = await anyio.to_thread.run_sync(service.search, req, session_id)
-    hits, applied = keep_similar(hits, min_score, min_score_diff)
+    page = await anyio.to_thread.run_sync(service.search_page, req, session_id, cursor, min_score, min_score_diff)
+    snapshot_id, hits, applied = page.snapshot_id, page.hits, page.applied
     if fmt == "markdown":
         filters = [
             f"{name}={value}"
@@ -178,12 +181,13 @@ async def search(request: Request):
             )
             if value
         ]
-        markdown = render.hits_markdown(query, snapshot_id, hits, filters + applied)
+        markdown = render.hits_markdown(query, snapshot_id, hits, filters + applied, page.next_cursor)
         return Response(markdown, media_type="text/markdown; charset=utf-8")
     return {
         "snapshot_id": snapshot_id,
         "hits": [{"id": c, **h.to_dict()} for c, h in hits],
         **({"applied": applied} if applied else {}),
+        "next_cursor": page.next_cursor,
     }
 
 
@@ -208,14 +212,28 @@ async def grep(request: Request):
     d = await read_body(request, GREP_FIELDS)
     pattern, repos, paths, ref = _text(d, "pattern") or "", _strs(d, "repos"), _strs(d, "paths"), _text(d, "ref")
     limit, literal, ignore_case = _int(d.get("limit"), "limit", 100), _flag(d, "literal"), _flag(d, "ignore_case")
+    cursor = _text(d, "cursor")
 
     def run():
         return service.grep(
-            org, pattern, repos=repos, paths=paths, ref=ref, limit=limit, literal=literal, ignore_case=ignore_case
+            org,
+            pattern,
+            cursor,
+            repos=repos,
+            paths=paths,
+            ref=ref,
+            limit=limit,
+            literal=literal,
+            ignore_case=ignore_case,
         )
 
-    snapshot_id, matches, more = await anyio.to_thread.run_sync(run)
-    return {"snapshot_id": snapshot_id, "matches": [asdict(m) for m in matches], "truncated": more}
+    page = await anyio.to_thread.run_sync(run)
+    return {
+        "snapshot_id": page.snapshot_id,
+        "matches": [asdict(m) for m in page.matches],
+        "truncated": page.next_cursor is not None,
+        "next_cursor": page.next_cursor,
+    }
 
 
 @endpoint(shape)
@@ -230,6 +248,31 @@ async def file(request: Request):
         **{k: v for k, v in asdict(f).items() if k != "content"},
         "content": f.content.decode("utf-8", "replace"),
     }
+
+
+@endpoint(shape)
+async def files(request: Request):
+    """list_files over HTTP: a repo's files at a ref, a page at a time."""
+    service, org = _service(request), current_org.get()
+    q = _params(request, FILES_PARAMS)
+    if not q.get("repo"):
+        raise SurfaceError(400, "give repo (and optionally path_glob, ref, cursor, limit)")
+    limit = _int(q.get("limit"), "limit", 200)
+    page = await anyio.to_thread.run_sync(
+        lambda: service.list_files(org, q["repo"], q.get("path_glob") or None, q.get("ref"), q.get("cursor"), limit)
+    )
+    return asdict(page)
+
+
+@endpoint(shape)
+async def outline(request: Request):
+    """outline over HTTP: a file's definitions with lines and signatures."""
+    service, org = _service(request), current_org.get()
+    q = _params(request, OUTLINE_PARAMS)
+    if not q.get("repo") or not q.get("path"):
+        raise SurfaceError(400, "give repo and path (and optionally ref)")
+    found = await anyio.to_thread.run_sync(lambda: service.outline(org, q["repo"], q["path"], q.get("ref")))
+    return asdict(found)
 
 
 @endpoint(shape)
@@ -331,6 +374,8 @@ ROUTES = [
     Route("/v1/chunks", chunks),
     Route("/v1/grep", grep, methods=["POST"]),
     Route("/v1/file", file),
+    Route("/v1/files", files),
+    Route("/v1/outline", outline),
     Route("/v1/route", route, methods=["POST"]),
     Route("/v1/context", context),
     Route("/v1/repos", repos),

@@ -11,6 +11,7 @@ import json
 import re
 import threading
 import time
+from dataclasses import asdict
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
@@ -33,8 +34,9 @@ FILE_LINES_PER_CALL = 500
 INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
 order: route_task (which repos own a task) -> search_code (relevant code across repos) -> get_chunk / get_file
 (read more, at any commit, without cloning) -> expand_context (callers in other services, routes, config keys).
-grep finds exact text. list_repos and index_status say what is indexed and how fresh it is. To search your own
-uncommitted edits, sync_workspace them into a session and pass session_id to search_code."""
+grep finds exact text; list_files and outline map a repo and a file without reading them. list_repos and
+index_status say what is indexed and how fresh it is. To search your own uncommitted edits, sync_workspace them
+into a session and pass session_id to search_code."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 DISCARDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -167,16 +169,22 @@ def search_code(
         Field(description="'file' ranks files for a task, issue or stack trace instead of chunks."),
     ] = "chunk",
     format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
+    cursor: Annotated[
+        str | None, Field(description="next_cursor from the previous page, with the same other arguments.")
+    ] = None,
 ) -> str:
     """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
-    with short ids; read a whole hit with get_chunk(ids), or the surrounding file with get_file.
-    With group_by='file', paste an issue text or a stack trace to get the files most likely involved."""
+    with ids (stable while the chunk lives); read a whole hit with get_chunk(ids), or the surrounding file with
+    get_file. With group_by='file', paste an issue text or a stack trace to get the files most likely involved.
+    A page that has more ends with a cursor: pass it to read the next page."""
     if min_score is not None and min_score_diff is not None:
         raise ToolError("pass min_score or min_score_diff, not both")
+    if cursor and group_by == "file":
+        raise ToolError("cursor pages hits (group_by='chunk'); group_by='file' answers in one page")
     service, org = _scope(ctx)
     # Imported once the service exists: started_service's thread imports the query engine, and two threads
     # importing pyarrow at once can see it half-initialised (CPython's import deadlock detection lets one go on).
-    from query.search import SearchRequest, keep_similar
+    from query.search import SearchRequest
 
     req = SearchRequest(
         query=query,
@@ -198,24 +206,23 @@ def search_code(
             return json.dumps({"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}, indent=1)
         return render.files_markdown(query, files)
     try:
-        snapshot_id, hits = service.search(req, session_id)
+        page = service.search_page(req, session_id, cursor, min_score, min_score_diff)
     except BlobdexError as exc:
         _fail(exc)
     named = (("repos", repos), ("lang", lang), ("paths", paths), ("ignore", ignore), ("kind", kind), ("ref", ref))
-    applied = [f"{name}={value}" for name, value in (*named, ("session", session_id)) if value]
-    hits, notes = keep_similar(hits, min_score, min_score_diff)
-    applied += notes
+    applied = [f"{name}={value}" for name, value in (*named, ("session", session_id)) if value] + page.applied
     if format == "json":
         return json.dumps(
             {
-                "snapshot_id": snapshot_id,
+                "snapshot_id": page.snapshot_id,
                 "query": query,
                 "applied": applied,
-                "hits": [{"id": c, **h.to_dict()} for c, h in hits],
+                "hits": [{"id": c, **h.to_dict()} for c, h in page.hits],
+                "next_cursor": page.next_cursor,
             },
             indent=1,
         )
-    return render.hits_markdown(query, snapshot_id, hits, applied)
+    return render.hits_markdown(query, page.snapshot_id, page.hits, applied, page.next_cursor)
 
 
 def get_chunk(
@@ -245,14 +252,19 @@ def grep(
     limit: Annotated[int, Field(ge=1, le=500, description="At most this many matching lines.")] = 100,
     literal: Annotated[bool, Field(description="Match the pattern as plain text.")] = False,
     ignore_case: bool = False,
+    cursor: Annotated[
+        str | None, Field(description="next_cursor from the previous page, with the same other arguments.")
+    ] = None,
 ) -> str:
     """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
-    identifiers, error strings and config keys; use search_code for behaviour described in words."""
+    identifiers, error strings and config keys; use search_code for behaviour described in words.
+    A page that has more ends with a cursor: pass it to read the next page."""
     service, org = _scope(ctx)
     try:
-        snapshot_id, matches, more = service.grep(
+        page = service.grep(
             org,
             pattern,
+            cursor,
             repos=tuple(repos or ()),
             paths=tuple(paths or ()),
             ref=ref,
@@ -262,7 +274,7 @@ def grep(
         )
     except BlobdexError as exc:
         _fail(exc)
-    return render.grep_markdown(snapshot_id, matches, more, limit)
+    return render.grep_markdown(page.snapshot_id, page.matches, page.next_cursor)
 
 
 def get_file(
@@ -291,6 +303,53 @@ def get_file(
         return render.file_markdown(service.get_file(org, repo, path, ref_or_commit, start, end))
     except BlobdexError as exc:
         _fail(exc)
+
+
+def list_files(
+    ctx: Context,
+    repo: Annotated[str, Field(description="Repo name, from list_repos.")],
+    path_glob: Annotated[
+        str | None, Field(description="Only paths matching this glob (gitignore syntax), e.g. 'src/**/*.py'.")
+    ] = None,
+    ref: Annotated[
+        str | None, Field(description="Branch, tag or commit. Default: the ref that was indexed first.")
+    ] = None,
+    cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
+    limit: Annotated[int, Field(ge=1, le=1000, description="Files per page.")] = 200,
+    format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
+) -> str:
+    """A repo's files in path order, with language and size, a page at a time: the map of a repo before you
+    read it. Files the index skipped say why (vendored, generated, too large). Then outline or get_file."""
+    service, org = _scope(ctx)
+    try:
+        page = service.list_files(org, repo, path_glob, ref, cursor, limit)
+    except BlobdexError as exc:
+        _fail(exc)
+    if format == "json":
+        return json.dumps(asdict(page), indent=1)
+    return render.files_page_markdown(page)
+
+
+def outline(
+    ctx: Context,
+    repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
+    path: Annotated[str, Field(description="Repo-relative path.")],
+    ref: Annotated[
+        str | None, Field(description="Branch, tag or commit. Default: the ref that was indexed first.")
+    ] = None,
+    format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
+) -> str:
+    """A file's definitions (classes, functions, methods) with their line ranges, signatures and first doc
+    line, nested as in the file: what a file holds without reading it. At a ref that was not indexed the
+    file is parsed now."""
+    service, org = _scope(ctx)
+    try:
+        found = service.outline(org, repo, path, ref)
+    except BlobdexError as exc:
+        _fail(exc)
+    if format == "json":
+        return json.dumps(asdict(found), indent=1)
+    return render.outline_markdown(found)
 
 
 def route_task(
@@ -387,6 +446,8 @@ TOOLS = (
     (get_chunk, READ_ONLY),
     (grep, READ_ONLY),
     (get_file, READ_ONLY),
+    (list_files, READ_ONLY),
+    (outline, READ_ONLY),
     (route_task, READ_ONLY),
     (expand_context, READ_ONLY),
     (sync_workspace, WRITES),

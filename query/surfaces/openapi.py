@@ -13,10 +13,17 @@ ERROR = {
     },
 }
 STRINGS = {"type": "array", "items": {"type": "string"}}
+CURSOR = {"type": "string", "description": "next_cursor of the previous page; the other fields as they were"}
 
 
 def _error(description: str) -> dict:
     return {"description": description, "content": {"application/json": {"schema": ERROR}}}
+
+
+STALE = {
+    "description": "The cursor's snapshot is no longer served: ask again without a cursor",
+    "content": {"application/json": {"schema": ERROR}},
+}
 
 
 def _op(summary: str, body: dict | None = None, params: list[str] | None = None, extra: dict | None = None) -> dict:
@@ -64,15 +71,17 @@ def _search() -> dict:
             "min_score_diff": {"type": "number", "minimum": 0, "maximum": 1},
             "mode": {"enum": ["hybrid", "vector", "bm25"], "default": "hybrid"},
             "format": {"enum": ["json", "markdown"], "default": "json"},
+            "cursor": CURSOR,
         },
         extra={
+            "409": STALE,
             "200": {
                 "description": "Hits (or files with group_by 'file'); markdown as search_code renders it",
                 "content": {
                     "application/json": {"schema": {"type": "object"}},
                     "text/markdown": {"schema": {"type": "string"}},
                 },
-            }
+            },
         },
     )
 
@@ -100,7 +109,9 @@ def document() -> dict:
                         "limit": {"type": "integer"},
                         "literal": {"type": "boolean"},
                         "ignore_case": {"type": "boolean"},
+                        "cursor": CURSOR,
                     },
+                    extra={"409": STALE},
                 )
             },
             "/v1/file": {
@@ -112,6 +123,15 @@ def document() -> dict:
                         "413": _error("The file is over get_file's 25 MiB cap"),
                     },
                 )
+            },
+            "/v1/files": {
+                "get": _op(
+                    "A repo's files at a ref in path order, a page at a time",
+                    params=["repo", "path_glob", "ref", "cursor", "limit"],
+                )
+            },
+            "/v1/outline": {
+                "get": _op("A file's definitions with lines and signatures", params=["repo", "path", "ref"])
             },
             "/v1/route": {
                 "post": _op("Which repos own a task", {"task": {"type": "string"}, "limit": {"type": "integer"}})

@@ -52,7 +52,9 @@ FAST_TIER_NOTE = (
 )
 
 
-def hits_markdown(query: str, snapshot_id: str, hits: list[tuple[int, Hit]], applied: list[str]) -> str:
+def hits_markdown(
+    query: str, snapshot_id: str, hits: list[tuple[int, Hit]], applied: list[str], next_cursor: str | None = None
+) -> str:
     """search_code's answer: each hit's caption and snippet, then what to call next."""
     lines = [
         f'# Search: "{query}"',
@@ -80,6 +82,8 @@ def hits_markdown(query: str, snapshot_id: str, hits: list[tuple[int, Hit]], app
         lines.append("Next: get_chunk(ids=[...]) for whole hits (uncommitted hits exist only in your session).")
     else:
         lines.append("No hits: broaden the query, drop filters, or try grep for an exact identifier.")
+    if next_cursor:
+        lines.append(f"More hits: call search_code again with the same arguments and cursor={next_cursor!r}.")
     return "\n".join(lines)
 
 
@@ -126,11 +130,12 @@ def chunk_markdown(c: ChunkText) -> str:
     )
 
 
-def grep_markdown(snapshot_id: str, matches: list[GrepMatch], more: bool, limit: int) -> str:
+def grep_markdown(snapshot_id: str, matches: list[GrepMatch], next_cursor: str | None) -> str:
     lines = [f"{m.repo}:{m.path}:{m.line}: {m.text}" for m in matches]
     tail = (
-        f"\n(stopped at {limit} matches: narrow with repos/paths or raise limit)"
-        if more
+        f"\n({len(matches)} matches on this page; more: call grep again with the same arguments and "
+        f"cursor={next_cursor!r}, or narrow with repos/paths)"
+        if next_cursor
         else f"\n({len(matches)} matches in snapshot {snapshot_id})"
     )
     return ("\n".join(lines) or "no matches") + tail
@@ -295,3 +300,33 @@ def context_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
         lines.append(f"\n{title}: {len(rows)}")
         lines += [f"  {line(r)}" for r in rows]
     return lines
+
+
+def files_page_markdown(page) -> str:
+    """list_files' answer: one line per file (path, language, size, why it is not indexed), then how to go on."""
+    head = f"# {page.repo} at {page.ref} ({page.commit_id[:12]}): {page.total} file(s)"
+    lines = [head, ""]
+    for f in page.files:
+        size = f"{f['bytes']:,} B" if f["bytes"] is not None else "size unknown"
+        lines.append(f"{f['path']}  {f['lang']}  {size}" + (f"  (not indexed: {f['skip']})" if f["skip"] else ""))
+    if page.next_cursor:
+        lines += ["", f"More files: call list_files again with the same arguments and cursor={page.next_cursor!r}."]
+    elif not page.files:
+        lines.append("No files match: drop path_glob or check it (gitignore syntax, e.g. 'src/**/*.py').")
+    return "\n".join(lines)
+
+
+def outline_markdown(o) -> str:
+    """outline's answer: each definition indented under the one it is in, with its lines and signature."""
+    lines = [f"# {o.repo}:{o.path} at {o.ref} ({o.commit_id[:12]}): {len(o.symbols)} definition(s)", ""]
+    for s in o.symbols:
+        depth = s["qualified_name"].count(".")
+        doc = f" — {s['doc']}" if s["doc"] else ""
+        lines.append(
+            f"{'  ' * depth}- {s['kind']} {s['qualified_name']} ({s['line']}-{s['line_end']}): `{s['signature']}`{doc}"
+        )
+    if not o.symbols:
+        lines.append(f"No definitions found ({o.lang}): read the file with get_file.")
+    else:
+        lines += ["", "Next: get_file with start_line/end_line to read a definition; find_references for its callers."]
+    return "\n".join(lines)

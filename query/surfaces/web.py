@@ -147,7 +147,7 @@ def _results(service, org: str, query: Query) -> dict:
     """What the search page shows for `query`: grouped hits, ranked files or grep matches."""
     if query.mode == "grep":
         paths = tuple(p for p in (query.path,) if p)
-        _, matches, more = service.grep(
+        page = service.grep(
             org,
             query.q,
             repos=query.repo,
@@ -157,6 +157,7 @@ def _results(service, org: str, query: Query) -> dict:
             literal=query.literal,
             ignore_case=query.icase,
         )
+        matches, more = page.matches, page.next_cursor is not None
         groups: dict[tuple, dict] = {}
         for m in matches:
             groups.setdefault((m.repo, m.path, m.ref), {"repo": m.repo, "path": m.path, "ref": m.ref, "lines": []})[

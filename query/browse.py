@@ -1,0 +1,212 @@
+"""Browsing a repo without a clone: its files as a paged listing (list_files) and a file's definitions
+(outline). At a ref the snapshot indexed both read the snapshot's tables; at any other ref or commit they read
+the mirror's git objects (the tree, and the file parsed now), as get_file does."""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from indexer.errors import BlobdexError
+from indexer.ignore import skip_for_path, validate_path
+from indexer.languages import language_for
+from indexer.mirror import MirrorError, mirror_dir, open_mirror
+from indexer.prepare import prepare
+from indexer.snapshot import FACT_COLUMNS, Manifest, read_graph
+from indexer.scan import _walk
+from query.cursor import CursorError
+from query.cursor import decode as cursor_decode
+from query.cursor import encode as cursor_encode
+from query.get_file import GetFileError, _resolve, blob_size, get_file
+from query.reader import SnapshotReader
+from query.search import _globs
+
+MAX_FILES_PER_PAGE = 1000
+MAX_OUTLINE_BYTES = 1024 * 1024  # a file parsed now, at a ref the snapshot did not index
+OUTLINE_FIELDS = ("name", "qualified_name", "kind", "parent", "line", "line_end", "signature", "doc")
+
+
+class BrowseError(BlobdexError):
+    """A listing or an outline that cannot be given as asked; the message says why and what to try."""
+
+    status = 404
+
+
+class BadRequest(BrowseError):
+    """An argument out of range or malformed."""
+
+    status = 400
+
+
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """The commit a listing or an outline reads: an indexed ref (read from the snapshot) or any other."""
+
+    ref: str
+    commit_id: str
+    indexed: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class FilePage:
+    org: str
+    repo: str
+    ref: str
+    commit_id: str
+    files: list[dict]  # path, bytes, lang, blob_id, skip (why it is not indexed; None when it is, or unknown)
+    total: int  # files matching the glob, on every page
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outline:
+    org: str
+    repo: str
+    ref: str
+    commit_id: str
+    path: str
+    blob_id: str
+    lang: str
+    symbols: list[dict]  # OUTLINE_FIELDS, in line order
+
+
+def where(data_dir: Path, manifest: Manifest, org: str, repo: str, ref: str | None) -> Where:
+    """The commit `ref` names in `repo`: one the snapshot indexed when it is (its name, short or full, or its
+    commit id), else whatever the mirror resolves it to. No ref: the first ref indexed."""
+    state = manifest.repo(org, repo)
+    if state is None:
+        known = sorted(r.name for r in manifest.repos if r.org == org)
+        raise BrowseError(
+            f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(known) or 'none'}; list_repos shows them"
+        )
+    for x in state.refs:
+        short = x.ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+        if ref in (None, "", x.ref, short) or (len(ref) >= 7 and x.commit_id.startswith(ref)):
+            return Where(ref=x.ref, commit_id=x.commit_id, indexed=True)
+    try:
+        with open_mirror(mirror_dir(data_dir, org, repo)) as git:
+            full, commit_id = _resolve(git, ref, repo)
+    except MirrorError as exc:
+        raise BrowseError(str(exc)) from exc
+    return Where(ref=full, commit_id=commit_id, indexed=False)
+
+
+def list_files(
+    data_dir: Path,
+    reader: SnapshotReader,
+    org: str,
+    repo: str,
+    path_glob: str | None = None,
+    ref: str | None = None,
+    cursor: str | None = None,
+    limit: int = 200,
+) -> FilePage:
+    """A repo's files at a ref in path order, `limit` a page, with sizes and languages."""
+    if not 1 <= limit <= MAX_FILES_PER_PAGE:
+        raise BadRequest(f"limit {limit} is out of range: use 1 to {MAX_FILES_PER_PAGE}")
+    spot = where(data_dir, reader.manifest, org, repo, ref)
+    asked = {"org": org, "repo": repo, "path_glob": path_glob, "ref": spot.ref, "limit": limit}
+    # A listing continues by path, so a cursor is cut from the commit listed, not from the snapshot.
+    after = cursor_decode(cursor, "list_files", spot.commit_id, asked)
+    if after is not None and not isinstance(after, str):
+        raise CursorError("that cursor's position is not a path: ask again without a cursor")
+    files = (
+        _indexed_files(reader, org, repo, spot.ref) if spot.indexed else _tree_files(data_dir, reader, org, repo, spot)
+    )
+    spec = _globs((path_glob,), "path_glob") if path_glob else None
+    if spec is not None:
+        files = [f for f in files if spec.match_file(f["path"])]
+    start = 0
+    if after is not None:
+        start = next((i for i, f in enumerate(files) if f["path"] > after), len(files))
+    page = files[start : start + limit]
+    more = start + limit < len(files)
+    return FilePage(
+        org=org,
+        repo=repo,
+        ref=spot.ref,
+        commit_id=spot.commit_id,
+        files=page,
+        total=len(files),
+        next_cursor=cursor_encode("list_files", spot.commit_id, asked, page[-1]["path"]) if more else None,
+    )
+
+
+def _indexed_files(reader: SnapshotReader, org: str, repo: str, ref: str) -> list[dict]:
+    def load() -> list[dict]:
+        table = read_graph(
+            reader.path, "files", {(org, repo)}, columns=["ref", "path", "bytes", "lang", "blob_id", "skip"]
+        )
+        table = table.filter(pc.equal(table["ref"], ref)).drop_columns(["ref"]).sort_by("path")
+        return table.to_pylist()
+
+    return reader.cached(f"list_files:{org}/{repo}@{ref}", load)
+
+
+def _tree_files(data_dir: Path, reader: SnapshotReader, org: str, repo: str, spot: Where) -> list[dict]:
+    def load() -> list[dict]:
+        out = []
+        with open_mirror(mirror_dir(data_dir, org, repo)) as git:
+            tree = git[spot.commit_id.encode()].tree
+            for raw, mode, sha in _walk(git, tree):
+                path = validate_path(raw)
+                if path is None or not stat.S_ISREG(mode):
+                    continue
+                size = blob_size(git, sha)
+                skip = skip_for_path(path)
+                out.append(
+                    {
+                        "path": path,
+                        "bytes": size,
+                        "lang": language_for(path),
+                        "blob_id": sha.decode(),
+                        "skip": skip.value if skip is not None else None,
+                    }
+                )
+        return sorted(out, key=lambda f: f["path"])
+
+    return reader.cached(f"list_files:{org}/{repo}@{spot.commit_id}", load)
+
+
+def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: str, ref: str | None = None) -> Outline:
+    """A file's definitions (functions, classes, methods) with their lines and signatures, in line order."""
+    spot = where(data_dir, reader.manifest, org, repo, ref)
+    clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
+    if clean is None:
+        raise BadRequest(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
+    if spot.indexed:
+        files = [f for f in _indexed_files(reader, org, repo, spot.ref) if f["path"] == clean]
+        if not files:
+            raise BrowseError(
+                f"no file {clean!r} in repo {repo!r} at {spot.ref} ({spot.commit_id[:12]}); "
+                f"list_files shows the repo's files"
+            )
+        blob_id, lang = files[0]["blob_id"], files[0]["lang"]
+        table = read_graph(reader.path, "symbols", {(org, repo)}, filters=[("path", "=", clean)])
+        table = table.filter(pc.equal(table["blob_id"], blob_id))
+        symbols = sorted(table.select(list(OUTLINE_FIELDS)).to_pylist(), key=lambda s: (s["line"], -s["line_end"]))
+    else:
+        try:
+            found = get_file(data_dir, repo, clean, spot.commit_id, org)  # credentials withheld, as get_file serves
+        except GetFileError as exc:
+            raise BrowseError(str(exc)) from exc
+        blob_id, lang = found.blob_id, language_for(clean)
+        entry = prepare(found.content, lang, MAX_OUTLINE_BYTES)
+        if entry.skip is not None:
+            raise BrowseError(f"{clean!r} in repo {repo!r} at {spot.ref} is not parsed for an outline: {entry.skip}")
+        columns = FACT_COLUMNS["symbols"]
+        rows = [dict(zip(columns, r)) for r in (entry.facts or {}).get("symbols", [])]
+        symbols = [{k: r[k] for k in OUTLINE_FIELDS} for r in sorted(rows, key=lambda s: (s["line"], -s["line_end"]))]
+    return Outline(
+        org=org,
+        repo=repo,
+        ref=spot.ref,
+        commit_id=spot.commit_id,
+        path=clean,
+        blob_id=blob_id,
+        lang=lang,
+        symbols=symbols,
+    )
