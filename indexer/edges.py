@@ -9,18 +9,29 @@ Chosen for what a reader cannot see in an import graph (vectormcp.md, "Coupling 
     db_model   the same top-level model class defined in two repos (a shared schema)
     import     one repo imports a package another repo defines
 
+An edge is a claim an agent and an analyst act on, so each says how sure it is (`confidence`, 0-1, by the
+rules of its kind below) and shows its evidence on both sides (`from_evidence`, `to_evidence`: the literal,
+import, task or key as written, and the route, package or definition it meets). Test code couples nothing by
+default: a test that fetches `http://github.com/about/` is no client of a route `/about` in another repo, so
+facts in test files (languages.is_test_file) are left out unless `edges(..., tests=True)`. An absolute URL
+couples only when its host is internal (a bare name, localhost, a private address, *.local, *.internal,
+*.svc ...): a third-party host never matches a route, whatever its path.
+
 A run reads only what the repos it changed hold: each repo's part keeps its coupling facts (`edge_inputs`:
-the facts of those kinds, each kept once per key or up to MAX_FACTS), and the edges of an org are recomputed
-from every repo's inputs at each publish, so they never lag behind the facts.
+the facts of those kinds, each kept once per key or up to MAX_FACTS, code before tests), and the edges of an org
+are recomputed from every repo's inputs at each publish, so they never lag behind the facts.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 
 import pyarrow as pa
+
+from indexer.languages import is_test_file
 
 ENV_KEY_MAX_REPOS = 3
 EDGE_INPUTS = ("routes", "url_literals", "tasks", "env_keys", "symbols", "imports")  # fact tables edges read
@@ -32,15 +43,21 @@ MAX_FACTS = 5000
 PARAM_RE = re.compile(r"^(<[^>]*>|\{[^}]*\}|:\w+|\(\?P<\w+>[^)]*\)|\$\{[^}]*\}|\*)$")
 MODEL_BASE_RE = re.compile(r"\b(models\.Model|db\.Model|Model|Base|DeclarativeBase|SQLModel|Document|Entity)\b")
 TOP_PACKAGE_DIRS = ("src", "lib", "python", "pkg")
+HOST_RE = re.compile(r"^https?://([^/?#]+)", re.I)
+# Host suffixes that name a service inside one network, never a third party.
+INTERNAL_SUFFIXES = (".local", ".internal", ".svc", ".cluster.local", ".lan", ".corp", ".localdomain", ".intranet")
+# Confidence of each kind of edge (an http_call's depends on its URL: http_confidence).
+CONFIDENCE = {"import": 0.9, "task": 0.9, "task_short_name": 0.5, "db_model": 0.5, "env_key": 0.4}
 
 
 @dataclass(frozen=True)
 class Site:
-    """Where a fact was seen."""
+    """Where a fact was seen, and the fact as written there (the edge's evidence on that side)."""
 
     repo: str
     path: str
     line: int
+    evidence: str = ""
 
 
 def route_segments(pattern: str) -> tuple[str, ...] | None:
@@ -57,7 +74,46 @@ def _matches(route: tuple[str, ...], url: tuple[str, ...]) -> bool:
     return len(route) == len(url) and all(r == u or r == "{}" or u == "{}" for r, u in zip(route, url))
 
 
-def _add(edges: list[dict], counts: dict, kind: str, key: str, src: Site, dst: Site, detail: str) -> None:
+def url_host(url: str) -> str | None:
+    """The host of an absolute http(s) URL, lower-cased without port or credentials; None for a path."""
+    m = HOST_RE.match(url)
+    if m is None:
+        return None
+    host = m.group(1).rsplit("@", 1)[-1].lower()
+    return host[1:].split("]", 1)[0] if host.startswith("[") else host.split(":", 1)[0]
+
+
+def internal_host(host: str) -> bool:
+    """A host that names a service of one's own network: a bare name (`billing`, a compose or k8s service),
+    localhost, a private or loopback address, an internal suffix, or a placeholder (`http://{}/...`)."""
+    if "{}" in host or "." not in host or host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host.endswith(INTERNAL_SUFFIXES)
+    return address.is_private or address.is_loopback
+
+
+def http_confidence(url: str, route: tuple[str, ...], owner: str) -> float | None:
+    """How sure an http_call is that `url` calls `route` of repo `owner`: None (no edge) for a third-party host;
+    0.9 for an internal host that names the owner, 0.7 for another internal host, 0.6 for a bare path (its base
+    is configured elsewhere). A route of one fixed segment (`/about`, `/health`) is common to many services:
+    half as sure."""
+    host = url_host(url)
+    if host is None:
+        sure = 0.6
+    elif not internal_host(host):
+        return None
+    else:
+        names = {owner.lower(), owner.lower().replace("_", "-")}
+        sure = 0.9 if any(n and n in host for n in names) else 0.7
+    if sum(1 for s in route if s != "{}") < 2:
+        sure /= 2
+    return round(sure, 2)
+
+
+def _add(edges: list[dict], counts: dict, kind: str, key: str, src: Site, dst: Site, detail: str, sure: float) -> None:
     slot = (kind, key, src.repo, dst.repo)
     if counts[slot] >= MAX_EVIDENCE:
         return
@@ -73,6 +129,9 @@ def _add(edges: list[dict], counts: dict, kind: str, key: str, src: Site, dst: S
             "to_path": dst.path,
             "to_line": dst.line,
             "detail": detail,
+            "confidence": sure,
+            "from_evidence": src.evidence,
+            "to_evidence": dst.evidence,
         }
     )
 
@@ -84,12 +143,13 @@ def _pairwise(edges: list[dict], counts: dict, kind: str, key: str, first: dict[
     for i, a in enumerate(repos):
         for b in repos[i + 1 :]:
             (da, pa_, la), (db, pb, lb) = first[a], first[b]
-            _add(edges, counts, kind, key, Site(a, pa_, la), Site(b, pb, lb), f"{da} / {db}")
+            src, dst = Site(a, pa_, la, f"{da} {key}"), Site(b, pb, lb, f"{db} {key}")
+            _add(edges, counts, kind, key, src, dst, f"{da} / {db}", CONFIDENCE[kind])
 
 
 def python_packages(paths: list[str]) -> set[str]:
-    """Top-level importable package names of a repo, from its `__init__.py` files and root modules."""
-    inits = {p.rsplit("/", 1)[0] for p in paths if p.endswith("/__init__.py")}
+    """Top-level importable package names of a repo, from its `__init__.py` files outside test code."""
+    inits = {p.rsplit("/", 1)[0] for p in paths if p.endswith("/__init__.py") and not is_test_file(p)}
     names = set()
     for d in inits:
         parent = d.rsplit("/", 1)[0] if "/" in d else ""
@@ -101,11 +161,13 @@ def python_packages(paths: list[str]) -> set[str]:
 
 
 def _sorted_rows(table: pa.Table, columns: tuple[str, ...]) -> list[tuple]:
-    """A fact table's rows as tuples of `columns` (path and line last), in (path, line) order."""
+    """A fact table's rows as tuples of `columns` (path and line last): code before tests (a part keeps a
+    bounded number of sites, and tests couple nothing by default), then in (path, line) order."""
     if not table.num_rows:
         return []
     table = table.sort_by([("path", "ascending"), ("line", "ascending")])
-    return list(zip(*(table.column(c).to_pylist() for c in columns)))
+    rows = list(zip(*(table.column(c).to_pylist() for c in columns)))
+    return sorted(rows, key=lambda r: is_test_file(r[-2]))  # stable: (path, line) order within each
 
 
 def edge_inputs(facts: dict[str, pa.Table], paths: list[str]) -> dict:
@@ -146,34 +208,45 @@ def edge_inputs(facts: dict[str, pa.Table], paths: list[str]) -> dict:
     }
 
 
-def edges(org: str, inputs: dict[str, dict]) -> list[dict]:
-    """Coupling edges between the repos of one org, from each repo's edge_inputs (repo name -> inputs)."""
+def edges(org: str, inputs: dict[str, dict], tests: bool = False) -> list[dict]:
+    """Coupling edges between the repos of one org, from each repo's edge_inputs (repo name -> inputs); facts
+    in test files take part only with `tests`."""
     out: list[dict] = []
     counts: dict = defaultdict(int)
     repos = sorted(inputs)
+
+    def kept(path: str) -> bool:
+        return tests or not is_test_file(path)
+
     routes_by_length = defaultdict(list)  # a URL can match only a route with as many segments
     for repo in repos:
         for method, pattern, handler, path, line in inputs[repo]["routes"]:
             segs = route_segments(pattern)
-            if segs is not None:
+            if segs is not None and kept(path):
                 routes_by_length[len(segs)].append((segs, repo, method, pattern, handler, path, line))
     for repo in repos:
         for url, url_path, path, line in inputs[repo]["urls"]:
+            if not kept(path):
+                continue
             segs = route_segments(url_path)
             for rsegs, owner, method, pattern, handler, rpath, rline in routes_by_length.get(len(segs), ()):
-                if owner != repo and _matches(rsegs, segs):
-                    src, dst = Site(repo, path, line), Site(owner, rpath, rline)
-                    _add(out, counts, "http_call", f"{method} {pattern}", src, dst, f"{url} -> {handler}")
+                if owner == repo or not _matches(rsegs, segs):
+                    continue
+                sure = http_confidence(url, rsegs, owner)
+                if sure is not None:
+                    src = Site(repo, path, line, url)
+                    dst = Site(owner, rpath, rline, f"{method} {pattern} -> {handler}")
+                    _add(out, counts, "http_call", f"{method} {pattern}", src, dst, f"{url} -> {handler}", sure)
 
     consumers = defaultdict(list)
     for repo in repos:
         for name, role, how, path, line in inputs[repo]["tasks"]:
-            if role == "consumer":
+            if role == "consumer" and kept(path):
                 for key in {name, name.rsplit(".", 1)[-1]}:
                     consumers[key].append((repo, name, how, path, line))
     for repo in repos:
         for name, role, how, path, line in inputs[repo]["tasks"]:
-            if role != "producer":
+            if role != "producer" or not kept(path):
                 continue
             seen = set()
             for key in (name, name.rsplit(".", 1)[-1]):
@@ -181,14 +254,16 @@ def edges(org: str, inputs: dict[str, dict]) -> list[dict]:
                     crepo, cname, chow, cpath, cline = consumer
                     if crepo != repo and consumer not in seen:
                         seen.add(consumer)
-                        src, dst = Site(repo, path, line), Site(crepo, cpath, cline)
-                        _add(out, counts, "task", cname, src, dst, f"{how} -> {chow}")
+                        sure = CONFIDENCE["task" if cname == name else "task_short_name"]
+                        src, dst = Site(repo, path, line, f"{how} {name}"), Site(crepo, cpath, cline, f"{chow} {cname}")
+                        _add(out, counts, "task", cname, src, dst, f"{how} -> {chow}", sure)
 
     for kind, table in (("env_key", "env_keys"), ("db_model", "models")):
         by_key = defaultdict(dict)
         for repo in repos:
             for key, first in inputs[repo][table].items():
-                by_key[key][repo] = first
+                if kept(first[1]):
+                    by_key[key][repo] = first
         for key in sorted(by_key):
             if kind == "db_model" or 2 <= len(by_key[key]) <= ENV_KEY_MAX_REPOS:
                 _pairwise(out, counts, kind, key, by_key[key])
@@ -196,14 +271,17 @@ def edges(org: str, inputs: dict[str, dict]) -> list[dict]:
     owners = defaultdict(dict)  # package -> repo -> its __init__.py
     for repo in repos:
         for package, init in inputs[repo]["packages"].items():
-            owners[package][repo] = init
+            if kept(init):
+                owners[package][repo] = init
     for repo in repos:
         for root, sites in inputs[repo]["imports"].items():
             if repo in owners.get(root, {}):
                 continue
             for owner, init in sorted(owners.get(root, {}).items()):
                 for module, path, line in sites:
-                    _add(out, counts, "import", root, Site(repo, path, line), Site(owner, init, 1), module)
+                    if kept(path):
+                        src, dst = Site(repo, path, line, f"import {module}"), Site(owner, init, 1, f"package {root}")
+                        _add(out, counts, "import", root, src, dst, module, CONFIDENCE["import"])
     for e in out:
         e["org"] = org
     return out

@@ -86,6 +86,12 @@ FILENAMES = {
     "LICENSE": "text",
 }
 DOC_LANGS = frozenset({"markdown", "rst", "text", "asciidoc"})
+TEST_PATH_RE = re.compile(
+    r"(^|/)(tests?|specs?|__tests__|testing|testdata)/|(^|/)tests?\.\w+$|[._](test|spec)\.\w+$"
+    r"|(^|/)test_[^/]*$|(^|/)conftest\.py$|Tests?\.\w+$"
+)
+# Maven and Gradle keep tests under src/test/: what is under src/main/ ships, `RepeatedTest.java` in JUnit too.
+MAIN_SOURCE_RE = re.compile(r"(^|/)src/main/")
 
 
 def language_for(path: str) -> str:
@@ -99,6 +105,13 @@ def language_for(path: str) -> str:
     if dot > 0:
         return EXTENSIONS.get(name[dot:].lower(), "text")
     return "text"
+
+
+def is_test_file(path: str) -> bool:
+    """Test code by the conventions of the common test runners (tests/, testdata/, *_test.go, *.spec.ts,
+    test_*.py, FooTest.java, conftest.py); a workflow or requirements file named `tests.yaml` is not, nor
+    anything under a Maven or Gradle `src/main/`."""
+    return bool(TEST_PATH_RE.search(path)) and not MAIN_SOURCE_RE.search(path) and language_for(path) in GRAMMARS
 
 
 def category(lang: str) -> str:

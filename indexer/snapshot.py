@@ -165,6 +165,9 @@ EDGES_SCHEMA = pa.schema(
         ("to_path", pa.string()),
         ("to_line", pa.int32()),
         ("detail", pa.string()),
+        ("confidence", pa.float32()),  # 0-1, by the rules of its kind (indexer/edges.py)
+        ("from_evidence", pa.string()),  # the fact as written on each side
+        ("to_evidence", pa.string()),
     ]
 )
 # Table name -> schema of every graph table; `blobdex sql` and graph.sql show one view per entry.
@@ -427,7 +430,8 @@ def read_graph(snapshot_dir: Path, table: str, repos: set[tuple[str, str]] | Non
 
     path, manifest = snapshot_dir, open_manifest(data_dir_of(snapshot_dir), snapshot_dir.name)[1]
     if table == "edges" or manifest.format_version < 3:
-        return pq.read_table(graph_path(path, table), **options)
+        found = pq.read_table(graph_path(path, table), **options)
+        return found if "columns" in options else _conform(found, TABLE_SCHEMAS[table])
     columns = options.pop("columns", None)
     wanted = None
     if columns:  # the path decides what is superseded; files rows need their ref's key for commit_id
@@ -441,6 +445,15 @@ def read_graph(snapshot_dir: Path, table: str, repos: set[tuple[str, str]] | Non
     if table == "files":
         result = _with_commits(result, manifest)
     return result.select(columns) if columns else result.select(TABLE_SCHEMAS[table].names)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A table written before a column of its schema existed, with that column as nulls (edges gained
+    confidence and evidence after format 3 was out)."""
+    for f in schema:
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table
 
 
 def _with_commits(files: pa.Table, manifest: Manifest) -> pa.Table:

@@ -14,6 +14,8 @@ from indexer.errors import BlobdexError
 from indexer.snapshot import open_manifest, read_graph
 
 MAX_CALLERS = 200
+EDGE_FIELDS = ("kind", "key", "confidence", "from_repo", "from_path", "from_line", "from_evidence")
+EDGE_FIELDS += ("to_repo", "to_path", "to_line", "to_evidence", "detail")
 
 
 class ContextError(BlobdexError):
@@ -87,10 +89,7 @@ def context(
         "callers_by_repo": dict(by_repo.most_common()),
         "routes": [_pick(r, "repo", "path", "line", "method", "pattern", "handler") for r in routes],
         "env_keys": [_pick(e, "repo", "path", "line", "key", "how") for e in env_keys],
-        "edges": [
-            _pick(e, "kind", "key", "from_repo", "from_path", "from_line", "to_repo", "to_path", "to_line", "detail")
-            for e in edges
-        ],
+        "edges": [_pick(e, *EDGE_FIELDS) for e in edges],
     }
 
 

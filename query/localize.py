@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from indexer.embed import Embedder
-from indexer.languages import GRAMMARS, language_for
+from indexer.languages import GRAMMARS, is_test_file, language_for
 from query.reader import SnapshotReader
 from query.search import (
     RRF_K,
@@ -70,12 +70,6 @@ TESTS_ASKED_RE = re.compile(
 # `lib/mocha.js`, or a repo named so) speaks of tests in every task: there the rule does not ask.
 TEST_TOOL_PATH_RE = re.compile(r"^(?:(?:src|lib|packages)/)?_?(?:" + TEST_TOOLS + r")(?:[-_][\w-]*)?(?:/|\.\w+$)", re.I)
 TEST_TOOL_NAME_RE = re.compile(r"^(?:" + TEST_TOOLS + r")(?:[-_.][\w.-]*)?$", re.I)
-TEST_PATH_RE = re.compile(
-    r"(^|/)(tests?|specs?|__tests__|testing|testdata)/|(^|/)tests?\.\w+$|[._](test|spec)\.\w+$"
-    r"|(^|/)test_[^/]*$|(^|/)conftest\.py$|Tests?\.\w+$"
-)
-# Maven and Gradle keep tests under src/test/: what is under src/main/ ships, `RepeatedTest.java` in JUnit too.
-MAIN_SOURCE_RE = re.compile(r"(^|/)src/main/")
 FRAME_RE = re.compile(r"""(?:File "([^"]+)", line \d+|at [\w.$<>]+\(([\w./-]+):\d+\)|([\w./-]+\.\w+):\d+)""")
 # A title's scope names the module or package the task is in: "findpaths: fix ...", "gopls/internal/cache:
 # ...", "fix(parser): ..." (several may be listed, comma-separated), as pytest's and Go's commits and Go's
@@ -123,13 +117,6 @@ def in_scope(path: str, scopes: list[str]) -> bool:
     folder, _, name = path.rpartition("/")
     stem = name.split(".", 1)[0]
     return any((stem == s and "/" not in s) or folder == s or folder.endswith("/" + s) for s in scopes)
-
-
-def is_test_file(path: str) -> bool:
-    """Test code by the conventions of the common test runners (tests/, testdata/, *_test.go, *.spec.ts,
-    test_*.py, FooTest.java, conftest.py); a workflow or requirements file named `tests.yaml` is not, nor
-    anything under a Maven or Gradle `src/main/`."""
-    return bool(TEST_PATH_RE.search(path)) and not MAIN_SOURCE_RE.search(path) and language_for(path) in GRAMMARS
 
 
 def asks_for_tests(text: str) -> bool:

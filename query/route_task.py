@@ -31,7 +31,8 @@ import numpy as np
 from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
 from query.reader import Labels, SnapshotReader
-from query.localize import asks_for_tests, is_test_file, localize
+from indexer.languages import is_test_file
+from query.localize import asks_for_tests, localize
 from query.search import (
     CANDIDATES,
     SearchRequest,
@@ -97,7 +98,7 @@ def _checkout(paths: list[str]) -> dict:
 
 
 def _test_rows(paths: Labels) -> np.ndarray:
-    """Which rows are test code (localize.is_test_file of their path), judged once per distinct path."""
+    """Which rows are test code (is_test_file of their path), judged once per distinct path."""
     return paths.mapped(is_test_file).values.astype(bool)[paths.codes]
 
 

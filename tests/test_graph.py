@@ -8,7 +8,7 @@ import pytest
 
 from indexer.chunk import chunk_and_parse
 from indexer.extract import extract
-from indexer.edges import route_segments
+from indexer.edges import edges, python_packages, route_segments
 from indexer.snapshot import GRAPH_DIR, GRAPH_VIEWS, open_manifest
 from indexer.verify import verify
 from query.expand_context import ContextError, context
@@ -134,6 +134,86 @@ def test_http_call_edges_join_urls_to_routes_in_other_repos(services):
         ("payments", "orders", "GET /api/orders/<int:order_id>", "payments/client.py", 11, "orders/app.py", 11),
         ("web", "orders", "GET /api/orders/<int:order_id>", "server.js", 9, "orders/app.py", 11),
     ]
+
+
+def test_every_edge_carries_its_confidence_and_evidence_on_both_sides(services):
+    _, _, _, edges = services
+    shown = sorted(
+        (e["kind"], e["from_repo"], e["to_repo"], e["confidence"], e["from_evidence"], e["to_evidence"])
+        for e in edges
+        if e["kind"] in ("http_call", "task", "import")
+    )
+    route = "GET /api/orders/<int:order_id> -> get_order"
+    assert shown == [
+        ("http_call", "payments", "orders", pytest.approx(0.9), "http://orders.internal/api/orders/{}", route),
+        ("http_call", "web", "orders", pytest.approx(0.6), "/api/orders/{}", route),
+        ("import", "payments", "orders", pytest.approx(0.9), "import orders.models", "package orders"),
+        (
+            "task",
+            "payments",
+            "orders",
+            pytest.approx(0.9),
+            "send_task orders.send_receipt",
+            "shared_task orders.send_receipt",
+        ),
+    ]
+
+
+def inputs(**facts) -> dict:
+    """One repo's edge_inputs with only `facts` filled in."""
+    return {"routes": [], "urls": [], "tasks": [], "env_keys": {}, "models": {}, "imports": {}, "packages": {}} | facts
+
+
+def test_http_call_matches_relative_and_internal_urls_never_a_third_party_host():
+    """The review's case: a requests test fetching http://github.com/about/ is no client of flask's /about."""
+    site = {
+        "flask": inputs(
+            routes=[
+                ["GET", "/about", "about", "src/flask/views.py", 3],
+                ["GET", "/users/<id>/posts", "posts", "app.py", 9],
+            ]
+        ),
+        "client": inputs(
+            urls=[
+                ["http://github.com/about/", "/about/", "client/api.py", 1],  # third party: never
+                ["https://api.example.com/users/7/posts", "/users/7/posts", "client/api.py", 2],  # third party
+                ["http://flask:8000/users/{}/posts", "/users/{}/posts", "client/api.py", 3],  # service name
+                ["http://10.0.0.7/users/{}/posts", "/users/{}/posts", "client/api.py", 4],  # private address
+                ["http://users.svc.cluster.local/users/1/posts", "/users/1/posts", "client/api.py", 5],
+                ["/about", "/about", "client/api.py", 6],  # a bare path with one fixed segment: half as sure
+                ["/users/{}/posts", "/users/{}/posts", "tests/test_api.py", 7],  # test code: left out
+            ]
+        ),
+    }
+    found = [(e["from_line"], e["key"], e["confidence"]) for e in edges("default", site)]
+    assert found == [
+        (3, "GET /users/<id>/posts", 0.9),
+        (4, "GET /users/<id>/posts", 0.7),
+        (5, "GET /users/<id>/posts", 0.7),
+        (6, "GET /about", 0.3),
+    ]
+    with_tests = [(e["from_path"], e["confidence"]) for e in edges("default", site, tests=True)]
+    assert ("tests/test_api.py", 0.6) in with_tests and len(with_tests) == 5
+
+
+def test_test_code_couples_nothing_by_default():
+    site = {
+        "a": inputs(
+            tasks=[["jobs.sync", "producer", "send_task", "tests/test_jobs.py", 4]],
+            env_keys={"SHARED_KEY": ["os.getenv", "tests/conftest.py", 2]},
+            imports={"b": [["b.client", "tests/test_b.py", 1]]},
+            packages={"tests": "tests/__init__.py"},
+        ),
+        "b": inputs(
+            tasks=[["jobs.sync", "consumer", "shared_task", "b/jobs.py", 8]],
+            env_keys={"SHARED_KEY": ["os.getenv", "b/settings.py", 3]},
+            packages={"b": "b/__init__.py"},
+            imports={"tests": [["tests.helpers", "b/util.py", 1]]},
+        ),
+    }
+    assert edges("default", site) == []
+    assert sorted(e["kind"] for e in edges("default", site, tests=True)) == ["env_key", "import", "import", "task"]
+    assert python_packages(["tests/__init__.py", "b/__init__.py", "b/tests/__init__.py"]) == {"b"}
 
 
 def test_task_edge_links_producer_to_consumer(services):

@@ -157,7 +157,7 @@ def test_candidates_are_the_first_rows_of_each_repo_and_test_rows_are_judged_per
     import numpy as np
     import pyarrow as pa
 
-    from query.localize import is_test_file
+    from indexer.languages import is_test_file
     from query.reader import Labels
     from query.route_task import _first_per_group, _test_rows
 

@@ -12,7 +12,7 @@ A case is, oldest first by commit time:
   change is the merge against its first parent (what the pull request brought in).
 A chore (the subject, or a pull request's title, matches commits.SKIP_SUBJECT_RE) is never a case.
 The truth is every file the change modified, renamed or deleted that existed in the parent, is source
-(a language with a grammar) and is not test code (localize.TEST_PATH_RE): 1 to MAX_TRUTH_FILES of them, or the
+(a language with a grammar) and is not test code (indexer.languages.TEST_PATH_RE): 1 to MAX_TRUTH_FILES of them, or the
 commit is no case. Files the change added are not kept: the parent's snapshot cannot contain them.
 
 The cases are split in time: the older half (floor) is for tuning, the newer half is reported; the split
@@ -36,7 +36,7 @@ from query.eval import EvalError
 from query.eval.commits import SKIP_SUBJECT_RE, history, score_at_parents
 from query.eval.metrics import Case
 from query.eval.metrics import render as render_table
-from query.localize import TEST_PATH_RE
+from indexer.languages import TEST_PATH_RE
 
 MIN_PROSE_CHARS = 200
 MAX_TRUTH_FILES = 10

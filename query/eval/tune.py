@@ -43,7 +43,7 @@ from indexer.secrets import credential_kind
 from query.eval import EvalError
 from query.eval.commits import MIN_SUBJECT_WORDS, SKIP_SUBJECT_RE, indexed_tip
 from query.eval.issues import MAX_TRUTH_FILES, truth_files, without_trailers
-from query.localize import is_test_file
+from indexer.languages import is_test_file
 
 TUNE_RECORD = "blobdex-tune.json"
 MODELS_DIR = "models"

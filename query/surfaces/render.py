@@ -173,11 +173,7 @@ def routes_markdown(task: str, snapshot_id: str, routes: list[RepoRoute]) -> str
             )
         lines.append(
             f"   - coupling: {len(r.edges)} here of {r.edges_total}"
-            + "".join(
-                f"\n     - {e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']} -> "
-                f"{e['to_repo']}:{e['to_path']}:{e['to_line']}"
-                for e in r.edges[:5]
-            )
+            + "".join(f"\n     - {_edge_line(e)}" for e in r.edges[:5])
         )
         lines.append(f"   - checkout: `{r.checkout['command']}`")
     return "\n".join(lines)
@@ -274,9 +270,13 @@ def _env_key_line(e: dict) -> str:
 
 
 def _edge_line(e: dict) -> str:
+    """An edge with its confidence and, where it has them, the facts on both sides as written."""
+    sure = f" ({e['confidence']:.2f})" if e.get("confidence") is not None else ""
+    said = f" `{e['from_evidence']}`" if e.get("from_evidence") else ""
+    met = f" `{e['to_evidence']}`" if e.get("to_evidence") else ""
     return (
-        f"{e['kind']} {e['key']}: {e['from_repo']}:{e['from_path']}:{e['from_line']}"
-        f" -> {e['to_repo']}:{e['to_path']}:{e['to_line']}"
+        f"{e['kind']} {e['key']}{sure}: {e['from_repo']}:{e['from_path']}:{e['from_line']}{said}"
+        f" -> {e['to_repo']}:{e['to_path']}:{e['to_line']}{met}"
     )
 
 
