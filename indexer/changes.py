@@ -10,17 +10,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from indexer import mirror, snapshot
 from indexer.cache import Cache
 from indexer.config import Config
+from indexer.edges import python_packages
 from indexer.ignore import SkipReason
 from indexer.parts import RepoLive, changed_paths
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
+from indexer.resolve import Code, Resolver, World, resolve_calls
 from indexer.rows import Tables, add_repo, entry_lookup
 from indexer.scan import RefScan
-from indexer.snapshot import RepoState
+from indexer.snapshot import RESOLUTION_COLUMNS, RepoState
 
 if TYPE_CHECKING:
     from indexer.build import Base, RepoWork, Run
@@ -41,9 +44,10 @@ class Change:
     state: RepoState
 
 
-def scope(cfg: Config, work: list[RepoWork], base: Base | None) -> tuple[dict, dict]:
+def scope(cfg: Config, work: list[RepoWork], base: Base | None, again: dict | None = None) -> tuple[dict, dict]:
     """What each scanned repo changes against the base: key -> (its live rows there, the paths it rewrites (None:
-    every path), its scans cut to those paths); and every blob those paths hold: cache key -> where to read it."""
+    every path), its scans cut to those paths); and every blob those paths hold: cache key -> where to read it.
+    `again`: key -> unchanged paths to write again all the same (their calls resolve differently now)."""
     scoped, wanted = {}, {}
     for w in work:
         if not w.ok or w.kept:
@@ -53,6 +57,8 @@ def scope(cfg: Config, work: list[RepoWork], base: Base | None) -> tuple[dict, d
         paths = None
         if live is not None and (before.include, before.exclude) == (list(w.spec.include), list(w.spec.exclude)):
             paths = changed_paths(live.table("files"), _scanned_files(w.scans))
+            if paths is not None and again:
+                paths |= again.get(w.spec.key, set())
         scans = w.scans if paths is None else [_only(s, paths) for s in w.scans]
         scoped[w.spec.key] = (live, paths, scans)
         for scan in scans:
@@ -64,9 +70,21 @@ def scope(cfg: Config, work: list[RepoWork], base: Base | None) -> tuple[dict, d
 
 
 def changes_of(run: Run) -> dict[tuple[str, str], Change]:
-    """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only)."""
-    scoped, wanted = scope(run.cfg, run.work, run.base)
-    run.report.blobs = len(wanted)
+    """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only),
+    their calls resolved against the repo as the run leaves it; and, written again, the unchanged paths whose
+    calls now resolve to another definition (a definition moved, a re-export changed)."""
+    changes = _changes(run, *scope(run.cfg, run.work, run.base))
+    again = resolve_changes(run, changes)
+    if again:
+        keys = set(again)
+        redo = _changes(run, *scope(run.cfg, [w for w in run.work if w.spec.key in keys], run.base, again))
+        changes.update(redo)
+        resolve_changes(run, changes, only=keys)  # the same tree: nothing else resolves differently
+    return changes
+
+
+def _changes(run: Run, scoped: dict, wanted: dict) -> dict[tuple[str, str], Change]:
+    run.report.blobs += len(wanted)
     entry_of = entry_lookup(_chunk_stage(run, wanted), run.cfg.max_blob_bytes)
     changes = {}
     for w in run.work:
@@ -80,6 +98,86 @@ def changes_of(run: Run) -> dict[tuple[str, str], Change]:
         new = tables.arrow(sorted(every if paths is None else paths))
         changes[w.spec.key] = Change(live=live, paths=paths, new=new, state=state)
     return changes
+
+
+def resolve_changes(run: Run, changes: dict, only: set | None = None) -> dict[tuple[str, str], set[str]]:
+    """Resolve the call rows each change (or those of `only`) writes, against its repo as the run leaves it and
+    the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve differently."""
+    trees = {key: _tree(change) for key, change in changes.items()}
+    worlds: dict[str, World] = {}
+    stale: dict[tuple[str, str], set[str]] = {}
+    for key, change in changes.items():
+        if only is not None and key not in only:
+            continue
+        org, name = key
+        if org not in worlds:
+            worlds[org] = _world(run, org, trees)
+        resolver = Resolver(worlds[org].code(name), worlds[org])
+        change.new["calls"] = resolve_calls(change.new["calls"], resolver)
+        if only is None and change.live is not None and change.paths is not None:
+            kept = _outside(change.live.table("calls"), change.paths)
+            again = resolve_calls(kept, resolver)
+            differ = [
+                path
+                for path, *before, after in zip(
+                    kept.column("path").to_pylist(),
+                    *(kept.column(c).to_pylist() for c in RESOLUTION_COLUMNS),
+                    zip(*(again.column(c).to_pylist() for c in RESOLUTION_COLUMNS)),
+                )
+                if tuple(before) != after
+            ]
+            if differ:
+                stale[key] = set(differ)
+    return stale
+
+
+TREE_COLUMNS = {
+    "files": ("path", "lang"),
+    "symbols": ("path", "name", "qualified_name", "kind", "parent", "signature"),
+    "imports": ("path", "module", "name", "alias"),
+}
+
+
+def _tree(change: Change) -> dict[str, pa.Table]:
+    """What resolution reads of a repo as the run leaves it: its unchanged live rows and the new ones."""
+    tree = {}
+    for table, columns in TREE_COLUMNS.items():
+        new = change.new[table].select(list(columns))
+        if change.live is None or change.paths is None:
+            tree[table] = new
+        else:
+            tree[table] = pa.concat_tables([_outside(change.live.table(table, columns), change.paths), new])
+    return tree
+
+
+def _outside(table: pa.Table, paths: set[str]) -> pa.Table:
+    return table.filter(pc.invert(pc.is_in(table["path"], value_set=pa.array(sorted(paths), pa.string()))))
+
+
+def _world(run: Run, org: str, trees: dict) -> World:
+    """The org's repos for resolution: those this run changes as it leaves them, the others as the base holds
+    them (read when a call first needs them); and which repo defines each Python package."""
+    base = run.base
+    owners: dict[str, str] = {}
+    states = [r for r in base.manifest.repos if r.org == org and r.parts] if base else []
+    for state in states:
+        if (org, state.name) not in trees:
+            info = snapshot.read_part_info(snapshot.parts_dir(run.cfg.data_dir) / state.parts[-1])
+            for package in info.edge_inputs.get("packages", {}):
+                owners.setdefault(package, state.name)
+    for (o, name), tree in sorted(trees.items()):
+        if o == org:
+            for package in python_packages(tree["files"].column("path").to_pylist()):
+                owners[package] = name
+
+    def load(name: str) -> Code | None:
+        tree = trees.get((org, name))
+        if tree is None and base is not None and any(s.name == name for s in states):
+            live = RepoLive(base.path, base.manifest, org, name)
+            tree = {t: live.table(t, columns) for t, columns in TREE_COLUMNS.items()}
+        return Code(name, tree["files"], tree["symbols"], tree["imports"]) if tree is not None else None
+
+    return World(load, owners)
 
 
 def _scanned_files(scans: list[RefScan]) -> pa.Table:
@@ -99,7 +197,7 @@ def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str
     cache, report = run.cache, run.report
     entries = cache.get_blobs(list(wanted))
     missing = [k for k in wanted if k not in entries]
-    report.blobs_new = len(missing)
+    report.blobs_new += len(missing)
     by_mirror: dict[Path, list[str]] = defaultdict(list)
     for key in missing:
         by_mirror[wanted[key][0]].append(key)

@@ -50,7 +50,7 @@ INTERNAL_SUFFIXES = (".local", ".internal", ".svc", ".cluster.local", ".lan", ".
 CONFIDENCE = {"import": 0.9, "task": 0.9, "task_short_name": 0.5, "db_model": 0.5, "env_key": 0.4}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Site:
     """Where a fact was seen, and the fact as written there (the edge's evidence on that side)."""
 
@@ -143,7 +143,10 @@ def _pairwise(edges: list[dict], counts: dict, kind: str, key: str, first: dict[
     for i, a in enumerate(repos):
         for b in repos[i + 1 :]:
             (da, pa_, la), (db, pb, lb) = first[a], first[b]
-            src, dst = Site(a, pa_, la, f"{da} {key}"), Site(b, pb, lb, f"{db} {key}")
+            src, dst = (
+                Site(repo=a, path=pa_, line=la, evidence=f"{da} {key}"),
+                Site(repo=b, path=pb, line=lb, evidence=f"{db} {key}"),
+            )
             _add(edges, counts, kind, key, src, dst, f"{da} / {db}", CONFIDENCE[kind])
 
 
@@ -234,8 +237,8 @@ def edges(org: str, inputs: dict[str, dict], tests: bool = False) -> list[dict]:
                     continue
                 sure = http_confidence(url, rsegs, owner)
                 if sure is not None:
-                    src = Site(repo, path, line, url)
-                    dst = Site(owner, rpath, rline, f"{method} {pattern} -> {handler}")
+                    src = Site(repo=repo, path=path, line=line, evidence=url)
+                    dst = Site(repo=owner, path=rpath, line=rline, evidence=f"{method} {pattern} -> {handler}")
                     _add(out, counts, "http_call", f"{method} {pattern}", src, dst, f"{url} -> {handler}", sure)
 
     consumers = defaultdict(list)
@@ -255,7 +258,10 @@ def edges(org: str, inputs: dict[str, dict], tests: bool = False) -> list[dict]:
                     if crepo != repo and consumer not in seen:
                         seen.add(consumer)
                         sure = CONFIDENCE["task" if cname == name else "task_short_name"]
-                        src, dst = Site(repo, path, line, f"{how} {name}"), Site(crepo, cpath, cline, f"{chow} {cname}")
+                        src, dst = (
+                            Site(repo=repo, path=path, line=line, evidence=f"{how} {name}"),
+                            Site(repo=crepo, path=cpath, line=cline, evidence=f"{chow} {cname}"),
+                        )
                         _add(out, counts, "task", cname, src, dst, f"{how} -> {chow}", sure)
 
     for kind, table in (("env_key", "env_keys"), ("db_model", "models")):
@@ -280,7 +286,10 @@ def edges(org: str, inputs: dict[str, dict], tests: bool = False) -> list[dict]:
             for owner, init in sorted(owners.get(root, {}).items()):
                 for module, path, line in sites:
                     if kept(path):
-                        src, dst = Site(repo, path, line, f"import {module}"), Site(owner, init, 1, f"package {root}")
+                        src, dst = (
+                            Site(repo=repo, path=path, line=line, evidence=f"import {module}"),
+                            Site(repo=owner, path=init, line=1, evidence=f"package {root}"),
+                        )
                         _add(out, counts, "import", root, src, dst, module, CONFIDENCE["import"])
     for e in out:
         e["org"] = org

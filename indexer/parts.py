@@ -85,7 +85,7 @@ class RepoLive:
         result = pa.concat_tables(tables, promote_options="permissive")
         if columns is not None and self.legacy:
             result = result.select(list(columns))
-        if name == "files":
+        if name == "files" and columns is None:
             if "held_back" not in result.column_names:  # format 1
                 result = result.append_column(
                     "held_back", pa.nulls(result.num_rows, PART_FILES_SCHEMA.field("held_back").type)

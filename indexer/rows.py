@@ -17,6 +17,7 @@ from indexer.prepare import BlobEntry
 from indexer.scan import RefScan
 from indexer.snapshot import (
     FACT_COLUMNS,
+    FACT_KEY,
     GRAPH_SCHEMAS,
     PART_FILES_SCHEMA,
     PATHS_SCHEMA,
@@ -52,7 +53,7 @@ class Tables:
     chunks: dict[str, list] = field(default_factory=lambda: _columns(CHUNK_COLUMNS))
     files: dict[str, list] = field(default_factory=lambda: _columns(PART_FILES_SCHEMA.names))
     facts: dict[str, dict[str, list]] = field(
-        default_factory=lambda: {t: _columns(GRAPH_SCHEMAS[t].names) for t in FACT_COLUMNS}
+        default_factory=lambda: {t: _columns([*FACT_KEY, *FACT_COLUMNS[t]]) for t in FACT_COLUMNS}
     )
     path_stats: dict[str, list[int]] = field(default_factory=dict)  # path -> PATHS_SCHEMA's counts
 
@@ -64,12 +65,20 @@ class Tables:
         out = {
             "chunks": pa.table(self.chunks, schema=chunks),
             "files": pa.table(self.files, schema=PART_FILES_SCHEMA),
-            **{t: pa.table(cols, schema=GRAPH_SCHEMAS[t]) for t, cols in self.facts.items()},
+            **{t: _fact_table(t, cols) for t, cols in self.facts.items()},
         }
         stats = [self.path_stats.get(p, (0, 0, 0)) for p in paths]
         columns = [paths, *([s[i] for s in stats] for i in range(3))]
         out["paths"] = pa.table(dict(zip(PATHS_SCHEMA.names, columns)), schema=PATHS_SCHEMA)
         return out
+
+
+def _fact_table(table: str, columns: dict[str, list]) -> pa.Table:
+    """A fact table's rows, as GRAPH_SCHEMAS types them; call rows come unresolved (resolution reads the whole
+    repo: indexer/changes.py resolves them before the part is written)."""
+    rows = len(columns["path"])
+    fill = {c: [""] * rows for c in GRAPH_SCHEMAS[table].names if c not in columns}
+    return pa.table({**columns, **fill}, schema=GRAPH_SCHEMAS[table])
 
 
 def add_repo(

@@ -52,8 +52,8 @@ from indexer.versions import ToolVersions
 # indexer/extract/__init__.py appends rows in this order.
 FACT_COLUMNS = {
     "symbols": ("name", "qualified_name", "kind", "parent", "signature", "doc", "line", "line_end"),
-    "imports": ("module", "name", "line"),
-    "calls": ("caller", "callee", "callee_root", "line"),
+    "imports": ("module", "name", "alias", "line"),
+    "calls": ("caller", "callee", "callee_root", "receiver", "receiver_type", "line"),
     "routes": ("method", "pattern", "handler", "framework", "line"),
     "env_keys": ("key", "how", "line"),
     "tasks": ("name", "role", "how", "line"),
@@ -142,15 +142,23 @@ PATHS_SCHEMA = pa.schema(
     ]
 )
 # Every fact row is keyed by where it was seen; `refs` lists the refs that reach that blob at that path.
-_FACT_KEY = [
+FACT_KEY_FIELDS = [
     ("org", pa.string()),
     ("repo", pa.string()),
     ("path", pa.string()),
     ("blob_id", pa.string()),
     ("refs", pa.list_(pa.string())),
 ]
+# What a part adds to each call row when it is written: the definition the call resolves to and how it was found
+# (indexer/resolve.py); not extraction's, which sees one blob.
+FACT_KEY = tuple(name for name, _ in FACT_KEY_FIELDS)
+RESOLUTION_COLUMNS = ("resolution", "resolved_repo", "resolved_path", "resolved_symbol")
 GRAPH_SCHEMAS = {
-    table: pa.schema(_FACT_KEY + [(c, pa.int32() if c in ("line", "line_end") else pa.string()) for c in columns])
+    table: pa.schema(
+        FACT_KEY_FIELDS
+        + [(c, pa.int32() if c in ("line", "line_end") else pa.string()) for c in columns]
+        + [(c, pa.string()) for c in (RESOLUTION_COLUMNS if table == "calls" else ())]
+    )
     for table, columns in FACT_COLUMNS.items()
 }
 EDGES_SCHEMA = pa.schema(
@@ -165,7 +173,7 @@ EDGES_SCHEMA = pa.schema(
         ("to_path", pa.string()),
         ("to_line", pa.int32()),
         ("detail", pa.string()),
-        ("confidence", pa.float32()),  # 0-1, by the rules of its kind (indexer/edges.py)
+        ("confidence", pa.float64()),  # 0-1, by the rules of its kind (indexer/edges.py)
         ("from_evidence", pa.string()),  # the fact as written on each side
         ("to_evidence", pa.string()),
     ]
@@ -222,6 +230,7 @@ class Manifest:
     tokenizer_version: int
     repos: list[RepoState]
     extractor_version: int = 0
+    resolver_version: int = 0
     edges: int = 0
     max_blob_bytes: int = 0  # the size cap the files were judged with
     # A fast-tier snapshot (static vectors, published first: indexer/build.py) names the model whose vectors
@@ -237,12 +246,14 @@ class Manifest:
 
     @property
     def tools(self) -> ToolVersions:
-        """The tool versions it was built with (an old manifest without extractor_version reads 0)."""
+        """The tool versions it was built with (an old manifest without extractor_version or resolver_version
+        reads 0)."""
         return ToolVersions(
             chunker_version=self.chunker_version,
             policy_version=self.policy_version,
             tokenizer_version=self.tokenizer_version,
             extractor_version=self.extractor_version,
+            resolver_version=self.resolver_version,
         )
 
     def repo(self, org: str, name: str) -> RepoState | None:

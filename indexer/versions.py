@@ -29,7 +29,14 @@ TOKENIZER_VERSION = 2
 
 # indexer/extract/: the structural facts of a blob.
 # 1: symbols, imports, calls, routes, env keys, tasks, URL literals for python, js/ts, go, java.
-EXTRACTOR_VERSION = 1
+# 2: imports keep the name they bind (`alias`); calls keep their receiver and its locally known type; JS
+#    `new X()` and Java `new X()` are calls of X.
+EXTRACTOR_VERSION = 2
+
+# indexer/resolve.py: which definition each call row resolves to. Not part of a cached blob's key: resolution
+# reads the whole repo, so a change reruns it over cached facts.
+# 1: imports, enclosing classes and their bases, receiver types, Python packages across repos.
+RESOLVER_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +48,7 @@ class ToolVersions:
     policy_version: int
     tokenizer_version: int
     extractor_version: int
+    resolver_version: int
 
     def as_fields(self) -> dict[str, int]:
         return asdict(self)
@@ -56,4 +64,5 @@ TOOLS = ToolVersions(
     policy_version=POLICY_VERSION,
     tokenizer_version=TOKENIZER_VERSION,
     extractor_version=EXTRACTOR_VERSION,
+    resolver_version=RESOLVER_VERSION,
 )

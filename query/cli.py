@@ -271,17 +271,42 @@ def _table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
 @click.argument("symbol")
 @click.option("--repo", help="Only definitions in this repo (callers are still found in every repo).")
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--name-only", is_flag=True, help="Also list calls that only share the name (labelled).")
+@click.option("-n", "--limit", default=50, show_default=True, type=click.IntRange(1, 200), help="Callers shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def context(ctx, symbol, repo, org, as_json) -> None:
+def context(ctx, symbol, repo, org, name_only, limit, as_json) -> None:
     """Where SYMBOL is defined, who calls it (in every repo), routes and env keys in it, coupling edges."""
     from query.surfaces import render
 
-    data = _service(ctx).context(org, symbol, repo)
+    data = _service(ctx).context(org, symbol, repo, name_only=name_only, limit=limit)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     _echo(render.context_text(data, _bold))
+
+
+@cli.command()
+@click.argument("symbol", required=False)
+@click.option("--repo", help="The repo of --path, or: only definitions of SYMBOL in this repo.")
+@click.option("--path", "file", help="A file (with --repo and --line): the definition or call on that line.")
+@click.option("--line", type=click.IntRange(1), help="A line of --path, 1-based.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--name-only", is_flag=True, help="Also list calls that only share the name (labelled).")
+@click.option("-n", "--limit", default=50, show_default=True, type=click.IntRange(1, 200), help="Callers shown.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def references(ctx, symbol, repo, file, line, org, name_only, limit, as_json) -> None:
+    """Every resolved call of SYMBOL (or of what --repo/--path/--line point at), grouped by repo."""
+    from query.surfaces import render
+
+    data = _service(ctx).references(
+        org, symbol=symbol, repo=repo, path=file, line=line, name_only=name_only, limit=limit
+    )
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    _echo(render.references_text(data, _bold))
 
 
 @cli.command()

@@ -21,7 +21,7 @@ from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
 from query.browse import FilePage, Outline, list_files, outline
 from query.clips import ClipStore
-from query.expand_context import context
+from query.expand_context import context, references
 from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
 from query.live import LiveSnapshot
@@ -357,8 +357,13 @@ class Service:
         reader = self.reader()
         return reader.snapshot_id, route(reader, self.embedder_for(reader), task, org, limit)
 
-    def context(self, org: str, symbol: str, repo: str | None = None) -> dict:
-        return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id())
+    def context(self, org: str, symbol: str, repo: str | None = None, **page) -> dict:
+        """expand_context's data; `page`: name_only, cursor, limit of its callers (query.expand_context)."""
+        return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id(), **page)
+
+    def references(self, org: str, **asked) -> dict:
+        """find_references' data: symbol (and repo), or repo, path and line; name_only, cursor, limit."""
+        return references(self.cfg.data_dir, org, snapshot_id=self._snapshot_id(), **asked)
 
     def _snapshot_id(self) -> str | None:
         """The served snapshot's id; before one is opened (the CLI reads Parquet tables, no vectors), None:

@@ -257,8 +257,16 @@ def test_context_finds_definitions_and_callers_in_every_repo(services):
     cfg, _, _, _ = services
     data = context(cfg.data_dir, "lookup")
     assert [(d["repo"], d["path"], d["line"]) for d in data["definitions"]] == [("orders", "orders/app.py", 17)]
-    assert data["callers_by_repo"] == {"orders": 1, "payments": 1}
-    assert {(c["repo"], c["caller"]) for c in data["callers"]} == {("orders", "get_order"), ("payments", "charge")}
+    # payments calls a `lookup` it never imports: a name match, not a caller, unless asked for
+    assert data["callers_by_repo"] == {"orders": 1} and data["callers_by_resolution"] == {"exact": 1}
+    assert [(c["repo"], c["caller"], c["resolution"]) for c in data["callers"]] == [("orders", "get_order", "exact")]
+    assert data["name_only_total"] == 1 and not data["name_only_included"]
+    loose = context(cfg.data_dir, "lookup", name_only=True)
+    assert [(c["repo"], c["caller"], c["resolution"]) for c in loose["callers"]] == [
+        ("orders", "get_order", "exact"),
+        ("payments", "charge", "name_only"),
+    ]
+    assert loose["callers_total"] == 1  # the total counts callers; name-only rows are counted apart
 
 
 def test_context_of_a_route_handler_lists_route_env_and_edges(services):
@@ -305,11 +313,36 @@ def readme_queries() -> list[str]:
 def test_readme_duckdb_queries_run_on_a_real_snapshot(services):
     _, _, path, _ = services
     queries = readme_queries()
-    assert len(queries) == 3
+    assert len(queries) == 4
     con = graph_views(path)
-    results = [con.execute(q).fetchall() for q in queries]
-    assert results[0] and results[1] and {r[0] for r in results[1]} == {"orders", "payments", "web"}
-    assert {r[0] for r in results[2]} >= {"http_call", "task", "env_key", "db_model", "import"}
+    most_called, resolution, env_readers, edges = [con.execute(q).fetchall() for q in queries]
+    # payments' `lookup(...)` imports nothing of that name: no call of orders' lookup, so one caller, not two
+    assert most_called == [("orders", "lookup", 1, 1)]
+    assert resolution == [
+        ("gateway", "unresolved", 2),  # os.Getenv, http.HandleFunc: the standard library
+        ("orders", "unresolved", 4),  # Flask(), os.getenv, app.route on a Flask (an unindexed package), shared_task
+        ("orders", "exact", 1),
+        ("orders", "name_only", 1),  # db.Column: `db` is neither defined nor imported in models.py
+        ("payments", "unresolved", 3),
+        ("payments", "name_only", 2),
+        ("web", "name_only", 3),
+        ("web", "unresolved", 3),
+    ]
+    assert env_readers == [
+        ("orders", ["orders/app.py"], 1),
+        ("payments", ["payments/client.py"], 1),
+        ("web", ["server.js"], 1),
+    ]
+    assert [(e[0], e[2]) for e in edges] == [
+        ("http_call", 0.9),
+        ("import", 0.9),
+        ("task", 0.9),
+        ("http_call", 0.6),
+        ("db_model", 0.5),
+        ("env_key", 0.4),
+        ("env_key", 0.4),
+        ("env_key", 0.4),
+    ]
 
 
 def test_sql_is_read_only_and_reports_duckdb_errors(services):
@@ -336,44 +369,53 @@ def test_sql_and_context_commands(services, blobdex):
     bad = blobdex(*where, "sql", "DROP TABLE edges; SELEC")
     assert bad.code == 2 and bad.err.startswith("blobdex: error: query failed:")
     ctx = blobdex(*where, "context", "lookup").out
-    assert "orders:orders/app.py:17" in ctx and "payments:payments/client.py:16  in charge" in ctx
+    assert "orders:orders/app.py:17" in ctx and "orders:orders/app.py:14  in get_order" in ctx
+    assert "(+ 1 call(s) of the same name on something of unknown type, not counted" in ctx
+    loose = blobdex(*where, "context", "lookup", "--name-only").out
+    assert "payments:payments/client.py:16  in charge  [name only]" in loose
 
 
 FACT_SAMPLES = [
+    # (language, source, qualified names, imports as (module, name, alias), calls as (caller, callee, root,
+    # receiver, receiver_type), of which the extraction must find at least these)
     (
         "python",
-        b"import os\nfrom a.b import c as d\n\nclass K(Base):\n    def m(self):\n        return os.path.join(x)\n",
+        b"import os\nfrom a.b import c as d\n\nclass K(Base):\n    def m(self, s: Session):\n"
+        b"        self.q = Queue()\n        s.send()\n        return os.path.join(x)\n",
         {"K", "K.m"},
-        {("os", ""), ("a.b", "c")},
-        {("K.m", "join", "os")},
+        {("os", "", ""), ("a.b", "c", "d")},
+        {("K.m", "join", "os", "os.path", ""), ("K.m", "send", "s", "s", "Session"), ("K.m", "Queue", "Queue", "", "")},
     ),
     (
         "javascript",
-        b'import x from "lib";\nconst y = require("dep");\nexport function f() { return x.run(); }\n',
+        b'import x from "lib";\nconst y = require("dep");\nexport function f() { const q = new Queue(); q.run(); '
+        b"return x.run(); }\n",
         {"f"},
-        {("lib", ""), ("dep", "")},
-        {("f", "run", "x"), ("", "require", "require")},
+        {("lib", "default", "x"), ("dep", "*", "y")},
+        {("f", "run", "x", "x", ""), ("f", "run", "q", "q", "Queue"), ("f", "Queue", "Queue", "", "")},
     ),
     (
         "typescript",
-        b'import { z } from "zod";\nexport class S {\n  go(): void { this.api.call(); }\n}\n',
+        b'import { z as zz } from "zod";\nexport class S {\n  private api: Api;\n'
+        b"  go(): void { this.api.call(); }\n}\n",
         {"S", "S.go"},
-        {("zod", "")},
-        {("S.go", "call", "this")},
+        {("zod", "z", "zz")},
+        {("S.go", "call", "this", "this.api", "Api")},
     ),
     (
         "go",
-        b'package p\n\nimport "fmt"\n\ntype T struct{}\n\nfunc (t *T) Run() { fmt.Println(1) }\n',
+        b'package p\n\nimport f "fmt"\n\ntype T struct{}\n\nfunc (t *T) Run() { f.Println(1); t.Stop() }\n',
         {"T", "T.Run"},
-        {("fmt", "")},
-        {("T.Run", "Println", "fmt")},
+        {("fmt", "", "f")},
+        {("T.Run", "Println", "f", "f", ""), ("T.Run", "Stop", "t", "t", "T")},
     ),
     (
         "java",
-        b"package p;\nimport java.util.List;\nclass A {\n  void b() { list.add(1); }\n}\n",
+        b"package p;\nimport java.util.List;\nclass A {\n  private List<Integer> list;\n  void b() { list.add(1); "
+        b"new Box(); }\n}\n",
         {"A", "A.b"},
-        {("java.util.List", "")},
-        {("A.b", "add", "list")},
+        {("java.util.List", "", "")},
+        {("A.b", "add", "list", "list", "List"), ("A.b", "Box", "Box", "", "")},
     ),
 ]
 
@@ -383,8 +425,8 @@ def test_facts_per_language(lang, source, symbols, imports, calls):
     _, _, parsed = chunk_and_parse(source.decode(), lang)
     facts = extract(parsed, lang)
     assert {s[1] for s in facts.symbols} == symbols
-    assert {(i[0], i[1]) for i in facts.imports} == imports
-    assert {(c[0], c[1], c[2]) for c in facts.calls} >= calls
+    assert {tuple(i[:3]) for i in facts.imports} == imports
+    assert {tuple(c[:5]) for c in facts.calls} >= calls
 
 
 def test_syntax_errors_keep_what_can_be_recovered():

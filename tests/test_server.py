@@ -55,6 +55,7 @@ def test_tools_are_listed_read_only_with_instructions(service):
         "outline",
         "route_task",
         "expand_context",
+        "find_references",
         "list_repos",
         "index_status",
         "sync_workspace",
@@ -139,8 +140,14 @@ def test_grep_route_context_list_and_status(service, corpus):
     routed = text(call(server, "route_task", {"task": "queue drain server health"}))
     assert routed.startswith('# Route: "queue drain server health"') and "**tools**" in routed
     assert "git sparse-checkout set" in routed and "here of" in routed
-    ctx = json.loads(text(call(server, "expand_context", {"symbol": "Invoice"})))
+    ctx = json.loads(text(call(server, "expand_context", {"symbol": "Invoice", "format": "json"})))
     assert ctx["definitions"][0]["path"] == "src/billing/invoice.py"
+    # renew.py imports it as billing.invoice (a namespace package under src/) and constructs one
+    assert [(c["path"], c["line"], c["resolution"]) for c in ctx["callers"]] == [("src/billing/renew.py", 13, "import")]
+    markdown = text(call(server, "expand_context", {"symbol": "Invoice"}))
+    assert "callers: 1 (api 1); resolved by import 1\n  api:src/billing/renew.py:13  in Billing.renew_subscription" in (
+        markdown
+    )
     repos = json.loads(text(call(server, "list_repos", {})))
     assert {r["name"] for r in repos["repos"]} == {"api", "tools"}  # org default only
     status = json.loads(text(call(server, "index_status", {})))

@@ -86,6 +86,8 @@ V1 = [
     ("/v1/outline", "GET", "/v1/outline", {"params": {"repo": "api", "path": "nope.py"}}, 404, "not_found"),
     ("/v1/route", "POST", "/v1/route", {"json": {"task": 7}}, 400, "bad_request"),
     ("/v1/context", "GET", "/v1/context", {"params": {"symbol": "no_such_symbol_anywhere"}}, 404, "not_found"),
+    ("/v1/context", "GET", "/v1/context", {"params": {"symbol": "Invoice", "name_only": "maybe"}}, 400, "bad_request"),
+    ("/v1/references", "GET", "/v1/references", {"params": {"repo": "api"}}, 400, "bad_request"),
     ("/v1/repos", "DELETE", "/v1/repos", {}, 405, "method_not_allowed"),
     ("/v1/status", "POST", "/v1/status", {}, 405, "method_not_allowed"),
     ("/v1/sessions/{session_id}/sync", "POST", "/v1/sessions/s1/sync", {"json": {"files": []}}, 400, "bad_request"),

@@ -2,8 +2,11 @@
 tasks and URL literals. A pure function of (bytes, language, EXTRACTOR_VERSION), cached by blob_id:
 a change to what it finds in the same bytes bumps EXTRACTOR_VERSION in indexer/versions.py.
 
-Calls are matched by name, never resolved: resolution needs type inference, while a name match
-is cheap, has no failure modes, and answers who calls this and which other repo is coupled.
+A call row keeps what resolving it needs and one blob can tell: the callee's name, the expression it is
+called on (`receiver`: `self`, `requests`, `self.session`, "" for a bare name) and, where the blob says it,
+that expression's type (`receiver_type`: a variable assigned from a constructor, an annotated parameter or
+variable, a field, a Go method's receiver). Resolution to a definition needs the other files of the repo, so
+it happens when a part is written (indexer/resolve.py), never here.
 
 This module holds what every language family shares: the Facts record, the Extraction helpers that
 read nodes and append rows, one `call_site()`, the compiled capture queries and the scoped walk.
@@ -29,6 +32,9 @@ MAX_LITERAL_CHARS = 300
 HTTP_METHODS = ("get", "post", "put", "delete", "patch", "head", "options")
 URL_RE = re.compile(r"^(?:https?://[^\s/]+)?(/[^\s\"'<>]*)$")
 PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}|\$\{[^{}]*\}")
+MAX_RECEIVER_CHARS = 200
+TYPE_NAME_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
+SELF_NAMES = ("self.", "cls.", "this.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,8 +42,8 @@ class Facts:
     """Rows per table (columns as FACT_COLUMNS says; lines 1-based). Plain lists so they cache as JSON."""
 
     symbols: list = field(default_factory=list)  # name, qualified, kind, parent, signature, doc, line, line_end
-    imports: list = field(default_factory=list)  # module, name, line
-    calls: list = field(default_factory=list)  # caller, callee, callee_root, line
+    imports: list = field(default_factory=list)  # module, name, alias, line
+    calls: list = field(default_factory=list)  # caller, callee, callee_root, receiver, receiver_type, line
     routes: list = field(default_factory=list)  # method, pattern, handler, framework, line
     env_keys: list = field(default_factory=list)  # key, how, line
     tasks: list = field(default_factory=list)  # name, role (producer|consumer), how, line
@@ -64,6 +70,7 @@ class CallSite:
     fn: Node | None  # the called expression: `os.getenv`, `app.get`, `HandleFunc`
     callee: str  # its last name: `getenv` ("" when it is not a plain or dotted name)
     root: str  # its leftmost name: `os`
+    receiver: str  # what it is called on: `os`, `self.session`; "" for a bare name
     args: Node | None
     first: str | None  # the first argument when it is a string literal
 
@@ -76,6 +83,8 @@ class Extraction:
         self.src = src
         self.facts = Facts()
         self.route_prefix: dict[str, str] = {}  # java: class qualified name -> @RequestMapping path
+        self.kinds: dict[str, str] = {}  # qualified name -> kind, of the definitions seen so far
+        self.bindings: dict[tuple[str, str], set[str]] = {}  # (scope, variable or self.field) -> type names
 
     def text(self, node: Node | None) -> str:
         return node_text(node, self.src)
@@ -120,7 +129,38 @@ class Extraction:
         self.facts.symbols.append(
             [name, qualified, kind, scope, signature.rstrip(":{ ")[:300], doc, line(node), node.end_point[0] + 1]
         )
+        self.kinds.setdefault(qualified, kind)
         return qualified
+
+    def bind(self, scope: str, target: str, type_text: str) -> None:
+        """Record that `target` (a variable, or `self.x` / `this.x`) holds a `type_text` in `scope`; a field is
+        bound in its class, where every method sees it."""
+        name = type_name(type_text)
+        if not name or not target:
+            return
+        if target.startswith(SELF_NAMES):
+            scope = next((s for s in scopes(scope) if self.kinds.get(s) == "class"), None)
+            if scope is None:
+                return
+        self.bindings.setdefault((scope, target), set()).add(name)
+
+    def receiver_type(self, scope: str, receiver: str) -> str:
+        """The one type bound to `receiver` in the nearest scope that binds it ("" when none or several)."""
+        for s in scopes(scope):
+            found = self.bindings.get((s, receiver))
+            if found:
+                return next(iter(found)) if len(found) == 1 else ""
+        return ""
+
+    def finish(self) -> Facts:
+        """The facts, each call given the type of its receiver (bindings are complete only once the walk ends:
+        a method may use a field another method assigns further down)."""
+        calls = []
+        for caller, callee, root, receiver, at in self.facts.calls:
+            found = self.receiver_type(caller, receiver) if receiver else ""
+            calls.append([caller, callee, root, receiver, found, at])
+        self.facts.calls[:] = calls
+        return self.facts
 
     def url(self, node: Node) -> None:
         value = self.string(node)
@@ -130,25 +170,49 @@ class Extraction:
                 self.facts.url_literals.append([value, m.group(1).split("?")[0].split("#")[0], line(node)])
 
     def call_site(self, node: Node, scope: str) -> CallSite:
-        """Take a call expression apart and record the call (caller scope, callee, its root, line)."""
+        """Take a call expression apart and record the call (caller scope, callee, its root, receiver, line)."""
         fn = node.child_by_field_name("function")
-        callee, root = self._callee(fn)
+        callee, root, receiver = self._callee(fn)
         if callee:
-            self.facts.calls.append([scope, callee, root, line(node)])
+            self.call(scope, callee, root, receiver, line(node))
         args = node.child_by_field_name("arguments")
-        return CallSite(fn=fn, callee=callee, root=root, args=args, first=self.first_arg(args))
+        return CallSite(fn=fn, callee=callee, root=root, receiver=receiver, args=args, first=self.first_arg(args))
 
-    def _callee(self, fn: Node | None) -> tuple[str, str]:
+    def call(self, scope: str, callee: str, root: str, receiver: str, at: int) -> None:
+        """Record a call; its receiver_type is filled in by finish()."""
+        self.facts.calls.append([scope, callee, root, receiver[:MAX_RECEIVER_CHARS], at])
+
+    def _callee(self, fn: Node | None) -> tuple[str, str, str]:
         if fn is None:
-            return "", ""
+            return "", "", ""
         if fn.type in ("identifier", "field_identifier"):
-            return self.text(fn), self.text(fn)
+            return self.text(fn), self.text(fn), ""
         field_name = next(
             (f for f in ("attribute", "property", "field", "name") if fn.child_by_field_name(f) is not None), None
         )
         if field_name:
-            return self.text(fn.child_by_field_name(field_name)), self.root(fn)
-        return "", ""
+            obj = fn.child_by_field_name("object") or fn.child_by_field_name("operand")
+            receiver = " ".join(self.text(obj).split()) if obj is not None else ""
+            return self.text(fn.child_by_field_name(field_name)), self.root(fn), receiver
+        return "", "", ""
+
+
+def scopes(scope: str) -> list[str]:
+    """A scope and those enclosing it, innermost first, ending with the file's: `A.b` -> [A.b, A, ""]."""
+    parts = scope.split(".") if scope else []
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + [""]
+
+
+def type_name(text: str) -> str:
+    """A type as written, cut down to the name of what it is: `*http.Request` -> http.Request, `Optional[Foo]`
+    -> Foo, `Foo | None` -> Foo, `List<Foo>` -> List, `"Foo"` -> Foo; "" for anything else."""
+    t = text.strip().strip("\"'").lstrip("*&").strip()
+    for wrapper in ("Optional[", "typing.Optional[", "t.Optional["):
+        if t.startswith(wrapper) and t.endswith("]"):
+            t = t[len(wrapper) : -1]
+    t = t.split("|")[0].strip()
+    t = re.split(r"[\[<(]", t, maxsplit=1)[0].strip().lstrip("*&")
+    return t if TYPE_NAME_RE.match(t) and t not in ("None", "null", "undefined", "any", "object") else ""
 
 
 def _walk(x: Extraction, root: Node, query: Query, handle) -> Facts:
@@ -163,7 +227,7 @@ def _walk(x: Extraction, root: Node, query: Query, handle) -> Facts:
         inner = handle(x, node, open_defs[-1][1] if open_defs else "")
         if inner is not None:
             open_defs.append((node.end_byte, inner))
-    return x.facts
+    return x.finish()
 
 
 # One query per language from its family's CAPTURES. No text predicates (#eq?): the tree was parsed through

@@ -17,6 +17,9 @@ CAPTURES = [
     "call_expression",
     "interpreted_string_literal",
     "raw_string_literal",
+    "parameter_declaration",
+    "short_var_declaration",
+    "var_spec",
 ]
 
 
@@ -31,9 +34,21 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
     if t == "type_spec":
         x.symbol(node, x.text(node.child_by_field_name("name")), "type", scope, None)
     elif t == "import_spec":
-        path = x.string(node.child_by_field_name("path"))
+        path, alias = x.string(node.child_by_field_name("path")), node.child_by_field_name("name")
         if path:
-            x.facts.imports.append([path, "", line(node)])
+            x.facts.imports.append([path, "", x.text(alias) if alias is not None else "", line(node)])
+    elif t in ("parameter_declaration", "var_spec"):  # a method's receiver is one: `func (s *Server) ...`
+        kind = node.child_by_field_name("type")
+        for name in node.children_by_field_name("name"):
+            if kind is not None:
+                x.bind(scope, x.text(name), x.text(kind))
+    elif t == "short_var_declaration":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        for name, value in zip(left.named_children if left else [], right.named_children if right else []):
+            if value.type == "unary_expression":
+                value = value.child_by_field_name("operand") or value
+            if value.type == "composite_literal":
+                x.bind(scope, x.text(name), x.text(value.child_by_field_name("type")))
     elif t == "call_expression":
         _call(x, node, scope)
     elif t in ("interpreted_string_literal", "raw_string_literal"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from indexer.extract import Extraction, line
+from indexer.extract import Extraction, line, type_name
 
 CAPTURES = [
     "class_declaration",
@@ -17,6 +17,10 @@ CAPTURES = [
     "import_declaration",
     "method_invocation",
     "string_literal",
+    "object_creation_expression",
+    "field_declaration",
+    "formal_parameter",
+    "local_variable_declaration",
 ]
 TYPES = ("class_declaration", "interface_declaration", "enum_declaration", "record_declaration")
 
@@ -41,19 +45,33 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
         return qualified
     if t == "import_declaration":
         module = x.text(node).removeprefix("import").strip().removeprefix("static").strip().rstrip(";").strip()
-        x.facts.imports.append([module, "", line(node)])
+        x.facts.imports.append([module, "", "", line(node)])
     elif t == "method_invocation":
         # Java's call has `object` and `name` fields, not `function`: the shared call_site() does not fit.
         name = node.child_by_field_name("name")
         obj = node.child_by_field_name("object")
         callee = x.text(name)
         root = x.root(obj) if obj is not None else callee
-        x.facts.calls.append([scope, callee, root, line(node)])
+        x.call(scope, callee, root, " ".join(x.text(obj).split()) if obj is not None else "", line(node))
         first = x.first_arg(node.child_by_field_name("arguments"))
         if first and x.text(obj) == "System" and callee == "getenv":
             x.facts.env_keys.append([first, "System.getenv", line(node)])
     elif t == "string_literal":
         x.url(node)
+    elif t == "object_creation_expression":  # `new Invoice(...)` calls Invoice's constructor
+        kind = x.text(node.child_by_field_name("type"))
+        callee = type_name(kind).rsplit(".", 1)[-1]
+        if callee:
+            x.call(scope, callee, kind.split(".")[0], "", line(node))
+    elif t in ("field_declaration", "local_variable_declaration"):
+        kind = x.text(node.child_by_field_name("type"))
+        for declarator in node.children_by_field_name("declarator"):
+            name = x.text(declarator.child_by_field_name("name"))
+            x.bind(scope, name, kind)
+            if t == "field_declaration":  # a field is `this.f` as well as `f` in its class's methods
+                x.bind(scope, "this." + name, kind)
+    elif t == "formal_parameter":
+        x.bind(scope, x.text(node.child_by_field_name("name")), x.text(node.child_by_field_name("type")))
     return None
 
 

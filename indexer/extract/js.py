@@ -20,6 +20,11 @@ CAPTURES = [
     "template_string",
     "(member_expression object: (member_expression property: (property_identifier)))",
     "(subscript_expression object: (member_expression))",
+    "new_expression",
+    "assignment_expression",
+    "public_field_definition",
+    "required_parameter",
+    "optional_parameter",
 ]
 DEFINITIONS = (
     "function_declaration",
@@ -38,16 +43,39 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
         kind = "method" if t == "method_definition" else ("class" if "class" in t else "function")
         return x.symbol(node, name, kind, scope, node.child_by_field_name("body"))
     if t == "variable_declarator":
-        value = node.child_by_field_name("value")
+        value, name = node.child_by_field_name("value"), node.child_by_field_name("name")
         if value is not None and value.type in FUNCTION_VALUES:
-            name = x.text(node.child_by_field_name("name"))
-            return x.symbol(node, name, "function", scope, value.child_by_field_name("body"))
+            return x.symbol(node, x.text(name), "function", scope, value.child_by_field_name("body"))
+        if value is not None and value.type == "new_expression":
+            x.bind(scope, x.text(name), x.text(value.child_by_field_name("constructor")))
+        elif value is not None and value.type == "call_expression" and _required(x, value) and name is not None:
+            _require_binding(x, name, _required(x, value), line(node))
     elif t == "import_statement":
         source = x.string(node.child_by_field_name("source")) if node.child_by_field_name("source") else None
         if source:
-            x.facts.imports.append([source, "", line(node)])
+            _import(x, node, source)
     elif t == "call_expression":
         _call(x, node, scope)
+    elif t == "new_expression":
+        ctor = node.child_by_field_name("constructor")
+        callee, root, receiver = x._callee(ctor)
+        if callee:
+            x.call(scope, callee, root, receiver, line(node))
+    elif t == "assignment_expression":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if right is not None and right.type == "new_expression" and left is not None:
+            x.bind(scope, x.text(left), x.text(right.child_by_field_name("constructor")))
+    elif t == "public_field_definition":
+        name, annotation = node.child_by_field_name("name"), node.child_by_field_name("type")
+        if name is not None and annotation is not None:
+            x.bind(scope, "this." + x.text(name), x.text(annotation).lstrip(": "))
+    elif t in ("required_parameter", "optional_parameter"):
+        name, annotation = node.child_by_field_name("pattern"), node.child_by_field_name("type")
+        if name is not None and annotation is not None and name.type == "identifier":
+            type_text = x.text(annotation).lstrip(": ")
+            x.bind(scope, x.text(name), type_text)
+            if any(c.type == "accessibility_modifier" for c in node.children):  # a constructor's parameter property
+                x.bind(scope, "this." + x.text(name), type_text)
     elif t == "member_expression":
         obj = node.child_by_field_name("object")
         if x.text(obj) in ("process.env", "import.meta.env"):
@@ -63,11 +91,53 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
     return None
 
 
+def _import(x: Extraction, node: Node, source: str) -> None:
+    """One imports row per name an ES import binds: (source, what, alias): `default` for a default import,
+    `*` for a namespace; a bare `import './x'` binds nothing."""
+    clause = next((c for c in node.named_children if c.type == "import_clause"), None)
+    rows = []
+    for part in clause.named_children if clause is not None else []:
+        if part.type == "identifier":
+            rows.append(["default", x.text(part)])
+        elif part.type == "namespace_import":
+            rows += [["*", x.text(c)] for c in part.named_children if c.type == "identifier"]
+        elif part.type == "named_imports":
+            for spec in part.named_children:
+                if spec.type == "import_specifier":
+                    name, alias = spec.child_by_field_name("name"), spec.child_by_field_name("alias")
+                    rows.append([x.text(name), x.text(alias) if alias is not None else ""])
+    for what, alias in rows or [["", ""]]:
+        x.facts.imports.append([source, what, alias, line(node)])
+
+
+def _required(x: Extraction, call: Node) -> str | None:
+    """The module a `require('...')` call names; None for any other call."""
+    fn = call.child_by_field_name("function")
+    if fn is None or fn.type != "identifier" or x.text(fn) != "require":
+        return None
+    return x.first_arg(call.child_by_field_name("arguments"))
+
+
+def _require_binding(x: Extraction, pattern: Node, source: str, at: int) -> None:
+    """`const m = require(s)` binds the module; `const {a, b: c} = require(s)` binds its names."""
+    if pattern.type == "identifier":
+        x.facts.imports.append([source, "*", x.text(pattern), at])
+        return
+    for part in pattern.named_children:
+        if part.type == "shorthand_property_identifier_pattern":
+            x.facts.imports.append([source, x.text(part), "", at])
+        elif part.type == "pair_pattern":
+            key, value = part.child_by_field_name("key"), part.child_by_field_name("value")
+            x.facts.imports.append([source, x.text(key), x.text(value), at])
+
+
 def _call(x: Extraction, node: Node, scope: str) -> None:
     call = x.call_site(node, scope)
     callee, first, args = call.callee, call.first, call.args
     if callee == "require" and first:
-        x.facts.imports.append([first, "", line(node)])
+        parent = node.parent
+        if parent is None or parent.type != "variable_declarator":  # a binding one: variable_declarator's row
+            x.facts.imports.append([first, "", "", line(node)])
     elif (
         callee in HTTP_METHODS + ("all",)
         and first

@@ -18,9 +18,25 @@ CAPTURES = [
     "subscript",
     "string",
     "(attribute object: (identifier))",
+    "assignment",
+    "typed_parameter",
+    "typed_default_parameter",
+    "as_pattern",
 ]
 ENV_GETTERS = ("os.getenv", "getenv", "os.environ.get", "environ.get", "os.environ.setdefault")
 SETTINGS_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]+$")
+LITERAL_TYPES = {
+    "dictionary": "dict",
+    "dictionary_comprehension": "dict",
+    "list": "list",
+    "list_comprehension": "list",
+    "set": "set",
+    "set_comprehension": "set",
+    "string": "str",
+    "concatenated_string": "str",
+    "tuple": "tuple",
+}
+BUILTIN_TYPES = ("dict", "list", "set", "frozenset", "tuple", "str", "bytes", "bytearray")
 
 
 def handle(x: Extraction, node: Node, scope: str) -> str | None:
@@ -29,14 +45,33 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
         return _definition(x, node, scope)
     if t == "import_statement":
         for child in node.named_children:
-            target = child.child_by_field_name("name") if child.type == "aliased_import" else child
-            x.facts.imports.append([x.text(target), "", line(node)])
+            target, alias = _aliased(x, child)
+            x.facts.imports.append([target, "", alias, line(node)])
     elif t == "import_from_statement":
         module = x.text(node.child_by_field_name("module_name"))
         names = [c for c in node.children_by_field_name("name")]
         for n in names or [None]:
-            target = n.child_by_field_name("name") if n is not None and n.type == "aliased_import" else n
-            x.facts.imports.append([module, x.text(target) if target is not None else "*", line(node)])
+            target, alias = _aliased(x, n) if n is not None else ("*", "")
+            x.facts.imports.append([module, target, alias, line(node)])
+    elif t == "assignment":
+        left, right, annotation = (node.child_by_field_name(f) for f in ("left", "right", "type"))
+        if left is not None and left.type in ("identifier", "attribute"):
+            if annotation is not None:
+                x.bind(scope, x.text(left), x.text(annotation))
+            elif right is not None:
+                _bind_constructed(x, scope, x.text(left), right)
+    elif t in ("typed_parameter", "typed_default_parameter"):
+        name = node.child_by_field_name("name") or next(
+            (c for c in node.named_children if c.type == "identifier"), None
+        )
+        annotation = node.child_by_field_name("type")
+        if name is not None and annotation is not None:
+            x.bind(scope, x.text(name), x.text(annotation))
+    elif t == "as_pattern":
+        value = node.named_children[0] if node.named_children else None
+        target = node.child_by_field_name("alias")
+        if value is not None and target is not None:
+            _bind_constructed(x, scope, x.text(target), value)
     elif t == "call":
         _call(x, node, scope)
     elif t == "subscript":
@@ -52,6 +87,28 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
     elif t == "string":
         x.url(node)
     return None
+
+
+def _aliased(x: Extraction, node: Node) -> tuple[str, str]:
+    """(what is imported, the name it is bound to when renamed) of `a.b` or `a.b as c`."""
+    if node.type == "aliased_import":
+        return x.text(node.child_by_field_name("name")), x.text(node.child_by_field_name("alias"))
+    return x.text(node), ""
+
+
+def _bind_constructed(x: Extraction, scope: str, target: str, value: Node) -> None:
+    """`target = Name(...)` or `mod.Name(...)`: a class by its name (PEP 8 capitalises classes), so the target
+    holds a Name; a literal or a builtin's constructor (`{}`, `[]`, `dict(...)`) holds that builtin type, whose
+    methods (`d.get(k)`) are no call of any indexed definition."""
+    if value.type in LITERAL_TYPES:
+        x.bind(scope, target, LITERAL_TYPES[value.type])
+        return
+    if value.type != "call":
+        return
+    fn = value.child_by_field_name("function")
+    name = x.text(fn) if fn is not None and fn.type in ("identifier", "attribute") else ""
+    if name.rsplit(".", 1)[-1][:1].isupper() or name in BUILTIN_TYPES:
+        x.bind(scope, target, name)
 
 
 def _definition(x: Extraction, node: Node, scope: str) -> str:

@@ -55,7 +55,9 @@ SEARCH_FIELDS = (
 GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case", "cursor")
 ROUTE_FIELDS = ("task", "limit")
 SYNC_FIELDS = ("repo", "files", "deleted")
-FILE_PARAMS, CONTEXT_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("symbol", "repo"), ("ids",)
+FILE_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("ids",)
+CONTEXT_PARAMS = ("symbol", "repo", "name_only", "cursor", "limit")
+REFERENCES_PARAMS = ("symbol", "repo", "path", "line", "name_only", "cursor", "limit")
 FILES_PARAMS, OUTLINE_PARAMS = ("repo", "path_glob", "ref", "cursor", "limit"), ("repo", "path", "ref")
 
 
@@ -288,9 +290,33 @@ async def route(request: Request):
 @endpoint(shape)
 async def context(request: Request):
     q = _params(request, CONTEXT_PARAMS)
+    page = _caller_page(q)
     return await anyio.to_thread.run_sync(
-        _service(request).context, current_org.get(), q.get("symbol", ""), q.get("repo")
+        lambda: _service(request).context(current_org.get(), q.get("symbol", ""), q.get("repo"), **page)
     )
+
+
+@endpoint(shape)
+async def references(request: Request):
+    """find_references over HTTP: ?symbol= (and repo), or ?repo=&path=&line=."""
+    q = _params(request, REFERENCES_PARAMS)
+    asked = {
+        "symbol": q.get("symbol"),
+        "repo": q.get("repo"),
+        "path": q.get("path"),
+        "line": _int(q.get("line"), "line"),
+    }
+    return await anyio.to_thread.run_sync(
+        lambda: _service(request).references(current_org.get(), **asked, **_caller_page(q))
+    )
+
+
+def _caller_page(q) -> dict:
+    """A caller page's parameters: name_only (true|false), cursor, limit."""
+    flag = q.get("name_only", "false").lower()
+    if flag not in ("true", "false", "1", "0"):
+        raise SurfaceError(400, f"'name_only' must be true or false, got {q.get('name_only')!r}")
+    return {"name_only": flag in ("true", "1"), "cursor": q.get("cursor"), "limit": _int(q.get("limit"), "limit", 50)}
 
 
 @endpoint(shape)
@@ -378,6 +404,7 @@ ROUTES = [
     Route("/v1/outline", outline),
     Route("/v1/route", route, methods=["POST"]),
     Route("/v1/context", context),
+    Route("/v1/references", references),
     Route("/v1/repos", repos),
     Route("/v1/status", status),
     Route("/v1/sessions/{session_id}/sync", session_sync, methods=["POST"]),

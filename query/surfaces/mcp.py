@@ -368,21 +368,61 @@ def route_task(
     return render.routes_markdown(task, snapshot_id, routes)
 
 
+NameOnly = Annotated[
+    bool,
+    Field(description="Also list calls that only share the name (on something of unknown type), labelled so."),
+]
+Cursor = Annotated[str | None, Field(description="next_cursor from the previous page, with the same arguments.")]
+CallerLimit = Annotated[int, Field(ge=1, le=200, description="Callers per page.")]
+Format = Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")]
+
+
 def expand_context(
     ctx: Context,
     symbol: Annotated[str, Field(description="A name like `renew` or `Billing.renew` (as hits show it).")],
     repo: Annotated[
         str | None, Field(description="Only definitions in this repo; callers come from every repo.")
     ] = None,
+    name_only: NameOnly = False,
+    cursor: Cursor = None,
+    limit: CallerLimit = 50,
+    format: Format = "markdown",
 ) -> str:
-    """What else a symbol touches: where it is defined, who calls it in every repo, routes and environment
-    keys inside it, and cross-repo coupling edges. Use it before changing a symbol."""
+    """What else a symbol touches: where it is defined, who calls it in every repo (calls resolved to the
+    definition through imports and receiver types; a page at a time), routes and environment keys inside it,
+    and cross-repo coupling edges. Use it before changing a symbol."""
     service, org = _scope(ctx)
     try:
-        data = service.context(org, symbol, repo)
+        data = service.context(org, symbol, repo, name_only=name_only, cursor=cursor, limit=limit)
     except BlobdexError as exc:
         _fail(exc)
-    return json.dumps(data, indent=1)
+    return json.dumps(data, indent=1) if format == "json" else "\n".join(render.context_text(data))
+
+
+def find_references(
+    ctx: Context,
+    symbol: Annotated[
+        str | None, Field(description="A name like `Session.get`; or give repo, path and line instead.")
+    ] = None,
+    repo: Annotated[str | None, Field(description="With symbol: only definitions in this repo.")] = None,
+    path: Annotated[str | None, Field(description="A file, with repo and line: the definition or call there.")] = None,
+    line: Annotated[int | None, Field(ge=1, description="A line of path, 1-based.")] = None,
+    name_only: NameOnly = False,
+    cursor: Cursor = None,
+    limit: CallerLimit = 50,
+    format: Format = "markdown",
+) -> str:
+    """Every call of a definition across the indexed repos, resolved through imports, enclosing classes and
+    receiver types, grouped by repo. Name the definition as `symbol`, or point at it: repo, path and the line
+    where it is defined or called (as outline and hits show them)."""
+    service, org = _scope(ctx)
+    try:
+        data = service.references(
+            org, symbol=symbol, repo=repo, path=path, line=line, name_only=name_only, cursor=cursor, limit=limit
+        )
+    except BlobdexError as exc:
+        _fail(exc)
+    return json.dumps(data, indent=1) if format == "json" else "\n".join(render.references_text(data))
 
 
 def sync_workspace(
@@ -450,6 +490,7 @@ TOOLS = (
     (outline, READ_ONLY),
     (route_task, READ_ONLY),
     (expand_context, READ_ONLY),
+    (find_references, READ_ONLY),
     (sync_workspace, WRITES),
     (session_status, READ_ONLY),
     (end_session, DISCARDS),

@@ -86,6 +86,33 @@ def _search() -> dict:
     )
 
 
+def _navigation() -> dict:
+    """The routes that browse a repo and follow its calls: list_files, outline, expand_context, find_references."""
+    return {
+        "/v1/files": {
+            "get": _op(
+                "A repo's files at a ref in path order, a page at a time",
+                params=["repo", "path_glob", "ref", "cursor", "limit"],
+            )
+        },
+        "/v1/outline": {"get": _op("A file's definitions with lines and signatures", params=["repo", "path", "ref"])},
+        "/v1/context": {
+            "get": _op(
+                "Definitions, callers, routes, env keys and edges of a symbol",
+                params=["symbol", "repo", "name_only", "cursor", "limit"],
+                extra={"409": STALE},
+            )
+        },
+        "/v1/references": {
+            "get": _op(
+                "Resolved callers of a symbol, or of the definition or call at repo, path and line",
+                params=["symbol", "repo", "path", "line", "name_only", "cursor", "limit"],
+                extra={"409": STALE},
+            )
+        },
+    }
+
+
 def document() -> dict:
     return {
         "openapi": "3.1.0",
@@ -124,21 +151,10 @@ def document() -> dict:
                     },
                 )
             },
-            "/v1/files": {
-                "get": _op(
-                    "A repo's files at a ref in path order, a page at a time",
-                    params=["repo", "path_glob", "ref", "cursor", "limit"],
-                )
-            },
-            "/v1/outline": {
-                "get": _op("A file's definitions with lines and signatures", params=["repo", "path", "ref"])
-            },
             "/v1/route": {
                 "post": _op("Which repos own a task", {"task": {"type": "string"}, "limit": {"type": "integer"}})
             },
-            "/v1/context": {
-                "get": _op("Definitions, callers, routes, env keys and edges of a symbol", params=["symbol", "repo"])
-            },
+            **_navigation(),
             "/v1/sessions/{session_id}/sync": {
                 "post": _op(
                     "Add a session's uncommitted edits",

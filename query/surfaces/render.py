@@ -281,17 +281,9 @@ def _edge_line(e: dict) -> str:
 
 
 def context_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
-    """`blobdex context`: definitions, callers by repo, then routes, env keys and coupling edges."""
-    lines = []
-    for d in data["definitions"]:
-        lines.append(
-            bold(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}") + f"  {d['qualified_name']} ({d['kind']})"
-        )
-        lines.append(f"    {d['signature']}" + (f"\n    {d['doc']}" if d["doc"] else ""))
-    by_repo = ", ".join(f"{r} {n}" for r, n in data["callers_by_repo"].items()) or "none"
-    lines.append(f"\ncallers: {data['callers_total']} ({by_repo})")
-    for c in data["callers"][:50]:
-        lines.append(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}")
+    """`blobdex context` and expand_context's markdown: definitions, callers by repo, then routes, env keys and
+    coupling edges."""
+    lines = _definition_lines(data, bold) + callers_text(data, "expand_context")
     for title, rows, line in (
         ("routes", data["routes"], _route_line),
         ("env keys", data["env_keys"], _env_key_line),
@@ -299,6 +291,40 @@ def context_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
     ):
         lines.append(f"\n{title}: {len(rows)}")
         lines += [f"  {line(r)}" for r in rows]
+    return lines
+
+
+def references_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
+    """`blobdex references` and find_references' markdown: the definitions, then their callers."""
+    return _definition_lines(data, bold) + callers_text(data, "find_references")
+
+
+def _definition_lines(data: dict, bold: Callable[[str], str]) -> list[str]:
+    lines = []
+    for d in data["definitions"]:
+        lines.append(
+            bold(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}") + f"  {d['qualified_name']} ({d['kind']})"
+        )
+        lines.append(f"    {d['signature']}" + (f"\n    {d['doc']}" if d["doc"] else ""))
+    return lines
+
+
+def callers_text(data: dict, tool: str) -> list[str]:
+    """A page of callers: totals by repo and by how each call was resolved, one line per call (name-only ones
+    labelled), and how to see more."""
+    by_repo = ", ".join(f"{r} {n}" for r, n in data["callers_by_repo"].items()) or "none"
+    how = ", ".join(f"{level} {n}" for level, n in data["callers_by_resolution"].items())
+    lines = [f"\ncallers: {data['callers_total']} ({by_repo})" + (f"; resolved by {how}" if how else "")]
+    for c in data["callers"]:
+        label = "  [name only]" if c["resolution"] == "name_only" else ""
+        lines.append(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}{label}")
+    if data["next_cursor"]:
+        lines.append(f"  (more: call {tool} again with the same arguments and cursor={data['next_cursor']!r})")
+    if data["name_only_total"] and not data["name_only_included"]:
+        lines.append(
+            f"  (+ {data['name_only_total']} call(s) of the same name on something of unknown type, not counted; "
+            f"name_only=true lists them)"
+        )
     return lines
 
 
