@@ -48,6 +48,9 @@ JS_GLOBALS = frozenset(
 GO_BUILTINS = frozenset(
     "append cap clear close complex copy delete imag len make max min new panic print println real recover".split()
 )
+# Names every file of a language sees without defining or importing them: a call of one, or of a method of
+# one (`console.log`, `str.join`), calls nothing indexed.
+KNOWN_GLOBALS = {"python": PY_BUILTINS, "js": JS_GLOBALS, "go": GO_BUILTINS}
 BUILTIN_TYPES = {
     "python": frozenset(n for n in PY_BUILTINS if isinstance(getattr(builtins, n), type)),
     "js": frozenset("Array Map Set WeakMap Object Promise String Number Date RegExp Error URL".split()),
@@ -427,7 +430,7 @@ class Resolver:
             found, _ = self.member(target, callee)
             level = "exact" if target.path == path and target.repo == code.name else "import"
             return _row(level, found) if found is not None else ("name_only", "", "", "")
-        if target == EXTERNAL:
+        if target == EXTERNAL or (target is None and receiver.split(".")[0] in KNOWN_GLOBALS.get(family, ())):
             return ("unresolved", "", "", "")
         return ("name_only", "", "", "")
 
@@ -453,7 +456,7 @@ class Resolver:
             same = self._same_package(code, path, callee)
             if same is not None:
                 return _row("exact", same)
-        known = {"python": PY_BUILTINS, "js": JS_GLOBALS, "go": GO_BUILTINS}.get(family, frozenset())
+        known = KNOWN_GLOBALS.get(family, frozenset())
         return ("unresolved", "", "", "") if callee in known else ("name_only", "", "", "")
 
     def _on_class(self, cls: Def, callee: str, level: str) -> tuple:

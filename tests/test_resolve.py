@@ -1,0 +1,314 @@
+"""Call resolution over real repos indexed by the real pipeline: every call row of a Python org (two repos, one
+importing the other's package), of JavaScript, Go and Java code, resolved to the exact definition with its
+level; a run that moves a definition writes again the unchanged files whose calls now resolve elsewhere, and
+holds what a rebuild from scratch holds; find_references by name and by position."""
+
+from __future__ import annotations
+
+import pytest
+from dulwich.repo import Repo
+
+from indexer.build import run
+from indexer.snapshot import open_manifest, read_graph, read_part_table
+from indexer.snapshot import parts_of
+from query.expand_context import references
+from tests import gitrepo
+from tests.corpus import build_corpus
+from tests.test_incremental import content, fresh_copy
+
+LIB = {
+    "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .api import get\n",
+    "src/lib/api.py": b"""from . import sessions
+
+
+def request(method, url):
+    with sessions.Session() as s:
+        return s.request(method, url)
+
+
+def get(url):
+    return request("get", url)
+""",
+    "src/lib/sessions.py": b"""class Base:
+    def merge(self):
+        pass
+
+
+class Session(Base):
+    def request(self, m, u):
+        self.merge()
+        return self.send(m)
+
+    def send(self, m):
+        return len(m)
+
+    def get(self, url):
+        return self.request("GET", url)
+
+
+def session():
+    return Session()
+""",
+    "src/lib/cli.py": b"""from lib import get
+
+
+def main(url):
+    return get(url)
+""",
+}
+APP = {
+    "app/__init__.py": b"",
+    "app/main.py": b"""import os.path
+
+import lib
+from lib import Session
+
+
+def go(x):
+    s = Session()
+    s.get("u")
+    lib.get("u")
+    os.path.join("a")
+    x.get("k")
+    helper()
+    print(1)
+
+
+def helper():
+    d = {}
+    return d.get("a")
+""",
+}
+# (repo, path, line, callee, resolution, resolved repo, resolved path, resolved symbol), in path and line order
+PYTHON_CALLS = [
+    ("app", "app/main.py", 8, "Session", "import", "lib", "src/lib/sessions.py", "Session"),
+    ("app", "app/main.py", 9, "get", "receiver", "lib", "src/lib/sessions.py", "Session.get"),
+    ("app", "app/main.py", 10, "get", "import", "lib", "src/lib/api.py", "get"),  # lib's __init__ re-exports it
+    ("app", "app/main.py", 11, "join", "unresolved", "", "", ""),  # os is no indexed package
+    ("app", "app/main.py", 12, "get", "name_only", "", "", ""),  # x: nothing says what it is
+    ("app", "app/main.py", 13, "helper", "exact", "app", "app/main.py", "helper"),
+    ("app", "app/main.py", 14, "print", "unresolved", "", "", ""),  # a builtin
+    ("app", "app/main.py", 19, "get", "unresolved", "", "", ""),  # d = {}: a dict's method
+    ("lib", "src/lib/api.py", 5, "Session", "import", "lib", "src/lib/sessions.py", "Session"),
+    (
+        "lib",
+        "src/lib/api.py",
+        6,
+        "request",
+        "receiver",
+        "lib",
+        "src/lib/sessions.py",
+        "Session.request",
+    ),  # with ... as s
+    ("lib", "src/lib/api.py", 10, "request", "exact", "lib", "src/lib/api.py", "request"),
+    ("lib", "src/lib/cli.py", 5, "get", "import", "lib", "src/lib/api.py", "get"),
+    ("lib", "src/lib/sessions.py", 8, "merge", "receiver", "lib", "src/lib/sessions.py", "Base.merge"),  # inherited
+    ("lib", "src/lib/sessions.py", 9, "send", "exact", "lib", "src/lib/sessions.py", "Session.send"),
+    ("lib", "src/lib/sessions.py", 12, "len", "unresolved", "", "", ""),
+    ("lib", "src/lib/sessions.py", 15, "request", "exact", "lib", "src/lib/sessions.py", "Session.request"),
+    ("lib", "src/lib/sessions.py", 19, "Session", "exact", "lib", "src/lib/sessions.py", "Session"),
+]
+POLY = {
+    "web/http.js": b"""export function fetchJson(url) {
+  return fetch(url);
+}
+
+export class Client {
+  get(u) {
+    return fetchJson(u);
+  }
+}
+""",
+    "web/app.js": b"""import { fetchJson } from "./http";
+import * as http from "./http";
+
+export function load() {
+  const c = new http.Client();
+  c.get("/x");
+  console.log(fetchJson("/y"));
+}
+""",
+    "server/server.go": b"""package server
+
+type Server struct{}
+
+func (s *Server) Handle() {
+	s.log()
+}
+
+func (s *Server) log() {}
+
+func NewServer() *Server {
+	return &Server{}
+}
+""",
+    "server/util.go": b"""package server
+
+func helper() *Server {
+	return NewServer()
+}
+""",
+    "cmd/main.go": b"""package main
+
+import (
+	"fmt"
+
+	"github.com/acme/poly/server"
+)
+
+func main() {
+	s := &server.Server{}
+	s.Handle()
+	server.NewServer()
+	fmt.Println("up")
+}
+""",
+    "src/main/java/com/acme/Invoice.java": b"""package com.acme;
+
+public class Invoice {
+  public static Invoice create() { return new Invoice(); }
+  public double total() { return 0; }
+}
+""",
+    "src/main/java/com/acme/billing/Billing.java": b"""package com.acme.billing;
+
+import com.acme.Invoice;
+
+public class Billing {
+  private Invoice last;
+  double charge() {
+    Invoice i = Invoice.create();
+    last.total();
+    return i.total() + helper();
+  }
+  double helper() { return 1; }
+}
+""",
+}
+POLY_CALLS = [
+    ("cmd/main.go", 11, "Handle", "receiver", "server/server.go", "Server.Handle"),
+    ("cmd/main.go", 12, "NewServer", "import", "server/server.go", "NewServer"),
+    ("cmd/main.go", 13, "Println", "unresolved", "", ""),
+    ("server/server.go", 6, "log", "receiver", "server/server.go", "Server.log"),
+    ("server/util.go", 4, "NewServer", "exact", "server/server.go", "NewServer"),  # the same package
+    ("src/main/java/com/acme/Invoice.java", 4, "Invoice", "exact", "src/main/java/com/acme/Invoice.java", "Invoice"),
+    (
+        "src/main/java/com/acme/billing/Billing.java",
+        8,
+        "create",
+        "import",
+        "src/main/java/com/acme/Invoice.java",
+        "Invoice.create",
+    ),
+    (  # a field's type
+        "src/main/java/com/acme/billing/Billing.java",
+        9,
+        "total",
+        "receiver",
+        "src/main/java/com/acme/Invoice.java",
+        "Invoice.total",
+    ),
+    (
+        "src/main/java/com/acme/billing/Billing.java",
+        10,
+        "helper",
+        "exact",
+        "src/main/java/com/acme/billing/Billing.java",
+        "Billing.helper",
+    ),
+    (
+        "src/main/java/com/acme/billing/Billing.java",
+        10,
+        "total",
+        "receiver",
+        "src/main/java/com/acme/Invoice.java",
+        "Invoice.total",
+    ),
+    ("web/app.js", 5, "Client", "import", "web/http.js", "Client"),
+    ("web/app.js", 6, "get", "receiver", "web/http.js", "Client.get"),
+    ("web/app.js", 7, "fetchJson", "import", "web/http.js", "fetchJson"),
+    ("web/app.js", 7, "log", "unresolved", "", ""),  # console's
+    ("web/http.js", 2, "fetch", "unresolved", "", ""),
+    ("web/http.js", 7, "fetchJson", "exact", "web/http.js", "fetchJson"),
+]
+
+
+def calls(data_dir, repos: tuple[str, ...] | None = None) -> list[tuple]:
+    path, _ = open_manifest(data_dir)
+    rows = read_graph(path, "calls").to_pylist()
+    columns = ("repo", "path", "line", "callee", "resolution", "resolved_repo", "resolved_path", "resolved_symbol")
+    return sorted(tuple(r[c] for c in columns) for r in rows if repos is None or r["repo"] in repos)
+
+
+@pytest.fixture(scope="module")
+def python_org(tmp_path_factory):
+    return build_corpus(tmp_path_factory.mktemp("resolve"), {"lib": LIB, "app": APP})
+
+
+def test_every_python_call_resolves_to_its_definition_across_repos(python_org):
+    assert calls(python_org.cfg.data_dir) == sorted(PYTHON_CALLS)
+
+
+def test_javascript_go_and_java_calls_resolve_within_their_repo(tmp_path):
+    built = build_corpus(tmp_path, {"poly": POLY})
+    found = [
+        (path, line, callee, how, where, symbol)
+        for _, path, line, callee, how, _, where, symbol in calls(built.cfg.data_dir)
+    ]
+    assert found == POLY_CALLS
+
+
+def test_references_by_name_and_by_position(python_org):
+    data_dir = python_org.cfg.data_dir
+    by_name = references(data_dir, symbol="Session.request")
+    assert [(c["repo"], c["path"], c["line"], c["resolution"]) for c in by_name["callers"]] == [
+        ("lib", "src/lib/api.py", 6, "receiver"),
+        ("lib", "src/lib/sessions.py", 15, "exact"),
+    ]
+    # a position on a call names what it calls; a position inside a definition names the definition
+    at_call = references(data_dir, repo="app", path="app/main.py", line=10)
+    assert [(d["path"], d["qualified_name"]) for d in at_call["definitions"]] == [("src/lib/api.py", "get")]
+    assert [(c["repo"], c["path"], c["line"]) for c in at_call["callers"]] == [
+        ("app", "app/main.py", 10),
+        ("lib", "src/lib/cli.py", 5),
+    ]
+    inside = references(data_dir, repo="lib", path="src/lib/sessions.py", line=12)
+    assert [d["qualified_name"] for d in inside["definitions"]] == ["Session.send"]
+    assert [(c["path"], c["line"]) for c in inside["callers"]] == [("src/lib/sessions.py", 9)]
+    whole = references(data_dir, symbol="get", repo="lib")  # api.get and Session.get
+    assert (whole["callers_total"], whole["name_only_total"], whole["next_cursor"]) == (3, 1, None)
+    pages, cursor = [], None
+    while True:
+        page = references(data_dir, symbol="get", repo="lib", limit=1, cursor=cursor)
+        pages.append(page["callers"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert [c for p in pages for c in p] == whole["callers"] and len(pages) == 3
+    loose = references(data_dir, symbol="get", repo="lib", name_only=True)
+    assert loose["callers"][:3] == whole["callers"]
+    assert [(c["path"], c["line"], c["resolution"]) for c in loose["callers"][3:]] == [
+        ("app/main.py", 12, "name_only")  # x.get("k"), labelled
+    ]
+
+
+def test_a_moved_definition_rewrites_the_unchanged_files_that_call_it(tmp_path):
+    """`get` moves from api.py to shortcuts.py and __init__.py re-exports it from there: cli.py, unchanged, now
+    calls shortcuts.py's `get`; the run writes cli.py again, and the snapshot equals a rebuild from scratch."""
+    built = build_corpus(tmp_path, {"lib": LIB})
+    moved = {
+        **LIB,
+        "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .shortcuts import get\n",
+        "src/lib/api.py": LIB["src/lib/api.py"].split(b"\n\ndef get")[0] + b"\n",
+        "src/lib/shortcuts.py": b"from .api import request\n\n\ndef get(url):\n    return request('get', url)\n",
+    }
+    repo = Repo(str(tmp_path / "src" / "lib"))
+    gitrepo.commit(repo, moved, message="move get", parents=[repo.head()])
+    run(built.cfg, show_progress=False)
+    path, manifest = open_manifest(built.cfg.data_dir)
+    newest = parts_of(path, manifest, {("default", "lib")})[-1]
+    written = set(read_part_table(newest, "paths").column("path").to_pylist())
+    assert written == {"src/lib/__init__.py", "src/lib/api.py", "src/lib/shortcuts.py", "src/lib/cli.py"}
+    cli = [c for c in calls(built.cfg.data_dir) if c[1] == "src/lib/cli.py"]
+    assert cli == [("lib", "src/lib/cli.py", 5, "get", "import", "lib", "src/lib/shortcuts.py", "get")]
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
