@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from indexer.edges import python_packages
+from indexer.edges import TOP_PACKAGE_DIRS, python_packages
 from indexer.languages import language_for
 
 LEVELS = ("exact", "import", "receiver", "name_only", "unresolved")
@@ -111,7 +111,9 @@ class Code:
         for path in sorted(self.paths):
             self.dirs[path.rpartition("/")[0]].append(path)
         self.py_modules = _python_modules(sorted(p for p in self.paths if p.endswith(".py")))
-        self.py_names = {path: dotted for dotted, path in self.py_modules.items()}
+        self.py_names: dict[str, str] = {}  # path -> its module's name (the package's, before any path tail)
+        for dotted, path in self.py_modules.items():
+            self.py_names.setdefault(path, dotted)
         self.packages = python_packages(sorted(self.paths))
         self._bindings: dict[str, dict[str, object]] = {}
 
@@ -122,8 +124,9 @@ class Code:
 def _python_modules(paths: list[str]) -> dict[str, str]:
     """Dotted module name -> path: a file's module is its path from the directory above its outermost package
     (the directories holding `__init__.py` that lead down to it); a file outside any package is its own name.
-    Then, where no package says otherwise, every tail of a path is a module too: namespace packages (PEP 420)
-    have no `__init__.py`, and `src/billing/invoice.py` is imported as `billing.invoice`."""
+    Then, where no package says otherwise, a path below the repo's root or a `src/`-like directory is a module
+    by that path: namespace packages (PEP 420) have no `__init__.py`, and `src/billing/invoice.py` is imported as
+    `billing.invoice`. (Not every tail of a path: `src/flask/json/__init__.py` is no module `json`.)"""
     inits = {p.rpartition("/")[0] for p in paths if p.endswith("__init__.py")}
     modules: dict[str, str] = {}
     for path in paths:
@@ -136,8 +139,8 @@ def _python_modules(paths: list[str]) -> dict[str, str]:
             modules.setdefault(".".join(parts), path)
     for path in paths:
         parts = path[: -len("/__init__.py") if path.endswith("/__init__.py") else -3].split("/")
-        for n in range(len(parts)):
-            modules.setdefault(".".join(parts[n:]), path)
+        start = 1 if len(parts) > 1 and parts[0] in TOP_PACKAGE_DIRS else 0
+        modules.setdefault(".".join(parts[start:]), path)
     return modules
 
 
@@ -256,11 +259,12 @@ class Resolver:
         return code.top(found, dotted.rsplit(".", 1)[-1]) or EXTERNAL
 
     def member_of_module(self, code: Code, path: str, module: str, name: str):
-        """What `from module import name` binds: a definition (through re-exports) or a submodule."""
+        """What `from module import name` binds: a definition (through re-exports) or a submodule; EXTERNAL for a
+        module no indexed repo defines; None for a name the module binds otherwise (a variable: unknown)."""
         found = self.module(code, path, module)
         if not isinstance(found, Module):
             return EXTERNAL
-        return self.export(found, name) or EXTERNAL
+        return self.export(found, name)
 
     def export(self, module: Module, name: str, hops: int = 0):
         """What a module offers as `name`: its own definition, one it imports (a re-export, followed), or (Python)
@@ -280,12 +284,17 @@ class Resolver:
                 if (alias or what) != name or what in ("", "*", "default"):
                     continue
                 inner = self.module(code, path, mod)
-                return self.export(inner, what, hops + 1) if isinstance(inner, Module) else EXTERNAL
-        if module.name:
-            sub = code.py_modules.get(f"{module.name}.{name}")
-            if sub is not None:
-                return Module(code.name, (sub,), f"{module.name}.{name}")
-        return None
+                if not isinstance(inner, Module):
+                    return EXTERNAL
+                # `from . import views` in a package's __init__.py names its submodule, not itself again
+                found = self.export(inner, what, hops + 1) if inner.paths != module.paths else None
+                return found if found is not None else self._submodule(code, inner, what)
+        return self._submodule(code, module, name)
+
+    def _submodule(self, code: Code, module: Module, name: str) -> Module | None:
+        dotted = f"{module.name}.{name}" if module.name else ""
+        sub = code.py_modules.get(dotted) if dotted else None
+        return Module(code.name, (sub,), dotted) if sub is not None else None
 
     def _code(self, repo: str) -> Code | None:
         return self.code if repo == self.code.name else self.world.code(repo)
@@ -362,7 +371,7 @@ class Resolver:
             target = self._java_same_package(code, path, first)
         for name in rest:
             if isinstance(target, Module):
-                target = self.export(target, name) or EXTERNAL
+                target = self.export(target, name)
             elif isinstance(target, Def) and target.kind in ("class", "type"):
                 target = self.member(target, name)[0]
             elif target != EXTERNAL:

@@ -103,6 +103,11 @@ def _bind_constructed(x: Extraction, scope: str, target: str, value: Node) -> No
     if value.type in LITERAL_TYPES:
         x.bind(scope, target, LITERAL_TYPES[value.type])
         return
+    if value.type == "identifier":  # `self.app = app`, where the parameter `app` is annotated
+        known = x.receiver_type(scope, x.text(value))
+        if known:
+            x.bind(scope, target, known)
+        return
     if value.type != "call":
         return
     fn = value.child_by_field_name("function")
