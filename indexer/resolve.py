@@ -33,7 +33,7 @@ import pyarrow as pa
 from indexer.edges import TOP_PACKAGE_DIRS, python_packages
 from indexer.languages import language_for
 
-LEVELS = ("exact", "import", "receiver", "name_only", "unresolved")
+LEVELS = ("exact", "import", "receiver", "name_only", "unresolved")  # and `scip`: indexer/scip.py's answer
 COLUMNS = ("resolution", "resolved_repo", "resolved_path", "resolved_symbol")  # what resolution adds to a call
 MAX_HOPS = 8  # re-exports and base classes followed at most this deep (a cycle ends there too)
 FAMILY = {"python": "python", "javascript": "js", "typescript": "js", "tsx": "js", "go": "go", "java": "java"}

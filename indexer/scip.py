@@ -17,6 +17,8 @@ import re
 import shutil
 import stat
 import subprocess
+import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,3 +289,55 @@ def agreement(calls: pa.Table, targets: list) -> Agreement:
         else:
             result.disagree += 1
     return result
+
+
+@dataclass(kw_only=True)
+class Precise:
+    """What the SCIP indexers said of one commit of a repo: each document's occurrences and its lines."""
+
+    documents: dict[str, list[Occurrence]]
+    sources: dict[str, list[str]]
+    tools: list[str]
+    seconds: float
+
+
+def index_commit(mirror: Path, commit_id: str, repo: str, langs: set[str], timeout: float) -> Precise:
+    """Check a commit out into a temporary directory and run every installed SCIP indexer of its languages;
+    ScipError when none is installed or one fails."""
+    families = sorted({FAMILY[lang] for lang in langs if lang in FAMILY})
+    tools = {f: installed(f) for f in families}
+    if not any(tools.values()):
+        names = " or ".join(INDEXERS[f] for f in families) or "an indexer for its languages"
+        raise ScipError(f"scip = true, but {names} is not on PATH (npm install -g @sourcegraph/{names.split()[0]})")
+    started = time.monotonic()
+    documents: dict[str, list[Occurrence]] = {}
+    with tempfile.TemporaryDirectory(prefix="blobdex-scip-") as tmp:
+        root = Path(tmp) / "tree"
+        checkout(mirror, commit_id, root)
+        for family, tool in tools.items():
+            if tool is not None:
+                documents.update(index_tree(tool, family, root, repo, commit_id, timeout))
+        sources = {
+            path: (root / path).read_text(encoding="utf-8", errors="replace").split("\n")
+            for path in documents
+            if (root / path).is_file()
+        }
+    used = [t.name for t in tools.values() if t is not None]
+    return Precise(documents=documents, sources=sources, tools=used, seconds=time.monotonic() - started)
+
+
+def apply(calls: pa.Table, targets: list, repo: str) -> pa.Table:
+    """Call rows with the SCIP indexer's answers taken where it has one: a definition of the repo (`scip`), or
+    something outside every indexed file (`unresolved`)."""
+    columns = {
+        c: calls.column(c).to_pylist() for c in ("resolution", "resolved_repo", "resolved_path", "resolved_symbol")
+    }
+    for i, target in enumerate(targets):
+        if target is None:
+            continue
+        row = ("scip", repo, *target) if isinstance(target, tuple) else ("unresolved", "", "", "")
+        for column, value in zip(columns, row):
+            columns[column][i] = value
+    for name, values in columns.items():
+        calls = calls.set_column(calls.schema.get_field_index(name), name, pa.array(values, pa.string()))
+    return calls

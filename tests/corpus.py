@@ -172,8 +172,8 @@ def write_config(root: Path, repos: list[RepoSpec], model: str = HASH_MODEL, **k
         path=path,
         data_dir=root / "data",
         model=model,
-        max_blob_bytes=kw.get("max_blob_bytes", MAX_BLOB_BYTES),
         repos=tuple(repos),
+        **{"max_blob_bytes": MAX_BLOB_BYTES, **kw},  # any other Config field: max_blob_bytes, scip, ...
     )
     path.write_text(configmod.dumps(cfg, "data"), encoding="utf-8")
     return configmod.load(path)
