@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from indexer.cache import Cache
 from indexer.config import Config
 from indexer.edges import python_packages
 from indexer.ignore import SkipReason
-from indexer.parts import RepoLive, changed_paths
+from indexer.parts import RepoLive, changed_paths, inside, outside
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
 from indexer.resolve import Code, Resolver, World, resolve_calls
@@ -76,22 +76,85 @@ def changes_of(run: Run) -> dict[tuple[str, str], Change]:
     """Each scanned repo's change: the paths that differ from the base, their blobs chunked (new blobs only),
     their calls resolved against the repo as the run leaves it; and, written again, the unchanged paths whose
     calls now resolve to another definition (a definition moved, a re-export changed)."""
-    changes = _changes(run, *scope(run.cfg, run.work, run.base))
+    seen: set[str] = set()  # the blobs the run reads, counted once over both passes
+    changes = _changes(run, *scope(run.cfg, run.work, run.base), seen)
     t0, answers = time.monotonic(), {}  # the SCIP indexers' answers, run once per repo
     again = resolve_changes(run, changes, answers=answers)
     run.report.seconds["resolve"] += time.monotonic() - t0
     if again:
         keys = set(again)
-        redo = _changes(run, *scope(run.cfg, [w for w in run.work if w.spec.key in keys], run.base, again))
+        redo = _changes(run, *scope(run.cfg, [w for w in run.work if w.spec.key in keys], run.base, again), seen)
         changes.update(redo)
         t0 = time.monotonic()
         resolve_changes(run, changes, only=keys, answers=answers)  # the same tree: nothing else resolves elsewhere
         run.report.seconds["resolve"] += time.monotonic() - t0
+    t0 = time.monotonic()
+    changes.update(importers(run, changes))
+    run.report.seconds["resolve"] += time.monotonic() - t0
     return changes
 
 
-def _changes(run: Run, scoped: dict, wanted: dict) -> dict[tuple[str, str], Change]:
-    run.report.blobs += len(wanted)
+def importers(run: Run, changes: dict) -> dict[tuple[str, str], Change]:
+    """Repos this run leaves as they are that import a package of a repo it changes: their calls into it may now
+    resolve elsewhere (a definition moved, a re-export changed), so the paths whose calls do are written again,
+    from the base's rows, with their calls resolved anew."""
+    base = run.base
+    if base is None:
+        return {}
+    trees = {key: _tree(change) for key, change in changes.items()}
+    found: dict[tuple[str, str], Change] = {}
+    for org in sorted({org for org, _ in changes}):
+        packages = set()
+        for (o, name), tree in trees.items():
+            if o == org:
+                packages |= python_packages(tree["files"].column("path").to_pylist())
+                before = base.manifest.repo(o, name)
+                if before is not None and before.parts:
+                    packages |= set(_part_info(run, before).edge_inputs.get("packages", {}))
+        world = None
+        for w in run.work:
+            state = base.manifest.repo(*w.spec.key)
+            if w.spec.org != org or w.spec.key in changes or not w.ok or state is None or not state.parts:
+                continue
+            inputs = _part_info(run, state).edge_inputs
+            if not (set(inputs.get("imports", {})) - set(inputs.get("packages", {}))) & packages:
+                continue
+            world = world or _world(run, org, trees)
+            live = RepoLive(base.path, base.manifest, org, w.spec.name)
+            stored = live.table("calls")
+            again = _kept_answers(stored, resolve_calls(stored, Resolver(world.code(w.spec.name), world)))
+            paths = _differ(stored, again)
+            if paths:
+                new = {t: inside(live.table(t), paths) for t in ("paths", "files", *snapshot.FACT_COLUMNS)}
+                new["calls"] = inside(again, paths)
+                new["chunks"] = inside(live.table("chunks"), paths).drop_columns(["row", "vector"])
+                state = replace(state, refs=list(state.refs), parts=list(state.parts))
+                found[w.spec.key] = Change(live=live, paths=paths, new=new, state=state)
+    return found
+
+
+def _part_info(run: Run, state: RepoState):
+    return snapshot.read_part_info(snapshot.parts_dir(run.cfg.data_dir) / state.parts[-1])
+
+
+def _kept_answers(stored: pa.Table, again: pa.Table) -> pa.Table:
+    """`again` (stored calls resolved anew, without SCIP) with the answers an earlier run's SCIP gave kept."""
+    scip = pc.equal(stored["resolution"], "scip")
+    for c in RESOLUTION_COLUMNS:
+        again = again.set_column(again.schema.get_field_index(c), c, pc.if_else(scip, stored[c], again[c]))
+    return again
+
+
+def _differ(stored: pa.Table, again: pa.Table) -> set[str]:
+    """The paths of call rows whose resolution differs between `stored` and `again` (the same rows)."""
+    before = zip(*(stored.column(c).to_pylist() for c in RESOLUTION_COLUMNS))
+    after = zip(*(again.column(c).to_pylist() for c in RESOLUTION_COLUMNS))
+    return {path for path, b, a in zip(stored.column("path").to_pylist(), before, after) if b != a}
+
+
+def _changes(run: Run, scoped: dict, wanted: dict, seen: set[str]) -> dict[tuple[str, str], Change]:
+    seen.update(wanted)
+    run.report.blobs = len(seen)
     entry_of = entry_lookup(_chunk_stage(run, wanted), run.cfg.max_blob_bytes)
     changes = {}
     for w in run.work:
@@ -129,23 +192,13 @@ def resolve_changes(
         precise = answers.get(key)
         change.new["calls"] = _resolved(change.new["calls"], resolver, precise, trees[key], run.report, key)
         if only is None and change.live is not None and change.paths is not None:
-            kept = _outside(change.live.table("calls"), change.paths)
+            kept = outside(change.live.table("calls"), change.paths)
             again = _resolved(kept, resolver, precise, trees[key])
             if precise is None:  # no SCIP answers this run: a call an earlier run's SCIP resolved keeps them
-                scip = pc.equal(kept["resolution"], "scip")
-                for c in RESOLUTION_COLUMNS:
-                    again = again.set_column(again.schema.get_field_index(c), c, pc.if_else(scip, kept[c], again[c]))
-            differ = [
-                path
-                for path, *before, after in zip(
-                    kept.column("path").to_pylist(),
-                    *(kept.column(c).to_pylist() for c in RESOLUTION_COLUMNS),
-                    zip(*(again.column(c).to_pylist() for c in RESOLUTION_COLUMNS)),
-                )
-                if tuple(before) != after
-            ]
+                again = _kept_answers(kept, again)
+            differ = _differ(kept, again)
             if differ:
-                stale[key] = set(differ)
+                stale[key] = differ
     return stale
 
 
@@ -194,12 +247,8 @@ def _tree(change: Change) -> dict[str, pa.Table]:
         if change.live is None or change.paths is None:
             tree[table] = new
         else:
-            tree[table] = pa.concat_tables([_outside(change.live.table(table, columns), change.paths), new])
+            tree[table] = pa.concat_tables([outside(change.live.table(table, columns), change.paths), new])
     return tree
-
-
-def _outside(table: pa.Table, paths: set[str]) -> pa.Table:
-    return table.filter(pc.invert(pc.is_in(table["path"], value_set=pa.array(sorted(paths), pa.string()))))
 
 
 def _world(run: Run, org: str, trees: dict) -> World:
@@ -210,8 +259,7 @@ def _world(run: Run, org: str, trees: dict) -> World:
     states = [r for r in base.manifest.repos if r.org == org and r.parts] if base else []
     for state in states:
         if (org, state.name) not in trees:
-            info = snapshot.read_part_info(snapshot.parts_dir(run.cfg.data_dir) / state.parts[-1])
-            for package in info.edge_inputs.get("packages", {}):
+            for package in _part_info(run, state).edge_inputs.get("packages", {}):
                 owners.setdefault(package, state.name)
     for (o, name), tree in sorted(trees.items()):
         if o == org:

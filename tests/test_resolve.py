@@ -292,23 +292,45 @@ def test_references_by_name_and_by_position(python_org):
     ]
 
 
+MOVED = {  # `get` moves from api.py to shortcuts.py, and __init__.py re-exports it from there
+    **LIB,
+    "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .shortcuts import get\n",
+    "src/lib/api.py": LIB["src/lib/api.py"].split(b"\n\ndef get")[0] + b"\n",
+    "src/lib/shortcuts.py": b"from .api import request\n\n\ndef get(url):\n    return request('get', url)\n",
+}
+
+
+def written(data_dir, repo: str) -> set[str]:
+    """The paths the newest part of a repo speaks for."""
+    path, manifest = open_manifest(data_dir)
+    return set(read_part_table(parts_of(path, manifest, {("default", repo)})[-1], "paths").column("path").to_pylist())
+
+
 def test_a_moved_definition_rewrites_the_unchanged_files_that_call_it(tmp_path):
-    """`get` moves from api.py to shortcuts.py and __init__.py re-exports it from there: cli.py, unchanged, now
-    calls shortcuts.py's `get`; the run writes cli.py again, and the snapshot equals a rebuild from scratch."""
+    """cli.py, unchanged, now calls shortcuts.py's `get`: the run writes cli.py again, and the snapshot equals a
+    rebuild from scratch."""
     built = build_corpus(tmp_path, {"lib": LIB})
-    moved = {
-        **LIB,
-        "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .shortcuts import get\n",
-        "src/lib/api.py": LIB["src/lib/api.py"].split(b"\n\ndef get")[0] + b"\n",
-        "src/lib/shortcuts.py": b"from .api import request\n\n\ndef get(url):\n    return request('get', url)\n",
-    }
     repo = Repo(str(tmp_path / "src" / "lib"))
-    gitrepo.commit(repo, moved, message="move get", parents=[repo.head()])
+    gitrepo.commit(repo, MOVED, message="move get", parents=[repo.head()])
     run(built.cfg, show_progress=False)
-    path, manifest = open_manifest(built.cfg.data_dir)
-    newest = parts_of(path, manifest, {("default", "lib")})[-1]
-    written = set(read_part_table(newest, "paths").column("path").to_pylist())
-    assert written == {"src/lib/__init__.py", "src/lib/api.py", "src/lib/shortcuts.py", "src/lib/cli.py"}
+    changed = {"src/lib/__init__.py", "src/lib/api.py", "src/lib/shortcuts.py"}
+    assert written(built.cfg.data_dir, "lib") == changed | {"src/lib/cli.py"}
     cli = [c for c in calls(built.cfg.data_dir) if c[1] == "src/lib/cli.py"]
     assert cli == [("lib", "src/lib/cli.py", 5, "get", "import", "lib", "src/lib/shortcuts.py", "get")]
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
+
+
+def test_a_definition_moved_in_one_repo_rewrites_the_files_of_another_that_import_it(tmp_path):
+    """app, at the same commit, imports lib's `get`: when lib moves it, the run writes app's main.py again from
+    the rows it had, its call now resolved to shortcuts.py; the snapshot equals a rebuild from scratch."""
+    built = build_corpus(tmp_path, {"lib": LIB, "app": APP})
+    before = open_manifest(built.cfg.data_dir)[1].repo("default", "app").parts
+    repo = Repo(str(tmp_path / "src" / "lib"))
+    gitrepo.commit(repo, MOVED, message="move get", parents=[repo.head()])
+    report = run(built.cfg, show_progress=False)
+    assert open_manifest(built.cfg.data_dir)[1].repo("default", "app").parts != before  # app has a part written
+    assert "app/main.py" in written(built.cfg.data_dir, "app")
+    app = [c for c in calls(built.cfg.data_dir, ("app",)) if c[3] == "get" and c[2] == 10]
+    assert app == [("app", "app/main.py", 10, "get", "import", "lib", "src/lib/shortcuts.py", "get")]
+    assert report.blobs == 4  # lib's three changed files and cli.py (written again): app's rows were only copied
     assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
