@@ -121,7 +121,12 @@ def importers(run: Run, changes: dict) -> dict[tuple[str, str], Change]:
                 continue
             world = world or _world(run, org, trees)
             live = RepoLive(base.path, base.manifest, org, w.spec.name)
-            stored = live.table("calls")
+            imports = live.table("imports", ("path", "module"))
+            roots = pc.list_element(pc.split_pattern(imports["module"], "."), 0)
+            touching = set(
+                imports.filter(pc.is_in(roots, value_set=pa.array(sorted(packages)))).column("path").to_pylist()
+            )
+            stored = inside(live.table("calls"), touching)  # only files that import a changed package
             again = _kept_answers(stored, resolve_calls(stored, Resolver(world.code(w.spec.name), world)))
             paths = _differ(stored, again)
             if paths:
