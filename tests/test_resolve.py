@@ -5,13 +5,21 @@ holds what a rebuild from scratch holds; find_references by name and by position
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 from dulwich.repo import Repo
+from mcp import Client
+from starlette.testclient import TestClient
 
 from indexer.build import run
-from indexer.snapshot import open_manifest, read_graph, read_part_table
-from indexer.snapshot import parts_of
+from indexer.embed import HashEmbedder
+from indexer.snapshot import open_manifest, parts_of, read_graph, read_part_table
 from query.expand_context import references
+from query.service import Service
+from query.surfaces.app import app
+from query.surfaces.mcp import build
 from tests import gitrepo
 from tests.corpus import build_corpus
 from tests.test_incremental import content, fresh_copy
@@ -334,3 +342,35 @@ def test_a_definition_moved_in_one_repo_rewrites_the_files_of_another_that_impor
     assert app == [("app", "app/main.py", 10, "get", "import", "lib", "src/lib/shortcuts.py", "get")]
     assert report.blobs == 4  # lib's three changed files and cli.py (written again): app's rows were only copied
     assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
+
+
+def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobdex):
+    service = Service(python_org.cfg, embedder=HashEmbedder())
+
+    async def tool(name: str, args: dict):
+        async with Client(build(service)) as client:
+            return await client.call_tool(name, args)
+
+    by_mcp = json.loads(
+        asyncio.run(tool("find_references", {"symbol": "Session.get", "format": "json"})).content[0].text
+    )
+    with TestClient(app(service), base_url="http://127.0.0.1") as http:
+        by_http = http.get("/v1/references", params={"symbol": "Session.get"}).json()
+        by_position = http.get("/v1/references", params={"repo": "lib", "path": "src/lib/sessions.py", "line": "14"})
+        both = http.get("/v1/references", params={"symbol": "get", "line": "3"})
+    assert by_mcp == by_http
+    assert [(c["repo"], c["path"], c["line"], c["resolution"]) for c in by_http["callers"]] == [
+        ("app", "app/main.py", 9, "receiver")
+    ]
+    assert by_position.json()["callers"] == by_http["callers"]  # line 14 is where Session.get is defined
+    assert both.status_code == 400 and both.json()["error"]["message"] == (
+        "give a symbol, or repo, path and line, not both"
+    )
+    markdown = asyncio.run(tool("find_references", {"symbol": "get", "repo": "lib"})).content[0].text
+    assert "callers: 3 (app 2, lib 1); resolved by import 2, receiver 1" in markdown
+    assert "(+ 1 call(s) of the same name on something of unknown type, not counted; name_only=true lists them)" in (
+        markdown
+    )
+    where = ("--config", python_org.cfg.path, "--data-dir", python_org.cfg.data_dir)
+    cli = blobdex(*where, "references", "--repo", "lib", "--path", "src/lib/sessions.py", "--line", "14")
+    assert cli.code == 0 and "app:app/main.py:9  in go" in cli.out
