@@ -141,6 +141,18 @@ def _fail(exc: BlobdexError) -> NoReturn:
     raise ToolError(for_the_model(str(exc))) from exc
 
 
+# Arguments several tools take, described once.
+NameOnly = Annotated[
+    bool,
+    Field(description="Also list calls that only share the name (on something of unknown type), labelled so."),
+]
+Cursor = Annotated[str | None, Field(description="next_cursor from the previous page, with the same arguments.")]
+CallerLimit = Annotated[int, Field(ge=1, le=200, description="Callers per page.")]
+Format = Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")]
+# A ref to browse at: list_files and outline.
+Ref = Annotated[str | None, Field(description="Branch, tag or commit. Default: the ref that was indexed first.")]
+
+
 def search_code(
     ctx: Context,
     query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
@@ -168,10 +180,8 @@ def search_code(
         Literal["chunk", "file"],
         Field(description="'file' ranks files for a task, issue or stack trace instead of chunks."),
     ] = "chunk",
-    format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
-    cursor: Annotated[
-        str | None, Field(description="next_cursor from the previous page, with the same other arguments.")
-    ] = None,
+    format: Format = "markdown",
+    cursor: Cursor = None,
 ) -> str:
     """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
     with ids (stable while the chunk lives); read a whole hit with get_chunk(ids), or the surrounding file with
@@ -252,9 +262,7 @@ def grep(
     limit: Annotated[int, Field(ge=1, le=500, description="At most this many matching lines.")] = 100,
     literal: Annotated[bool, Field(description="Match the pattern as plain text.")] = False,
     ignore_case: bool = False,
-    cursor: Annotated[
-        str | None, Field(description="next_cursor from the previous page, with the same other arguments.")
-    ] = None,
+    cursor: Cursor = None,
 ) -> str:
     """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
     identifiers, error strings and config keys; use search_code for behaviour described in words.
@@ -311,12 +319,10 @@ def list_files(
     path_glob: Annotated[
         str | None, Field(description="Only paths matching this glob (gitignore syntax), e.g. 'src/**/*.py'.")
     ] = None,
-    ref: Annotated[
-        str | None, Field(description="Branch, tag or commit. Default: the ref that was indexed first.")
-    ] = None,
-    cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
+    ref: Ref = None,
+    cursor: Cursor = None,
     limit: Annotated[int, Field(ge=1, le=1000, description="Files per page.")] = 200,
-    format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
+    format: Format = "markdown",
 ) -> str:
     """A repo's files in path order, with language and size, a page at a time: the map of a repo before you
     read it. Files the index skipped say why (vendored, generated, too large). Then outline or get_file."""
@@ -334,10 +340,8 @@ def outline(
     ctx: Context,
     repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
     path: Annotated[str, Field(description="Repo-relative path.")],
-    ref: Annotated[
-        str | None, Field(description="Branch, tag or commit. Default: the ref that was indexed first.")
-    ] = None,
-    format: Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")] = "markdown",
+    ref: Ref = None,
+    format: Format = "markdown",
 ) -> str:
     """A file's definitions (classes, functions, methods) with their line ranges, signatures and first doc
     line, nested as in the file: what a file holds without reading it. At a ref that was not indexed the
@@ -366,15 +370,6 @@ def route_task(
     except BlobdexError as exc:
         _fail(exc)
     return render.routes_markdown(task, snapshot_id, routes)
-
-
-NameOnly = Annotated[
-    bool,
-    Field(description="Also list calls that only share the name (on something of unknown type), labelled so."),
-]
-Cursor = Annotated[str | None, Field(description="next_cursor from the previous page, with the same arguments.")]
-CallerLimit = Annotated[int, Field(ge=1, le=200, description="Callers per page.")]
-Format = Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")]
 
 
 def expand_context(

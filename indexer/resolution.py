@@ -1,0 +1,193 @@
+"""Call resolution in a run: the call rows of the paths a run writes resolved (indexer/resolve.py) against each
+repo as the run leaves it and the org's other repos, the SCIP indexers' answers taken where `scip = true`; and
+what else must be written for it, because the calls there now resolve elsewhere: unchanged paths of a changed
+repo (a definition moved, a re-export changed), and paths of repos that import a changed repo's packages."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from indexer import snapshot
+from indexer.edges import python_packages
+from indexer.parts import RepoLive, inside, outside
+from indexer.resolve import Code, Resolver, World, resolve_calls
+from indexer.scip import FAMILY as SCIP_FAMILY
+from indexer.scip import Precise, ScipError, agreement, apply, index_commit, scip_targets
+from indexer.snapshot import RESOLUTION_COLUMNS, RepoState
+
+if TYPE_CHECKING:
+    from indexer.build import Run
+    from indexer.changes import Change
+
+
+def resolve_changes(
+    run: Run, changes: dict, only: set | None = None, answers: dict | None = None
+) -> dict[tuple[str, str], set[str]]:
+    """Resolve the call rows each change (or those of `only`) writes, against its repo as the run leaves it and
+    the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve differently.
+    `answers` keeps the SCIP indexers' answers per repo between calls (config `scip`)."""
+    answers = {} if answers is None else answers
+    trees = {key: _tree(change) for key, change in changes.items()}
+    worlds: dict[str, World] = {}
+    stale: dict[tuple[str, str], set[str]] = {}
+    for key, change in changes.items():
+        if only is not None and key not in only:
+            continue
+        org, name = key
+        if org not in worlds:
+            worlds[org] = _world(run, org, trees)
+        resolver = Resolver(worlds[org].code(name), worlds[org])
+        if run.cfg.scip and key not in answers:
+            answers[key] = _precise(run, key, change, trees[key])
+        precise = answers.get(key)
+        change.new["calls"] = _resolved(change.new["calls"], resolver, precise, trees[key], run.report, key)
+        if only is None and change.live is not None and change.paths is not None:
+            kept = outside(change.live.table("calls"), change.paths)
+            again = _resolved(kept, resolver, precise, trees[key])
+            if precise is None:  # no SCIP answers this run: a call an earlier run's SCIP resolved keeps them
+                again = _kept_answers(kept, again)
+            differ = _differ(kept, again)
+            if differ:
+                stale[key] = differ
+    return stale
+
+
+def _precise(run: Run, key: tuple[str, str], change: Change, tree: dict) -> Precise | None:
+    """The SCIP indexers' answers for a repo this run writes (config `scip`), at its first ref; None, with a note
+    saying why, when there are none."""
+    langs = set(tree["files"].column("lang").to_pylist())
+    work = next(w for w in run.work if w.spec.key == key)
+    ref = change.state.refs[0] if change.state.refs else None
+    if ref is None or not langs & set(SCIP_FAMILY):
+        return None
+    try:
+        return index_commit(work.mirror_path, ref.commit_id, key[1], langs, run.cfg.scip_timeout_seconds)
+    except ScipError as exc:
+        note = f"repo {key[1]!r}: calls keep blobdex's own resolution: {exc}"
+        if note not in run.report.notes:
+            run.report.notes.append(note)
+        return None
+
+
+def _resolved(calls: pa.Table, resolver: Resolver, precise, tree: dict, report=None, key=None) -> pa.Table:
+    """Call rows resolved, the SCIP answers taken where there are some; the report gets how often the two agreed
+    (over the rows of the run's changed paths)."""
+    calls = resolve_calls(calls, resolver)
+    if precise is None:
+        return calls
+    targets = scip_targets(calls, tree["symbols"], precise.documents, precise.sources)
+    if report is not None:
+        figures = agreement(calls, targets).to_dict()
+        report.scip[f"{key[0]}/{key[1]}"] = {**figures, "tools": precise.tools, "seconds": round(precise.seconds, 1)}
+    return apply(calls, targets, resolver.code.name)
+
+
+TREE_COLUMNS = {
+    "files": ("path", "lang"),
+    "symbols": ("path", "name", "qualified_name", "kind", "parent", "signature", "line"),
+    "imports": ("path", "module", "name", "alias"),
+}
+
+
+def _tree(change: Change) -> dict[str, pa.Table]:
+    """What resolution reads of a repo as the run leaves it: its unchanged live rows and the new ones."""
+    tree = {}
+    for table, columns in TREE_COLUMNS.items():
+        new = change.new[table].select(list(columns))
+        if change.live is None or change.paths is None:
+            tree[table] = new
+        else:
+            tree[table] = pa.concat_tables([outside(change.live.table(table, columns), change.paths), new])
+    return tree
+
+
+def _world(run: Run, org: str, trees: dict) -> World:
+    """The org's repos for resolution: those this run changes as it leaves them, the others as the base holds
+    them (read when a call first needs them); and which repo defines each Python package."""
+    base = run.base
+    owners: dict[str, str] = {}
+    states = [r for r in base.manifest.repos if r.org == org and r.parts] if base else []
+    for state in states:
+        if (org, state.name) not in trees:
+            for package in _part_info(run, state).edge_inputs.get("packages", {}):
+                owners.setdefault(package, state.name)
+    for (o, name), tree in sorted(trees.items()):
+        if o == org:
+            for package in python_packages(tree["files"].column("path").to_pylist()):
+                owners[package] = name
+
+    def load(name: str) -> Code | None:
+        tree = trees.get((org, name))
+        if tree is None and base is not None and any(s.name == name for s in states):
+            live = RepoLive(base.path, base.manifest, org, name)
+            tree = {t: live.table(t, columns) for t, columns in TREE_COLUMNS.items()}
+        return Code(name, tree["files"], tree["symbols"], tree["imports"]) if tree is not None else None
+
+    return World(load, owners)
+
+
+def importers(run: Run, changes: dict) -> dict[tuple[str, str], tuple]:
+    """Repos this run leaves as they are that import a package of a repo it changes: their calls into it may now
+    resolve elsewhere (a definition moved, a re-export changed), so the paths whose calls do are written again,
+    from the base's rows, with their calls resolved anew: key -> (live rows, paths, new rows, state)."""
+    base = run.base
+    if base is None:
+        return {}
+    trees = {key: _tree(change) for key, change in changes.items()}
+    found: dict[tuple[str, str], tuple] = {}
+    for org in sorted({org for org, _ in changes}):
+        packages = set()
+        for (o, name), tree in trees.items():
+            if o == org:
+                packages |= python_packages(tree["files"].column("path").to_pylist())
+                before = base.manifest.repo(o, name)
+                if before is not None and before.parts:
+                    packages |= set(_part_info(run, before).edge_inputs.get("packages", {}))
+        world = None
+        for w in run.work:
+            state = base.manifest.repo(*w.spec.key)
+            if w.spec.org != org or w.spec.key in changes or not w.ok or state is None or not state.parts:
+                continue
+            inputs = _part_info(run, state).edge_inputs
+            if not (set(inputs.get("imports", {})) - set(inputs.get("packages", {}))) & packages:
+                continue
+            world = world or _world(run, org, trees)
+            live = RepoLive(base.path, base.manifest, org, w.spec.name)
+            imports = live.table("imports", ("path", "module"))
+            roots = pc.list_element(pc.split_pattern(imports["module"], "."), 0)
+            touching = set(
+                imports.filter(pc.is_in(roots, value_set=pa.array(sorted(packages)))).column("path").to_pylist()
+            )
+            stored = inside(live.table("calls"), touching)  # only files that import a changed package
+            again = _kept_answers(stored, resolve_calls(stored, Resolver(world.code(w.spec.name), world)))
+            paths = _differ(stored, again)
+            if paths:
+                new = {t: inside(live.table(t), paths) for t in ("paths", "files", *snapshot.FACT_COLUMNS)}
+                new["calls"] = inside(again, paths)
+                new["chunks"] = inside(live.table("chunks"), paths).drop_columns(["row", "vector"])
+                state = replace(state, refs=list(state.refs), parts=list(state.parts))
+                found[w.spec.key] = (live, paths, new, state)  # a Change's fields
+    return found
+
+
+def _part_info(run: Run, state: RepoState):
+    return snapshot.read_part_info(snapshot.parts_dir(run.cfg.data_dir) / state.parts[-1])
+
+
+def _kept_answers(stored: pa.Table, again: pa.Table) -> pa.Table:
+    """`again` (stored calls resolved anew, without SCIP) with the answers an earlier run's SCIP gave kept."""
+    scip = pc.equal(stored["resolution"], "scip")
+    for c in RESOLUTION_COLUMNS:
+        again = again.set_column(again.schema.get_field_index(c), c, pc.if_else(scip, stored[c], again[c]))
+    return again
+
+
+def _differ(stored: pa.Table, again: pa.Table) -> set[str]:
+    """The paths of call rows whose resolution differs between `stored` and `again` (the same rows)."""
+    before = zip(*(stored.column(c).to_pylist() for c in RESOLUTION_COLUMNS))
+    after = zip(*(again.column(c).to_pylist() for c in RESOLUTION_COLUMNS))
+    return {path for path, b, a in zip(stored.column("path").to_pylist(), before, after) if b != a}
