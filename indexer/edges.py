@@ -25,6 +25,7 @@ are recomputed from every repo's inputs at each publish, so they never lag behin
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ MAX_FACTS = 5000
 PARAM_RE = re.compile(r"^(<[^>]*>|\{[^}]*\}|:\w+|\(\?P<\w+>[^)]*\)|\$\{[^}]*\}|\*)$")
 MODEL_BASE_RE = re.compile(r"\b(models\.Model|db\.Model|Model|Base|DeclarativeBase|SQLModel|Document|Entity)\b")
 TOP_PACKAGE_DIRS = ("src", "lib", "python", "pkg")
+GO_MODULE_RE = re.compile(r"^module\s+(\S+)", re.M)
 HOST_RE = re.compile(r"^https?://([^/?#]+)", re.I)
 # Host suffixes that name a service inside one network, never a third party.
 INTERNAL_SUFFIXES = (".local", ".internal", ".svc", ".cluster.local", ".lan", ".corp", ".localdomain", ".intranet")
@@ -163,6 +165,45 @@ def python_packages(paths: list[str]) -> set[str]:
     return names
 
 
+def java_packages(paths: list[str]) -> set[str]:
+    """The Java packages a repo's .java files are in, by their directories below a source root (`src/main/java/`,
+    `src/`, `java/`; else the directory itself): com/acme/Invoice.java -> com.acme."""
+    found = set()
+    for path in paths:
+        if path.endswith(".java") and "/" in path:
+            parts = path.split("/")[:-1]
+            roots = [i + 1 for i, part in enumerate(parts) if part in ("java", "src")]
+            package = parts[roots[-1] :] if roots else parts
+            if package:
+                found.add(".".join(package))
+    return found
+
+
+def declared(chunks: pa.Table) -> dict:
+    """The Go modules and npm packages a repo declares, by manifest path, from the chunk rows (path, chunk_index,
+    text) of its go.mod and package.json files: {"go": {path: module}, "npm": {path: [name, main]}}."""
+    texts: dict[str, list] = defaultdict(list)
+    for path, index, text in zip(*(chunks.column(c).to_pylist() for c in ("path", "chunk_index", "text"))):
+        if path.rsplit("/", 1)[-1] in ("go.mod", "package.json"):
+            texts[path].append((index, text))
+    out: dict[str, dict] = {"go": {}, "npm": {}}
+    for path, parts in sorted(texts.items()):
+        text = "\n".join(t for _, t in sorted(parts))
+        if path.endswith("go.mod"):
+            m = GO_MODULE_RE.search(text)
+            if m:
+                out["go"][path] = m.group(1)
+            continue
+        try:
+            manifest = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(manifest, dict) and isinstance(manifest.get("name"), str):
+            main = manifest.get("main") if isinstance(manifest.get("main"), str) else ""
+            out["npm"][path] = [manifest["name"], main]
+    return out
+
+
 def _sorted_rows(table: pa.Table, columns: tuple[str, ...]) -> list[tuple]:
     """A fact table's rows as tuples of `columns` (path and line last): code before tests (a part keeps a
     bounded number of sites, and tests couple nothing by default), then in (path, line) order."""
@@ -173,9 +214,10 @@ def _sorted_rows(table: pa.Table, columns: tuple[str, ...]) -> list[tuple]:
     return sorted(rows, key=lambda r: is_test_file(r[-2]))  # stable: (path, line) order within each
 
 
-def edge_inputs(facts: dict[str, pa.Table], paths: list[str]) -> dict:
-    """One repo's coupling facts, from its live fact tables (EDGE_INPUTS) and the paths of its indexed files:
-    everything `edges` reads of the repo, JSON-ready, each list in (path, line) order."""
+def edge_inputs(facts: dict[str, pa.Table], paths: list[str], chunks: pa.Table | None = None) -> dict:
+    """One repo's coupling facts, from its live fact tables (EDGE_INPUTS), the paths of its indexed files and
+    its chunk rows (path, chunk_index, text; for its manifests): everything `edges` and call resolution read of
+    the repo as a whole, JSON-ready, each list in (path, line) order."""
     routes = _sorted_rows(facts["routes"], ("method", "pattern", "handler", "path", "line"))[:MAX_FACTS]
     urls = [
         u
@@ -208,6 +250,11 @@ def edge_inputs(facts: dict[str, pa.Table], paths: list[str]) -> dict:
         "models": models,
         "imports": dict(imports),
         "packages": packages,
+        "java": sorted(java_packages(paths)),
+        # every module the repo imports by name (not relative ones): a run that changes what another repo
+        # declares looks here for the repos whose calls it may move (indexer/resolution.importers)
+        "modules": sorted({m for m in facts["imports"].column("module").to_pylist() if m and not m.startswith(".")}),
+        "declared": declared(chunks) if chunks is not None else {"go": {}, "npm": {}},
     }
 
 

@@ -208,7 +208,7 @@ class PartWriter:
         counted as an embedded chunk)."""
         card = card_text(state.name, tables["files"], chunks, tables)
         paths = sorted(set(tables["files"].column("path").to_pylist()))
-        inputs = edge_inputs({t: tables[t] for t in EDGE_INPUTS}, paths)
+        inputs = edge_inputs({t: tables[t] for t in EDGE_INPUTS}, paths, chunks)
         vector = self.vectors([card])[0] if card else None
         info = {"org": state.org, "repo": state.name, "model_id": self.model_id, "dim": self.dim}
         return {**info, "card": card, "edge_inputs": inputs}, vector

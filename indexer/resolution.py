@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexer import snapshot
-from indexer.edges import python_packages
+from indexer.edges import declared, java_packages, python_packages
 from indexer.parts import RepoLive, inside, outside
-from indexer.resolve import Code, Resolver, World, resolve_calls
+from indexer.resolve import Code, Declared, Resolver, World, resolve_calls
 from indexer.scip import FAMILY as SCIP_FAMILY
 from indexer.scip import Precise, ScipError, agreement, apply, index_commit, scip_targets
 from indexer.snapshot import RESOLUTION_COLUMNS, RepoState
@@ -31,7 +31,7 @@ def resolve_changes(
     the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve differently.
     `answers` keeps the SCIP indexers' answers per repo between calls (config `scip`)."""
     answers = {} if answers is None else answers
-    trees = {key: _tree(change) for key, change in changes.items()}
+    trees = {key: _tree(run, change) for key, change in changes.items()}
     worlds: dict[str, World] = {}
     stale: dict[tuple[str, str], set[str]] = {}
     for key, change in changes.items():
@@ -93,32 +93,42 @@ TREE_COLUMNS = {
 }
 
 
-def _tree(change: Change) -> dict[str, pa.Table]:
-    """What resolution reads of a repo as the run leaves it: its unchanged live rows and the new ones."""
-    tree = {}
+def _tree(run: Run, change: Change) -> dict:
+    """What resolution reads of a repo as the run leaves it: its unchanged live rows and the new ones, and the
+    Go modules and npm packages its manifests declare (edges.declared)."""
+    tree: dict = {}
     for table, columns in TREE_COLUMNS.items():
         new = change.new[table].select(list(columns))
         if change.live is None or change.paths is None:
             tree[table] = new
         else:
             tree[table] = pa.concat_tables([outside(change.live.table(table, columns), change.paths), new])
+    manifests = declared(change.new["chunks"].select(["path", "chunk_index", "text"]))
+    before = run.base.manifest.repo(change.state.org, change.state.name) if run.base else None
+    if change.live is not None and change.paths is not None and before is not None and before.parts:
+        kept = _part_info(run, before).edge_inputs.get("declared", {})
+        for kind, found in kept.items():
+            manifests.setdefault(kind, {}).update({p: v for p, v in found.items() if p not in change.paths})
+    tree["manifests"] = manifests
     return tree
 
 
 def _world(run: Run, org: str, trees: dict) -> World:
     """The org's repos for resolution: those this run changes as it leaves them, the others as the base holds
-    them (read when a call first needs them); and which repo defines each Python package."""
+    them (read when a call first needs them); and what each declares (packages, modules)."""
     base = run.base
-    owners: dict[str, str] = {}
+    known = Declared()
+    for (o, name), tree in sorted(trees.items()):
+        if o == org:
+            paths = tree["files"].column("path").to_pylist()
+            known.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
     states = [r for r in base.manifest.repos if r.org == org and r.parts] if base else []
     for state in states:
         if (org, state.name) not in trees:
-            for package in _part_info(run, state).edge_inputs.get("packages", {}):
-                owners.setdefault(package, state.name)
-    for (o, name), tree in sorted(trees.items()):
-        if o == org:
-            for package in python_packages(tree["files"].column("path").to_pylist()):
-                owners[package] = name
+            inputs = _part_info(run, state).edge_inputs
+            known.add(
+                state.name, set(inputs.get("packages", {})), set(inputs.get("java", [])), inputs.get("declared", {})
+            )
 
     def load(name: str) -> Code | None:
         tree = trees.get((org, name))
@@ -127,7 +137,7 @@ def _world(run: Run, org: str, trees: dict) -> World:
             tree = {t: live.table(t, columns) for t, columns in TREE_COLUMNS.items()}
         return Code(name, tree["files"], tree["symbols"], tree["imports"]) if tree is not None else None
 
-    return World(load, owners)
+    return World(load, known)
 
 
 def importers(run: Run, changes: dict) -> dict[tuple[str, str], tuple]:
@@ -137,32 +147,32 @@ def importers(run: Run, changes: dict) -> dict[tuple[str, str], tuple]:
     base = run.base
     if base is None:
         return {}
-    trees = {key: _tree(change) for key, change in changes.items()}
+    trees = {key: _tree(run, change) for key, change in changes.items()}
     found: dict[tuple[str, str], tuple] = {}
     for org in sorted({org for org, _ in changes}):
-        packages = set()
+        changed = Declared()  # what the changed repos declare, before the run and after it
         for (o, name), tree in trees.items():
             if o == org:
-                packages |= python_packages(tree["files"].column("path").to_pylist())
+                paths = tree["files"].column("path").to_pylist()
+                changed.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
                 before = base.manifest.repo(o, name)
                 if before is not None and before.parts:
-                    packages |= set(_part_info(run, before).edge_inputs.get("packages", {}))
+                    i = _part_info(run, before).edge_inputs
+                    changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
         world = None
         for w in run.work:
             state = base.manifest.repo(*w.spec.key)
             if w.spec.org != org or w.spec.key in changes or not w.ok or state is None or not state.parts:
                 continue
-            inputs = _part_info(run, state).edge_inputs
-            if not (set(inputs.get("imports", {})) - set(inputs.get("packages", {}))) & packages:
+            if not any(_names(changed, m) for m in _part_info(run, state).edge_inputs.get("modules", [])):
                 continue
             world = world or _world(run, org, trees)
             live = RepoLive(base.path, base.manifest, org, w.spec.name)
             imports = live.table("imports", ("path", "module"))
-            roots = pc.list_element(pc.split_pattern(imports["module"], "."), 0)
-            touching = set(
-                imports.filter(pc.is_in(roots, value_set=pa.array(sorted(packages)))).column("path").to_pylist()
-            )
-            stored = inside(live.table("calls"), touching)  # only files that import a changed package
+            touching = {
+                p for p, m in zip(*(imports.column(c).to_pylist() for c in ("path", "module"))) if _names(changed, m)
+            }
+            stored = inside(live.table("calls"), touching)  # only files that import what a changed repo declares
             again = _kept_answers(stored, resolve_calls(stored, Resolver(world.code(w.spec.name), world)))
             paths = _differ(stored, again)
             if paths:
@@ -172,6 +182,16 @@ def importers(run: Run, changes: dict) -> dict[tuple[str, str], tuple]:
                 state = replace(state, refs=list(state.refs), parts=list(state.parts))
                 found[w.spec.key] = (live, paths, new, state)  # a Change's fields
     return found
+
+
+def _names(known: Declared, module: str) -> bool:
+    """Whether an import names something `known` declares: a Python package (its first name), a Go module or
+    an npm package (a path below it) or a Java package (a class of it)."""
+    if module.split(".")[0] in known.python or module.rpartition(".")[0] in known.java or module in known.java:
+        return True
+    return any(module == m or module.startswith(m + "/") for m, _, _ in known.go) or any(
+        module == n or module.startswith(n + "/") for n in known.npm
+    )
 
 
 def _part_info(run: Run, state: RepoState):

@@ -7,7 +7,8 @@ those of the org's other repos (for Python, through the packages they define). T
     exact       the definition is found without leaving the file: a nested or module-level definition, a
                 method of the enclosing class (`self.x()`, `this.x()`), a function of the same Go package
     import      through the file's imports: `from a import f; f()`, `import requests; requests.get()`,
-                `Session.merge(...)` on an imported class (re-exports followed, `__init__.py` ones too)
+                `Session.merge(...)` on an imported class (re-exports followed, `__init__.py` ones too), in
+                this repo or another
     receiver    through the type of what it is called on: a variable assigned from a constructor or annotated,
                 a field, a Go method's receiver, or a method a class inherits from a base class
     name_only   not resolved: it is called on something whose type is unknown here (`x.get()`, a call's
@@ -16,8 +17,9 @@ those of the org's other repos (for Python, through the packages they define). T
                 repo defines (`os.path.join`, `json.dumps`, `fmt.Println`)
 
 The rules are static and local, as a reader of one file would follow them; what they cannot see (values passed
-in without annotations, monkey-patching, dynamic dispatch to a subclass) is name_only, never a guess.
-Cross-repo resolution covers Python packages; JavaScript, Go and Java calls resolve within their repo.
+in without annotations, monkey-patching, dynamic dispatch to a subclass) is name_only, never a guess. An import
+of another repo resolves there when that repo declares what is imported (Declared: a Python package, a Go
+module's go.mod, an npm package's package.json, a Java package).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import builtins
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -144,13 +146,36 @@ def _python_modules(paths: list[str]) -> dict[str, str]:
     return modules
 
 
-class World:
-    """The org's repos as resolution reads them: Code per repo, loaded when a call first needs it, and which
-    repo defines each top-level Python package."""
+@dataclass(kw_only=True)
+class Declared:
+    """What the org's repos say they are, for imports across repos: which repo defines each top-level Python
+    package, each Go module (its go.mod), each npm package (its package.json) and each Java package."""
 
-    def __init__(self, load: Callable[[str], Code | None], owners: dict[str, str]):
+    python: dict[str, str] = field(default_factory=dict)  # package -> repo
+    go: list[tuple[str, str, str]] = field(default_factory=list)  # (module, repo, its directory), longest first
+    npm: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # name -> (repo, directory, main)
+    java: dict[str, str] = field(default_factory=dict)  # package -> repo
+
+    def add(self, repo: str, python: set[str], java: set[str], manifests: dict) -> None:
+        """A repo's packages (edges.python_packages, edges.java_packages) and manifests (edges.declared)."""
+        for package in python:
+            self.python.setdefault(package, repo)
+        for package in java:
+            self.java.setdefault(package, repo)
+        for path, module in manifests.get("go", {}).items():
+            self.go.append((module, repo, path.rpartition("/")[0]))
+        self.go.sort(key=lambda m: -len(m[0]))
+        for path, (name, main) in manifests.get("npm", {}).items():
+            self.npm.setdefault(name, (repo, path.rpartition("/")[0], main))
+
+
+class World:
+    """The org's repos as resolution reads them: Code per repo, loaded when a call first needs it, and what
+    each declares (Declared)."""
+
+    def __init__(self, load: Callable[[str], Code | None], declared: Declared):
         self._load, self._codes = load, {}
-        self.owners = owners  # package -> repo
+        self.declared = declared
 
     def code(self, repo: str) -> Code | None:
         if repo not in self._codes:
@@ -214,21 +239,52 @@ class Resolver:
         if family == "python":
             return self._python_module(code, path, module)
         if family == "js":
-            if not module.startswith("."):
-                return EXTERNAL
-            base = _join(path.rpartition("/")[0], module)
-            found = next((base + s for s in JS_SUFFIXES if base + s in code.paths), None)
-            return Module(code.name, (found,)) if found else EXTERNAL
+            if module.startswith("."):
+                return _js_file(code, _join(path.rpartition("/")[0], module))
+            return self._npm_module(module)
         if family == "go":
-            segments = module.split("/")
-            if "." not in segments[0]:  # the standard library
+            return self._go_package(code, module)
+        return EXTERNAL
+
+    def _npm_module(self, specifier: str):
+        """A bare specifier (`@acme/ui`, `acme-ui/button`) of a package an indexed repo's package.json names: the
+        file it names, or the package's entry (its `main`, else index or src/index)."""
+        for name, (repo, folder, main) in self.world.declared.npm.items():
+            if specifier != name and not specifier.startswith(name + "/"):
+                continue
+            code = self._code(repo)
+            if code is None:
                 return EXTERNAL
-            for n in range(len(segments) - 1, 0, -1):
-                folder = "/".join(segments[-n:])
-                files = [p for p in code.dirs.get(folder, ()) if p.endswith(".go") and not p.endswith("_test.go")]
-                if files:
-                    return Module(code.name, tuple(files))
+            rest = specifier[len(name) + 1 :]
+            if rest:
+                return _js_file(code, _join(folder, rest))
+            entries = [_join(folder, main)] if main else []
+            return next(
+                (
+                    m
+                    for m in (_js_file(code, e) for e in [*entries, _join(folder, "index"), _join(folder, "src/index")])
+                    if isinstance(m, Module)
+                ),
+                EXTERNAL,
+            )
+        return EXTERNAL
+
+    def _go_package(self, code: Code, module: str):
+        """The files of the Go package an import path names: in the repo whose go.mod declares the longest module
+        path it starts with, else (no go.mod indexed) the directory of this repo its path ends with."""
+        for declared, repo, folder in self.world.declared.go:
+            if module == declared or module.startswith(declared + "/"):
+                owner = self._code(repo)
+                target = _join(folder, module[len(declared) + 1 :])
+                files = _go_files(owner, target) if owner is not None else ()
+                return Module(owner.name, files) if files else EXTERNAL
+        segments = module.split("/")
+        if "." not in segments[0]:  # the standard library
             return EXTERNAL
+        for n in range(len(segments) - 1, 0, -1):
+            files = _go_files(code, "/".join(segments[-n:]))
+            if files:
+                return Module(code.name, files)
         return EXTERNAL
 
     def _python_module(self, code: Code, path: str, module: str):
@@ -245,18 +301,23 @@ class Resolver:
             return EXTERNAL
         if module in code.py_modules:
             return Module(code.name, (code.py_modules[module],), module)
-        owner = self.world.owners.get(module.split(".")[0])
+        owner = self.world.declared.python.get(module.split(".")[0])
         other = self.world.code(owner) if owner and owner != code.name else None
         if other is not None and module in other.py_modules:
             return Module(other.name, (other.py_modules[module],), module)
         return EXTERNAL
 
     def java_class(self, code: Code, dotted: str):
+        """The class a Java import names: in this repo, else in the repo that has its package."""
         suffix = "/" + dotted.replace(".", "/") + ".java"
-        found = next((p for p in sorted(code.paths) if ("/" + p).endswith(suffix)), None)
-        if found is None:
-            return EXTERNAL
-        return code.top(found, dotted.rsplit(".", 1)[-1]) or EXTERNAL
+        owner = self._code(self.world.declared.java.get(dotted.rpartition(".")[0], code.name))
+        for candidate in (code, owner):
+            found = (
+                next((p for p in sorted(candidate.paths) if ("/" + p).endswith(suffix)), None) if candidate else None
+            )
+            if found is not None:
+                return candidate.top(found, dotted.rsplit(".", 1)[-1]) or EXTERNAL
+        return EXTERNAL
 
     def member_of_module(self, code: Code, path: str, module: str, name: str):
         """What `from module import name` binds: a definition (through re-exports) or a submodule; EXTERNAL for a
@@ -473,6 +534,15 @@ class Resolver:
         if found is None:
             return ("name_only", "", "", "")
         return _row("receiver" if inherited else level, found)
+
+
+def _js_file(code: Code, base: str):
+    found = next((base + s for s in JS_SUFFIXES if base + s in code.paths), None)
+    return Module(code.name, (found,)) if found else EXTERNAL
+
+
+def _go_files(code: Code, folder: str) -> tuple[str, ...]:
+    return tuple(p for p in code.dirs.get(folder, ()) if p.endswith(".go") and not p.endswith("_test.go"))
 
 
 def _row(level: str, d: Def) -> tuple:

@@ -374,3 +374,73 @@ def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobd
     where = ("--config", python_org.cfg.path, "--data-dir", python_org.cfg.data_dir)
     cli = blobdex(*where, "references", "--repo", "lib", "--path", "src/lib/sessions.py", "--line", "14")
     assert cli.code == 0 and "app:app/main.py:9  in go" in cli.out
+
+
+ACROSS = {
+    "gokit": {
+        "go.mod": b"module github.com/acme/gokit\n\ngo 1.22\n",
+        "server/server.go": b"package server\n\ntype Server struct{}\n\nfunc (s *Server) Handle() {}\n\n"
+        b"func NewServer() *Server {\n\treturn &Server{}\n}\n",
+    },
+    "goapp": {
+        "go.mod": b"module github.com/acme/goapp\n\ngo 1.22\n",
+        "main.go": b'package main\n\nimport "github.com/acme/gokit/server"\n\nfunc main() {\n'
+        b"\ts := server.NewServer()\n\tt := &server.Server{}\n\tt.Handle()\n\t_ = s\n}\n",
+    },
+    "ui": {
+        "package.json": b'{"name": "@acme/ui", "version": "1.0.0", "main": "lib/index.js"}\n',
+        "lib/index.js": b"export function render(node) {\n  return node;\n}\n",
+        "lib/button.js": b"export class Button {\n  click() {\n    return 1;\n  }\n}\n",
+    },
+    "web": {
+        "package.json": b'{"name": "web", "private": true}\n',
+        "app.js": b'import { render } from "@acme/ui";\nimport { Button } from "@acme/ui/lib/button";\n\n'
+        b"export function start() {\n  const b = new Button();\n  b.click();\n  return render(b);\n}\n",
+    },
+    "billing": {
+        "src/main/java/com/acme/billing/Invoice.java": b"package com.acme.billing;\n\npublic class Invoice {\n"
+        b"  public static Invoice create() { return new Invoice(); }\n  public double total() { return 0; }\n}\n",
+    },
+    "shop": {
+        "src/main/java/com/acme/shop/Cart.java": b"package com.acme.shop;\n\nimport com.acme.billing.Invoice;\n\n"
+        b"public class Cart {\n  double pay() {\n    Invoice i = Invoice.create();\n    return i.total();\n  }\n}\n",
+    },
+}
+
+
+def test_go_npm_and_java_imports_resolve_into_the_repo_that_declares_them(tmp_path):
+    """A Go module (go.mod), an npm package (package.json, its `main` and a path below it) and a Java package,
+    each imported from another repo of the org."""
+    built = build_corpus(tmp_path, ACROSS)
+    found = {r[:4]: r[4:] for r in calls(built.cfg.data_dir, ("goapp", "web", "shop"))}
+    assert found == {
+        ("goapp", "main.go", 6, "NewServer"): ("import", "gokit", "server/server.go", "NewServer"),
+        ("goapp", "main.go", 8, "Handle"): ("receiver", "gokit", "server/server.go", "Server.Handle"),
+        ("web", "app.js", 5, "Button"): ("import", "ui", "lib/button.js", "Button"),
+        ("web", "app.js", 6, "click"): ("receiver", "ui", "lib/button.js", "Button.click"),
+        ("web", "app.js", 7, "render"): ("import", "ui", "lib/index.js", "render"),
+        ("shop", "src/main/java/com/acme/shop/Cart.java", 7, "create"): (
+            "import",
+            "billing",
+            "src/main/java/com/acme/billing/Invoice.java",
+            "Invoice.create",
+        ),
+        ("shop", "src/main/java/com/acme/shop/Cart.java", 8, "total"): (
+            "receiver",
+            "billing",
+            "src/main/java/com/acme/billing/Invoice.java",
+            "Invoice.total",
+        ),
+    }
+    # gokit moves NewServer into a file of its own: goapp, unchanged, has main.go written again
+    kit = Repo(str(tmp_path / "src" / "gokit"))
+    moved = {
+        **ACROSS["gokit"],
+        "server/server.go": b"package server\n\ntype Server struct{}\n\nfunc (s *Server) Handle() {}\n",
+        "server/new.go": b"package server\n\nfunc NewServer() *Server {\n\treturn &Server{}\n}\n",
+    }
+    gitrepo.commit(kit, moved, message="split", parents=[kit.head()])
+    run(built.cfg, show_progress=False)
+    again = {r[:4]: r[4:] for r in calls(built.cfg.data_dir, ("goapp",))}
+    assert again[("goapp", "main.go", 6, "NewServer")] == ("import", "gokit", "server/new.go", "NewServer")
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
