@@ -165,17 +165,17 @@ def python_packages(paths: list[str]) -> set[str]:
     return names
 
 
-def java_packages(paths: list[str]) -> set[str]:
+def java_packages(paths: list[str]) -> dict[str, str]:
     """The Java packages a repo's .java files are in, by their directories below a source root (`src/main/java/`,
-    `src/`, `java/`; else the directory itself): com/acme/Invoice.java -> com.acme."""
-    found = set()
-    for path in paths:
+    `src/`, `java/`; else the directory itself), each with its first file: com/acme/Invoice.java -> com.acme."""
+    found: dict[str, str] = {}
+    for path in sorted(paths):
         if path.endswith(".java") and "/" in path:
             parts = path.split("/")[:-1]
             roots = [i + 1 for i, part in enumerate(parts) if part in ("java", "src")]
             package = parts[roots[-1] :] if roots else parts
             if package:
-                found.add(".".join(package))
+                found.setdefault(".".join(package), path)
     return found
 
 
@@ -235,7 +235,10 @@ def edge_inputs(facts: dict[str, pa.Table], paths: list[str], chunks: pa.Table |
         if kind == "class" and not parent and "(" in signature and MODEL_BASE_RE.search(signature.split("(", 1)[-1]):
             models.setdefault(name, [signature, path, line])
     imports: dict[str, list] = defaultdict(list)
+    modules: dict[str, list] = {}
     for module, path, line in _sorted_rows(facts["imports"], ("module", "path", "line")):
+        if module and not module.startswith("."):
+            modules.setdefault(module, [path, line])
         sites = imports[module.split(".")[0]]
         if len(sites) < MAX_EVIDENCE:
             sites.append([module, path, line])
@@ -250,12 +253,33 @@ def edge_inputs(facts: dict[str, pa.Table], paths: list[str], chunks: pa.Table |
         "models": models,
         "imports": dict(imports),
         "packages": packages,
-        "java": sorted(java_packages(paths)),
-        # every module the repo imports by name (not relative ones): a run that changes what another repo
-        # declares looks here for the repos whose calls it may move (indexer/resolution.importers)
-        "modules": sorted({m for m in facts["imports"].column("module").to_pylist() if m and not m.startswith(".")}),
+        "java": java_packages(paths),
+        # every module the repo imports by name (not relative ones), with its first site: the import edges of Go,
+        # npm and Java read it, and a run that changes what another repo declares looks here for the repos
+        # whose calls it may move (indexer/resolution.importers)
+        "modules": modules,
         "declared": declared(chunks) if chunks is not None else {"go": {}, "npm": {}},
     }
+
+
+def _declared_imports(out: list[dict], counts: dict, inputs: dict[str, dict], kept) -> None:
+    """`import` edges of Go, npm and Java: a module one repo imports that another repo's go.mod, package.json or
+    Java sources declare (Python's are the packages' own, above)."""
+    owners: list[tuple[str, str, str, str, str]] = []  # (kind, name, repo, path, evidence)
+    for repo in sorted(inputs):
+        made = inputs[repo].get("declared", {})
+        owners += [("go", module, repo, path, f"module {module}") for path, module in made.get("go", {}).items()]
+        owners += [("npm", name, repo, path, f"package {name}") for path, (name, _) in made.get("npm", {}).items()]
+        java = inputs[repo].get("java", {})
+        owners += [("java", package, repo, path, f"package {package}") for package, path in java.items()]
+    for repo in sorted(inputs):
+        for module, (path, line) in inputs[repo].get("modules", {}).items():
+            for kind, name, owner, where, evidence in owners:
+                inside = module.rpartition(".")[0] == name if kind == "java" else module.startswith(name + "/")
+                if owner != repo and kept(path) and kept(where) and (module == name or inside):
+                    src = Site(repo=repo, path=path, line=line, evidence=f"import {module}")
+                    dst = Site(repo=owner, path=where, line=1, evidence=evidence)
+                    _add(out, counts, "import", name, src, dst, module, CONFIDENCE["import"])
 
 
 def edges(org: str, inputs: dict[str, dict], tests: bool = False) -> list[dict]:
@@ -338,6 +362,7 @@ def edges(org: str, inputs: dict[str, dict], tests: bool = False) -> list[dict]:
                             Site(repo=owner, path=init, line=1, evidence=f"package {root}"),
                         )
                         _add(out, counts, "import", root, src, dst, module, CONFIDENCE["import"])
+    _declared_imports(out, counts, inputs, kept)
     for e in out:
         e["org"] = org
     return out

@@ -432,6 +432,17 @@ def test_go_npm_and_java_imports_resolve_into_the_repo_that_declares_them(tmp_pa
             "Invoice.total",
         ),
     }
+    path, _ = open_manifest(built.cfg.data_dir)
+    edges = sorted(
+        (e["from_repo"], e["from_line"], e["to_repo"], e["to_path"], e["to_evidence"])
+        for e in read_graph(path, "edges").to_pylist()
+    )
+    assert edges == [  # the import edges these declarations make
+        ("goapp", 3, "gokit", "go.mod", "module github.com/acme/gokit"),
+        ("shop", 3, "billing", "src/main/java/com/acme/billing/Invoice.java", "package com.acme.billing"),
+        ("web", 1, "ui", "package.json", "package @acme/ui"),
+        ("web", 2, "ui", "package.json", "package @acme/ui"),
+    ]
     # gokit moves NewServer into a file of its own: goapp, unchanged, has main.go written again
     kit = Repo(str(tmp_path / "src" / "gokit"))
     moved = {
