@@ -13,6 +13,7 @@ code or protobuf runtime is needed. A malformed index raises ScipError.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import stat
@@ -216,8 +217,12 @@ def index_tree(
         command = [str(tool), "index", "--output", str(out)]
         if not (root / "tsconfig.json").exists():
             command.append("--infer-tsconfig")
+    # A static analyser over files a repo supplied: it reads them and runs nothing of theirs. It gets no more
+    # of this process's environment than it needs (no credentials a fetch was given), a home of its own, and
+    # the repo's own pyright settings are replaced by ours above.
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(root.parent), "LANG": "C.UTF-8"}
     try:
-        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         raise ScipError(f"{tool.name} did not finish indexing repo {name!r} in {timeout:.0f} s") from exc
     except OSError as exc:
