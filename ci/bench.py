@@ -412,6 +412,10 @@ def main() -> None:
             "seconds": one_commit["seconds"],
             "peak_rss_mib": one_commit["peak_rss_mib"],
         }
+    from ci.bench_store import store_figures  # after the rest: it adds commits to the bench repo
+
+    if (work / "src").exists():  # a tree the bench made a repo of: commits can be added to it
+        figures["object_store"] = store_figures(work, env)
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

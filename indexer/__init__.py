@@ -22,6 +22,7 @@ KERNEL = frozenset(
         "runs",  # status shows the last index run
         "observe",  # both servers log and count requests the same way (access log, request ids, metrics)
         "listen",  # both servers bind their socket the same way
+        "store",  # a read replica syncs snapshots from the object store the indexer uploads them to
     }
 )
 # Imports of the pipeline from query/, each for a stated reason (module -> the indexer module it may use).

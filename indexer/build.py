@@ -121,6 +121,8 @@ def run(
         report = Report(model=embedder.model_id if embedder else model_id_for(cfg.model))
         try:
             _run(cfg, full, embedder, show_progress, report, only)
+            if cfg.store:
+                _upload(cfg, report)
         except BaseException as exc:
             failure = exc
             if _no_space(exc):
@@ -137,6 +139,23 @@ def run(
             raise failure from exc
         _record(cfg, started, report, None)
         return report
+
+
+def _upload(cfg: Config, report: Report) -> None:
+    """Upload the live snapshot to the configured store when the store's newest is another (this run published
+    one, or the last upload failed); a failure is the run's note and verdict, and the next run tries again."""
+    from indexer.store import StoreError, store_for, upload
+
+    live = snapshot.current_id(cfg.data_dir)
+    t0 = time.monotonic()
+    try:
+        store = store_for(cfg)
+        if live is not None and store.newest() != live:
+            report.store = upload(store, cfg.data_dir, live).to_dict()
+    except StoreError as exc:
+        report.store_error = str(exc)
+        _note(report, f"snapshot {live} was published here but not uploaded: {exc}; the next run uploads it")
+    report.seconds["publish"] += time.monotonic() - t0
 
 
 def _record(cfg: Config, started: datetime, report: Report, failure: BaseException | None) -> None:

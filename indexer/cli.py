@@ -163,12 +163,17 @@ def repo_remove(ctx, name: str, org: str) -> None:
     type=click.Path(dir_okay=False),
     help="After each run, write its figures here for node-exporter's textfile collector (a .prom file).",
 )
+@click.option(
+    "--store", "store_url", help="Upload each published snapshot to this s3://BUCKET/PREFIX (or config `store`)."
+)
 @click.pass_context
-def index(ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending, every, dry_run, metrics_file) -> None:
+def index(
+    ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending, every, dry_run, metrics_file, store_url
+) -> None:
     """Mirror, scan, chunk, embed, write and publish. Exit code 1 if any repo failed."""
     from indexer.build import run
 
-    cfg = _index_config(ctx, fast_first, backfill_seconds)
+    cfg = _index_config(ctx, fast_first, backfill_seconds, store_url)
     if dry_run:
         from indexer.plan import plan
 
@@ -177,7 +182,9 @@ def index(ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending
         return
     out = Output(cfg, as_json, quiet, metrics_file)
     if every is not None:
-        return _index_every(ctx, cfg, every, out, fast_first, backfill_seconds, wait)
+        return _index_every(
+            ctx, cfg, every, out, lambda: _index_config(ctx, fast_first, backfill_seconds, store_url), wait
+        )
     if pending:
         from indexer.schedule import drain
 
@@ -192,8 +199,12 @@ def index(ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending
     ctx.exit(1 if report.failed else 0)
 
 
-def _index_config(ctx, fast_first: bool | None, backfill_seconds: int | None) -> configmod.Config:
+def _index_config(
+    ctx, fast_first: bool | None, backfill_seconds: int | None, store: str | None = None
+) -> configmod.Config:
     cfg = cli_config(ctx, must_exist=True)
+    if store:
+        cfg = replace(cfg, store=store)
     if fast_first is not None:
         cfg = replace(cfg, fast_first=fast_first)
     if backfill_seconds is not None:
@@ -219,7 +230,7 @@ class Output:
             run_textfile(self.metrics_file, report.to_dict(), history.last_success(self.cfg.data_dir))
 
 
-def _index_every(ctx, cfg, every: str, out: Output, fast_first, backfill_seconds, wait) -> None:
+def _index_every(ctx, cfg, every: str, out: Output, load_config, wait) -> None:
     """The --every loop: a report per run (one JSON line each with --json), until SIGTERM or SIGINT."""
     import signal
     import threading
@@ -238,7 +249,7 @@ def _index_every(ctx, cfg, every: str, out: Output, fast_first, backfill_seconds
         interval,
         stop,
         out.show,
-        load_config=lambda: _index_config(ctx, fast_first, backfill_seconds),
+        load_config=load_config,
         show_progress=False,
         wait=wait,
     )

@@ -40,6 +40,11 @@ KNOWN_KEYS = {
     "webhook_secret": ("string", 'webhook_secret = "env:BLOBDEX_WEBHOOK_SECRET" (a reference, never the secret)'),
     "scip": ("boolean", "scip = true (run scip-python / scip-typescript from PATH over each changed repo)"),
     "scip_timeout_seconds": ("whole number", "scip_timeout_seconds = 600"),
+    "store": ("string", 'store = "s3://bucket/prefix" (published snapshots uploaded there; replicas read it)'),
+    "store_endpoint": ("string", 'store_endpoint = "http://127.0.0.1:9000" (an S3-compatible server)'),
+    "store_region": ("string", 'store_region = "us-east-1"'),
+    "store_access_key": ("string", 'store_access_key = "env:NAME" (a reference, never the key)'),
+    "store_secret_key": ("string", 'store_secret_key = "env:NAME" (a reference, never the key)'),
     "repo": ("list of tables", "[[repo]] sections"),
     "jwt_secret": ("string", 'jwt_secret = "..." (or export BLOBDEX_JWT_SECRET)'),
     "jwt_users": ("list of strings", 'jwt_users = ["alice"]'),
@@ -49,6 +54,7 @@ KNOWN_KEYS = {
     "github_token_url": ("string", 'github_token_url = "https://..."'),
     "github_user_url": ("string", 'github_user_url = "https://..."'),
 }
+STORE_KEYS = ("store", "store_endpoint", "store_region", "store_access_key", "store_secret_key")
 REPO_KEYS = {
     "name": ("string", 'name = "api"'),
     "url": ("string", 'url = "https://host/api.git"'),
@@ -109,6 +115,13 @@ class Config:
     # answers replace call resolution's where they have one.
     scip: bool = False
     scip_timeout_seconds: int = 600
+    # Object storage (indexer/store.py): where `blobdex index` uploads each published snapshot and `blobdex serve
+    # --store` replicas read it; the keys are references (env:NAME, file:PATH), resolved when used.
+    store: str = ""
+    store_endpoint: str = ""
+    store_region: str = ""
+    store_access_key: str = ""
+    store_secret_key: str = ""
     # The Codebase Index Protocol's jwt_* / github_* keys as the file has them (checked like the rest);
     # query/surfaces/cip.py `load_settings` lays the environment over them.
     protocol_auth: dict = field(default_factory=dict)
@@ -172,6 +185,14 @@ def load(
             f"{where}: `webhook_secret` is not a reference (it is not shown, in case it is the secret itself): "
             f'write webhook_secret = "env:NAME" or "file:PATH", naming where the secret is kept'
         )
+    for key in ("store_access_key", "store_secret_key"):
+        if key in raw and not re.match(r"^(env|file):.+", raw[key]):
+            raise ConfigError(
+                f"{where}: `{key}` is not a reference (it is not shown, in case it is the key itself): "
+                f'write {key} = "env:NAME" or "file:PATH", naming where it is kept'
+            )
+    if raw.get("store") and not str(raw["store"]).startswith("s3://"):
+        raise ConfigError(f"{where}: `store` is {raw['store']!r}; use an s3://BUCKET/PREFIX URL")
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
         raise ConfigError(f'{where}: `encoder` is {raw["encoder"]!r}; use "onnx" (the default) or "torch"')
     if data_dir is None:
@@ -192,6 +213,7 @@ def load(
         webhook_secret=raw.get("webhook_secret", ""),
         scip=raw.get("scip", False),
         scip_timeout_seconds=raw.get("scip_timeout_seconds", 600),
+        **{k: raw.get(k, "") for k in STORE_KEYS},
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
     )
 
@@ -356,6 +378,9 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
         doc["scip_timeout_seconds"] = cfg.scip_timeout_seconds
     if cfg.webhook_secret:
         doc["webhook_secret"] = cfg.webhook_secret
+    for key in STORE_KEYS:
+        if getattr(cfg, key):
+            doc[key] = getattr(cfg, key)
     if cfg.repos:
         tables = tomlkit.aot()
         for spec in cfg.repos:

@@ -77,14 +77,19 @@ def publish(data_dir: Path, built: Path, manifest: Manifest) -> Path:
     final = snapshots_dir(data_dir) / manifest.snapshot_id
     os.rename(built, final)
     _fsync_dir(final.parent)
+    point_current(data_dir, manifest.snapshot_id)
+    return final
+
+
+def point_current(data_dir: Path, snapshot_id: str) -> None:
+    """Point CURRENT at a snapshot in place (atomically: a reader sees the old name or the new one)."""
     tmp = data_dir / f".{CURRENT}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(manifest.snapshot_id + "\n")
+        fh.write(snapshot_id + "\n")
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, data_dir / CURRENT)
     _fsync_dir(data_dir)
-    return final
 
 
 def _remove(path: Path) -> None:

@@ -55,10 +55,14 @@ class Report:
     # The precise tier (config `scip`): per "org/repo" a run wrote, how its call resolution agreed with the SCIP
     # indexers' (indexer.scip.Agreement), which ran and for how long.
     scip: dict[str, dict] = field(default_factory=dict)
+    # Object storage (config `store`): what the upload of the live snapshot moved (indexer.store.Transfer), or
+    # why it failed (the run then fails: the snapshot serves here, not from the bucket).
+    store: dict | None = None
+    store_error: str | None = None
 
     @property
     def failed(self) -> bool:
-        return any(r.status != "ok" for r in self.repos)
+        return any(r.status != "ok" for r in self.repos) or self.store_error is not None
 
     def to_dict(self) -> dict:
         return {
@@ -91,6 +95,7 @@ class Report:
             "snapshots": self.snapshots,
             "backlog": self.backlog,
             "scip": self.scip,
+            "store": self.store,
             "notes": self.notes,
         }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sys
 import traceback
 
@@ -201,18 +202,31 @@ def outline(ctx, repo, path, ref, org, as_json) -> None:
 @cli.command()
 @click.option("--org", help="Only this org.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--replicas", is_flag=True, help="Also list the read replicas of the object store and what each serves.")
+@click.option("--store", "store_url", help="The object store for --replicas (default: the config's `store`).")
 @click.pass_context
-def status(ctx, org, as_json) -> None:
+def status(ctx, org, as_json, replicas, store_url) -> None:
     """Per repo: refs, indexed commit, when, files, chunks, and whether it is stale or behind its mirror."""
     from query.surfaces import render
 
     found = _service(ctx).status(org)
+    seen = None
+    if replicas:
+        from indexer.store import store_for
+
+        store = store_for(cli_config(ctx), store_url)
+        seen = {"store": store.url, "newest": store.newest(), "replicas": store.replicas()}
     if as_json:
         rows = [r.to_dict() for r in found.repos]
         answer = {"snapshot_id": found.snapshot_id, "vectors": found.vectors, "last_run": found.last_run, "repos": rows}
-        click.echo(json.dumps(answer, indent=2))
+        click.echo(json.dumps(answer | ({"store": seen} if seen else {}), indent=2))
         return
     _echo(render.status_text(found.snapshot_id, list(found.repos), found.vectors, found.last_run))
+    if seen:
+        click.echo(f"\nstore {seen['store']}: newest snapshot {seen['newest'] or 'none'}")
+        for r in seen["replicas"]:
+            mark = "" if r["serving"] == seen["newest"] else "  (behind)"
+            click.echo(f"  replica {r['replica']} serves {r['serving'] or 'nothing yet'} (as of {r['at']}){mark}")
 
 
 @cli.command()
@@ -333,9 +347,14 @@ def references(ctx, symbol, repo, file, line, org, name_only, limit, as_json) ->
     is_flag=True,
     help="Serve the Lucos API under /api/v1, trusting X-Org-Id/X-User-Id headers: only behind a gateway.",
 )
+@click.option(
+    "--store", "store_url", help="Serve as a read replica of this s3://BUCKET/PREFIX (keys: the config's store_*)."
+)
+@click.option("--poll-seconds", default=10.0, show_default=True, type=click.FloatRange(1), help="Replica poll period.")
 @click.pass_context
-def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, lucos) -> None:
-    """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT."""
+def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, lucos, store_url, poll_seconds) -> None:
+    """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT; with --store, as a
+    read replica that keeps its data dir at the object store's newest snapshot."""
     import uvicorn
 
     from query.surfaces.guard import is_local
@@ -347,6 +366,11 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     cfg = cli_config(ctx)
     sock = bind(host, port)
     serving_logs()  # an access line per request, a line per snapshot swap
+    if store_url:
+        from indexer.store import store_for
+        from query.replica import Replica
+
+        Replica(store_for(cfg, store_url), cfg.data_dir, poll_seconds, name=f"{socket.gethostname()}:{port}").start()
     service = Service(cfg)
     service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):

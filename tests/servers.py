@@ -56,15 +56,17 @@ class Server:
 
 
 @contextmanager
-def serve_subprocess(cwd: Path, env: dict, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Run `blobdex serve --port PORT` (a free port by default) in `cwd` until the block ends; yields its base URL
-    and process once GET /readyz answers 200. Its stderr goes to a file (a pipe nobody reads can fill and stall
-    the server) and is quoted if it exits or never becomes ready."""
+def serve_subprocess(
+    cwd: Path, env: dict, port: int | None = None, args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Run `blobdex serve --port PORT [args]` (a free port by default) in `cwd` until the block ends; yields its
+    base URL and process once GET /readyz answers 200. Its stderr goes to a file (a pipe nobody reads can fill
+    and stall the server) and is quoted if it exits or never becomes ready."""
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(
-            [BLOBDEX, "serve", "--port", str(port)], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+            [BLOBDEX, "serve", "--port", str(port), *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr
         )
         try:
             deadline = time.monotonic() + READY_SECONDS
@@ -84,3 +86,28 @@ def _ready(url: str) -> bool:
         return httpx.get(url).status_code == 200
     except httpx.TransportError:
         return False
+
+
+@contextmanager
+def s3_server() -> Iterator[str]:
+    """A real S3-compatible server on the loopback address (moto's, in its standalone mode, its own process)
+    until the block ends; yields its endpoint URL once it answers. Any access key is accepted."""
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        try:
+            deadline = time.monotonic() + READY_SECONDS
+            while not _ready(f"{endpoint}/moto-api/"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    stderr.seek(0)
+                    raise RuntimeError(f"the S3 server never answered: {stderr.read().decode()[-2000:]}")
+                time.sleep(0.1)
+            yield endpoint
+        finally:
+            proc.terminate()
+            proc.wait(10)

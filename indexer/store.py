@@ -1,0 +1,326 @@
+"""Snapshots on object storage: a published snapshot uploaded to an S3-compatible bucket, and a replica's data dir
+kept at the bucket's newest snapshot.
+
+Layout under s3://BUCKET/PREFIX/:
+
+    objects/<sha256>        a file's bytes, once, however many snapshots hold the file (a part's files, a
+                            lexical segment every later snapshot shares)
+    snapshots/<id>.json     what a snapshot is made of: each file's path under the data dir -> [sha256, size]
+    published/<id>          written last and never overwritten (If-None-Match): the snapshot's objects and listing
+                            are all there; the newest id is the live snapshot (ids sort by time)
+
+A publish uploads only the objects the bucket lacks, so a run that changed one repo uploads its new part and
+the lexical files that changed. A reader never sees a half-uploaded snapshot: a listing is read only once its
+`published/` marker exists, and a marker is written only after every object of its listing. Credentials come
+from the environment or the AWS files as boto3 finds them, or from references in blobdex.toml (`env:NAME`,
+`file:PATH`); never from the URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from indexer.errors import BlobdexError
+from indexer.snapshot import MANIFEST, PARTS_DIR, SNAPSHOTS_DIR, Manifest, current_id, parts_dir, snapshots_dir
+
+log = logging.getLogger(__name__)
+
+STORE_DIR = "store"  # in a data dir: the hashes of its files, and a replica's copies of the bucket's objects
+HASH_CHUNK = 1024 * 1024
+KEY_FIELDS = ("store_access_key", "store_secret_key")  # config fields naming the keys by reference
+KEEP_PUBLISHED = 10  # `published/` markers kept in the bucket; older snapshots' listings go with them
+
+
+class StoreError(BlobdexError):
+    """The object store cannot be read or written; the message says which store, why, and what to do."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transfer:
+    """What one upload or sync moved."""
+
+    snapshot_id: str
+    files: int  # the snapshot's files
+    moved_files: int  # of them, uploaded or downloaded now (the rest the other side had)
+    moved_bytes: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("snapshot_id", "files", "moved_files", "moved_bytes", "seconds")}
+
+
+class Store:
+    """One bucket and prefix of an S3-compatible store."""
+
+    def __init__(self, url: str, endpoint: str = "", access_key: str = "", secret_key: str = "", region: str = ""):
+        parsed = urlparse(url)
+        if parsed.scheme != "s3" or not parsed.netloc or parsed.username or parsed.password:
+            raise StoreError(
+                f"store {url!r} is not an s3://BUCKET/PREFIX URL (credentials never go in it: set store_access_key "
+                f'and store_secret_key to references such as "env:NAME")'
+            )
+        self.url, self.bucket, self.prefix = url.rstrip("/"), parsed.netloc, parsed.path.strip("/")
+        self.endpoint = endpoint
+        try:
+            import boto3
+            from botocore.config import Config as BotoConfig
+        except ImportError as exc:
+            raise StoreError(f"store {url} needs boto3: pip install 'blobdex[store]' (make install has it)") from exc
+
+        options = {"endpoint_url": endpoint or None, "region_name": region or "us-east-1"}
+        if access_key or secret_key:
+            options |= {"aws_access_key_id": access_key, "aws_secret_access_key": secret_key}
+        retries = BotoConfig(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60)
+        self.client = boto3.client("s3", config=retries, **options)
+
+    def key(self, *parts: str) -> str:
+        return "/".join([self.prefix, *parts] if self.prefix else parts)
+
+    def _call(self, what: str, fn, **kw):
+        """One request, its failure said in one sentence."""
+        from boto3.exceptions import Boto3Error
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(Bucket=self.bucket, **kw)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("NoSuchBucket",):
+                raise StoreError(f"store {self.url}: bucket {self.bucket!r} does not exist; create it first") from exc
+            if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
+                raise StoreError(
+                    f"store {self.url} refused to {what} ({code}): check the credentials store_access_key and "
+                    f"store_secret_key name (or the AWS_* environment)"
+                ) from exc
+            raise
+        except (BotoCoreError, Boto3Error) as exc:
+            where = f" at {self.endpoint}" if self.endpoint else ""
+            raise StoreError(f"cannot {what} in store {self.url}{where}: {exc}; check store_endpoint") from exc
+
+    # -- objects -----------------------------------------------------------------------------
+    def has(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self._call(f"read {key}", self.client.head_object, Key=key)
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise StoreError(f"cannot read {key} in store {self.url}: {exc}") from exc
+
+    def put(self, key: str, body, once: bool = False) -> None:
+        """Write an object; `once`: only if none is there (a marker is never overwritten)."""
+        from botocore.exceptions import ClientError
+
+        extra = {"IfNoneMatch": "*"} if once else {}
+        try:
+            self._call(f"write {key}", self.client.put_object, Key=key, Body=body, **extra)
+        except ClientError as exc:
+            if once and exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                return  # written already: the same snapshot, published twice
+            raise StoreError(f"cannot write {key} in store {self.url}: {exc}") from exc
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Upload a file (in parts when it is large: boto3's managed transfer)."""
+        self._call(f"write {key}", lambda Bucket, **kw: self.client.upload_file(str(path), Bucket, key))
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Download an object into a file, streamed."""
+        self._call(f"read {key}", lambda Bucket, **kw: self.client.download_file(Bucket, key, str(path)))
+
+    def get(self, key: str) -> bytes:
+        from botocore.exceptions import ClientError
+
+        try:
+            return self._call(f"read {key}", self.client.get_object, Key=key)["Body"].read()
+        except ClientError as exc:
+            raise StoreError(f"cannot read {key} in store {self.url}: {exc}") from exc
+
+    def names(self, folder: str) -> list[str]:
+        """The names of the objects under a folder of the prefix, sorted."""
+        from botocore.exceptions import ClientError
+
+        found, token = [], None
+        base = self.key(folder) + "/"
+        while True:
+            kw = {"Prefix": base, **({"ContinuationToken": token} if token else {})}
+            try:
+                page = self._call(f"list {base}", self.client.list_objects_v2, **kw)
+            except ClientError as exc:
+                raise StoreError(f"cannot list {base} in store {self.url}: {exc}") from exc
+            found += [o["Key"][len(base) :] for o in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return sorted(found)
+            token = page["NextContinuationToken"]
+
+    def delete(self, key: str) -> None:
+        self._call(f"delete {key}", self.client.delete_object, Key=key)
+
+    # -- snapshots ---------------------------------------------------------------------------
+    def newest(self) -> str | None:
+        """The id of the newest snapshot whose upload finished (None: the bucket has none)."""
+        ids = self.names("published")
+        return ids[-1] if ids else None
+
+    def report_replica(self, name: str, serving: str | None) -> None:
+        """A replica says which snapshot it serves (replicas/<name>.json, rewritten at every poll)."""
+        body = {"replica": name, "serving": serving, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self.put(self.key("replicas", f"{name}.json"), json.dumps(body).encode())
+
+    def replicas(self) -> list[dict]:
+        """What each replica said last: its name, the snapshot it serves, when."""
+        return [json.loads(self.get(self.key("replicas", name))) for name in self.names("replicas")]
+
+
+def store_for(cfg, url: str | None = None) -> Store:
+    """The store a command names (`--store`) or the config does, its keys read from their references now."""
+    from indexer.mirror import MirrorError, resolve_credential
+
+    url = url or cfg.store
+    if not url:
+        raise StoreError('no store: pass --store s3://BUCKET/PREFIX or set store = "s3://..." in blobdex.toml')
+    try:
+        keys = [resolve_credential(getattr(cfg, k)) if getattr(cfg, k) else "" for k in KEY_FIELDS]
+    except MirrorError as exc:
+        raise StoreError(f"store {url}: {exc}") from exc
+    return Store(url, cfg.store_endpoint, *keys, region=cfg.store_region)
+
+
+def snapshot_files(data_dir: Path, snapshot_id: str) -> list[str]:
+    """The files a snapshot is made of, by path under the data dir: its own directory and its parts'."""
+    snap = snapshots_dir(data_dir) / snapshot_id
+    manifest = Manifest.from_json((snap / MANIFEST).read_text(encoding="utf-8"))
+    if manifest.format_version < 3:
+        raise StoreError(f"snapshot {snapshot_id} is of format {manifest.format_version}; run 'blobdex index --full'")
+    roots = [snap] + [parts_dir(data_dir) / p for r in manifest.repos for p in r.parts]
+    files = []
+    for root in dict.fromkeys(roots):
+        files += [p.relative_to(data_dir).as_posix() for p in sorted(root.rglob("*")) if p.is_file()]
+    return files
+
+
+def _hashes(data_dir: Path, files: list[str]) -> dict[str, tuple[str, int]]:
+    """Each file's sha256 and size; a file seen before at the same inode, size and mtime is not read again (a
+    part's files never change, and a lexical segment is the same inode in every snapshot that links it)."""
+    cache_path = data_dir / STORE_DIR / "hashes.json"
+    try:
+        cache = json.loads(cache_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cache = {}
+    out, fresh = {}, {}
+    for rel in files:
+        st = (data_dir / rel).stat()
+        stamp = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        sha = cache.get(stamp) or _sha256(data_dir / rel)
+        fresh[stamp] = sha
+        out[rel] = (sha, st.st_size)
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fresh), encoding="utf-8")
+    os.replace(tmp, cache_path)
+    return out
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(HASH_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def upload(store: Store, data_dir: Path, snapshot_id: str) -> Transfer:
+    """Upload a published snapshot: the objects the bucket lacks, then its listing, then its marker."""
+    started = time.monotonic()
+    files = snapshot_files(data_dir, snapshot_id)
+    hashes = _hashes(data_dir, files)
+    moved = moved_bytes = 0
+    for sha, (rel, size) in {sha: (rel, size) for rel, (sha, size) in hashes.items()}.items():
+        key = store.key("objects", sha)
+        if store.has(key):
+            continue
+        store.put_file(key, data_dir / rel)
+        moved, moved_bytes = moved + 1, moved_bytes + size
+    listing = {rel: [sha, size] for rel, (sha, size) in sorted(hashes.items())}
+    store.put(store.key("snapshots", f"{snapshot_id}.json"), json.dumps(listing).encode())
+    store.put(store.key("published", snapshot_id), snapshot_id.encode(), once=True)
+    _forget_old(store)
+    return Transfer(
+        snapshot_id=snapshot_id,
+        files=len(files),
+        moved_files=moved,
+        moved_bytes=moved_bytes,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _forget_old(store: Store) -> None:
+    """Markers and listings of all but the newest KEEP_PUBLISHED snapshots (their objects stay: shared)."""
+    for old in store.names("published")[:-KEEP_PUBLISHED]:
+        store.delete(store.key("published", old))
+        store.delete(store.key("snapshots", f"{old}.json"))
+
+
+def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:
+    """Bring a replica's data dir to the bucket's newest snapshot: download the objects it lacks, link its files
+    into place (parts and the snapshot renamed in whole, as a publish does), then point CURRENT at it. None when
+    the data dir holds it already."""
+    from indexer.publish import point_current, prune
+
+    newest = store.newest()
+    if newest is None or current_id(data_dir) == newest:
+        return None
+    started = time.monotonic()
+    listing = json.loads(store.get(store.key("snapshots", f"{newest}.json")))
+    objects = data_dir / STORE_DIR / "objects"
+    objects.mkdir(parents=True, exist_ok=True)
+    moved = moved_bytes = 0
+    for sha, size in {sha: size for sha, size in listing.values()}.items():
+        target = objects / sha
+        if target.exists():
+            continue
+        tmp = objects / f".{sha}.tmp"
+        store.get_file(store.key("objects", sha), tmp)
+        if _sha256(tmp) != sha:
+            tmp.unlink()
+            raise StoreError(f"object {sha} of snapshot {newest} in store {store.url} is damaged; publish it again")
+        os.replace(tmp, target)
+        moved, moved_bytes = moved + 1, moved_bytes + size
+    staging = data_dir / f".sync-{newest}"
+    shutil.rmtree(staging, ignore_errors=True)
+    for rel, (sha, _) in listing.items():
+        top = Path(rel).parts[0]
+        if top not in (SNAPSHOTS_DIR, PARTS_DIR) or ".." in Path(rel).parts:
+            raise StoreError(f"snapshot {newest} in store {store.url} lists {rel!r}, outside a snapshot or a part")
+        dest = staging / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.link(objects / sha, dest)
+    for part in sorted((staging / PARTS_DIR).iterdir()) if (staging / PARTS_DIR).exists() else []:
+        if not (parts_dir(data_dir) / part.name).exists():
+            parts_dir(data_dir).mkdir(parents=True, exist_ok=True)
+            os.rename(part, parts_dir(data_dir) / part.name)
+    snapshots_dir(data_dir).mkdir(parents=True, exist_ok=True)
+    if not (snapshots_dir(data_dir) / newest).exists():
+        os.rename(staging / SNAPSHOTS_DIR / newest, snapshots_dir(data_dir) / newest)
+    shutil.rmtree(staging, ignore_errors=True)
+    point_current(data_dir, newest)
+    prune(data_dir, keep)
+    for obj in objects.iterdir():  # objects no kept file links any more
+        if obj.is_file() and obj.stat().st_nlink == 1:
+            obj.unlink()
+    return Transfer(
+        snapshot_id=newest,
+        files=len(listing),
+        moved_files=moved,
+        moved_bytes=moved_bytes,
+        seconds=round(time.monotonic() - started, 3),
+    )

@@ -1,0 +1,173 @@
+"""Snapshots on object storage, against a real S3-compatible server on the loopback address (moto's, standalone):
+a publish uploads only what the bucket lacks and marks the snapshot last; a replica syncs the newest snapshot
+and answers searches as the local server does, through a publish, with no failed request; an unreachable store
+fails the run in one sentence and loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import replace
+
+import boto3
+import httpx
+import pytest
+from dulwich.repo import Repo
+
+from indexer.build import run
+from indexer.config import dumps
+from indexer.embed import HashEmbedder
+from indexer.snapshot import current_id
+from indexer.store import Store, StoreError, snapshot_files, store_for, sync
+from query.replica import Replica
+from query.search import SearchRequest
+from query.service import Service
+from tests import gitrepo
+from tests.corpus import RENEW_PY, api_files, build_corpus
+from tests.servers import s3_server, serve_subprocess
+
+BUCKET = "blobdex-test"
+KEYS = {"BLOBDEX_TEST_S3_KEY": "test", "BLOBDEX_TEST_S3_SECRET": "test"}
+QUERIES = ["renew subscription", "invoice total with tax", "database url", "cart items"]
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with s3_server() as url:
+        boto3.client(
+            "s3", endpoint_url=url, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        ).create_bucket(Bucket=BUCKET)
+        yield url
+
+
+@pytest.fixture
+def keys(monkeypatch):
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+
+
+def stored(cfg, endpoint: str, prefix: str):
+    """The config with a store under `prefix` of the test bucket, its keys by reference."""
+    return replace(
+        cfg,
+        store=f"s3://{BUCKET}/{prefix}",
+        store_endpoint=endpoint,
+        store_access_key="env:BLOBDEX_TEST_S3_KEY",
+        store_secret_key="env:BLOBDEX_TEST_S3_SECRET",
+    )
+
+
+def hits(service: Service) -> list:
+    return [
+        [(h.repo, h.path, h.line_start, h.score) for _, h in service.search(SearchRequest(query=q, limit=5))[1]]
+        for q in QUERIES
+    ]
+
+
+def test_a_publish_uploads_what_the_bucket_lacks_and_a_replica_answers_alike(tmp_path, endpoint, keys):
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, "first")
+    report = run(cfg, embedder=HashEmbedder(), show_progress=False)  # unchanged, but the bucket has nothing yet
+    live = current_id(cfg.data_dir)
+    files = snapshot_files(cfg.data_dir, live)
+    store = store_for(cfg)
+    listing = json.loads(store.get(store.key("snapshots", f"{live}.json")))
+    assert sorted(listing) == sorted(files) and report.store["files"] == len(files)
+    assert report.store["moved_files"] == len({sha for sha, _ in listing.values()})  # each distinct file once
+    assert store.newest() == live and store.names("published") == [live]
+    again = run(cfg, embedder=HashEmbedder(), show_progress=False)
+    assert again.store is None  # the bucket has it: nothing to upload
+    # one commit: the bucket gets the new part and what of the snapshot changed, not the rest again
+    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# x\n"})
+    third = run(cfg, embedder=HashEmbedder(), show_progress=False)
+    assert third.store["snapshot_id"] == current_id(cfg.data_dir) != live
+    assert 0 < third.store["moved_files"] < third.store["files"]
+    # a replica's data dir, synced from the bucket alone, answers every search as the indexer's does
+    replica = replace(cfg, data_dir=tmp_path / "replica")
+    moved = sync(store_for(replica), replica.data_dir)
+    assert moved.snapshot_id == current_id(cfg.data_dir) and 0 < moved.moved_files <= moved.files
+    assert hits(Service(replica, embedder=HashEmbedder())) == hits(Service(cfg, embedder=HashEmbedder()))
+    assert sync(store_for(replica), replica.data_dir) is None  # up to date: nothing moves
+
+
+def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, endpoint, keys, blobdex):
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, "live")
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    first = current_id(cfg.data_dir)
+    home = tmp_path / "replica"
+    home.mkdir()
+    (home / "blobdex.toml").write_text(dumps(replace(cfg, data_dir=home / "data", repos=())), encoding="utf-8")
+    env = {**os.environ, **KEYS}
+    args = ("--store", cfg.store, "--poll-seconds", "1")
+    with serve_subprocess(home, env, args=args) as (base, _):
+        assert httpx.get(f"{base}/readyz").json()["snapshot_id"] == first
+        counted = {"ok": 0, "failed": 0}
+        stop = threading.Event()
+
+        def load() -> None:  # a bounded loop of searches, every answer counted
+            for _ in range(2000):
+                if stop.is_set():
+                    return
+                r = httpx.post(f"{base}/v1/search", json={"query": "renew subscription", "mode": "bm25"}, timeout=30)
+                counted["ok" if r.status_code == 200 and r.json()["hits"] else "failed"] += 1
+
+        loop = threading.Thread(target=load)
+        loop.start()
+        changed = RENEW_PY.replace(b"days=30", b"days=31")
+        gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": changed})
+        run(cfg, embedder=HashEmbedder(), show_progress=False)
+        second = current_id(cfg.data_dir)
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{base}/readyz").json()["snapshot_id"] != second and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)  # searches on the new snapshot too
+        stop.set()
+        loop.join()
+        assert httpx.get(f"{base}/readyz").json()["snapshot_id"] == second != first
+        assert counted["failed"] == 0 and counted["ok"] > 10, counted
+        local = Service(cfg, embedder=HashEmbedder())
+        body = {"query": "renew subscription", "mode": "bm25", "limit": 5}
+        ours = local.search(SearchRequest(query="renew subscription", mode="bm25", limit=5))[1]
+        theirs = httpx.post(f"{base}/v1/search", json=body).json()["hits"]
+        assert [(h["path"], h["line_start"], h["score"]) for h in theirs] == [
+            (h.path, h.line_start, h.score) for _, h in ours
+        ]
+        listed = store_for(cfg).replicas()
+        assert [r["serving"] for r in listed] == [second]
+        cfg.path.write_text(dumps(cfg, "data"), encoding="utf-8")
+        status = blobdex("--config", cfg.path, "status", "--replicas")
+        assert status.code == 0 and f"store {cfg.store}: newest snapshot {second}" in status.out
+        assert f"replica {listed[0]['replica']} serves {second}" in status.out
+
+
+def test_an_unreachable_store_fails_the_run_in_one_sentence_and_loses_nothing(tmp_path, endpoint, keys, blobdex):
+    built = build_corpus(tmp_path, {"api": api_files()})
+    cfg = stored(built.cfg, "http://127.0.0.1:9", "nowhere")  # nothing listens on the discard port
+    cfg.path.write_text(dumps(cfg, "data"), encoding="utf-8")
+    out = blobdex("--config", cfg.path, "index", "--quiet", "--json")
+    report = json.loads(out.out)
+    assert out.code == 1 and report["published"] is False and report["store"] is None
+    assert report["notes"][-1].startswith(f"snapshot {current_id(cfg.data_dir)} was published here but not uploaded")
+    assert "cannot list" in report["notes"][-1] and "check store_endpoint" in report["notes"][-1]
+    assert Service(cfg, embedder=HashEmbedder()).reader().snapshot_id == current_id(cfg.data_dir)  # still serves
+    fixed = stored(built.cfg, endpoint, "later")
+    fixed.path.write_text(dumps(fixed, "data"), encoding="utf-8")
+    assert blobdex("--config", fixed.path, "index", "--quiet").code == 0  # the next run uploads it
+    assert store_for(fixed).newest() == current_id(cfg.data_dir)
+
+
+def test_store_settings_are_refused_in_one_sentence(tmp_path, monkeypatch):
+    with pytest.raises(StoreError, match="is not an s3://BUCKET/PREFIX URL"):
+        Store("https://bucket/prefix")
+    with pytest.raises(StoreError, match="credentials never go in it"):
+        Store("s3://key:secret@bucket/prefix")
+    monkeypatch.delenv("BLOBDEX_TEST_S3_KEY", raising=False)
+    cfg = stored(build_corpus(tmp_path, {"api": {"a.py": b"x = 1\n"}}).cfg, "http://127.0.0.1:9", "p")
+    with pytest.raises(StoreError, match="names environment variable 'BLOBDEX_TEST_S3_KEY', which is unset"):
+        store_for(cfg)
+    replica = Replica(Store("s3://b/p", "http://127.0.0.1:9", "k", "s"), tmp_path / "r", poll=60)
+    replica.step()  # an unreachable store: logged, nothing raised, nothing served yet
+    assert replica.last_error.startswith("cannot list")
