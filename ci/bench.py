@@ -415,7 +415,10 @@ def main() -> None:
     from ci.bench_store import store_figures  # after the rest: it adds commits to the bench repo
 
     if (work / "src").exists():  # a tree the bench made a repo of: commits can be added to it
+        from ci.bench_cluster import cluster_figures
+
         figures["object_store"] = store_figures(work, env)
+        figures["cluster"] = cluster_figures(work, env)
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from indexer import mirror, runs, snapshot
 from indexer.cache import Cache, text_id
+from indexer.cluster import Cluster
 from indexer.config import Config, RepoSpec
 from indexer.errors import BlobdexError
 from indexer.embed import Embedder, configured_embedder, embed_text, model_id_for
@@ -253,6 +254,7 @@ def _run(
     report.seconds["scan"] = time.monotonic() - t0
 
     cache = Cache(cfg.data_dir / "cache")
+    cluster = Cluster(cfg.cluster, cfg.cluster_workers) if cfg.cluster else None  # Ray starts on first use
     try:
         cache.forget_other_versions()
         run = Run(
@@ -268,9 +270,12 @@ def _run(
             show_progress=show_progress,
             started=started,
             embedder=embedder,
+            cluster=cluster,
         )
         return _build(run)
     finally:
+        if cluster is not None:
+            cluster.close()
         if cache.moved_aside is not None:  # the cache logged it already
             report.notes.append(cache.moved_aside)
         cache.close()
@@ -424,6 +429,7 @@ class Run:
     show_progress: bool
     started: float  # time.monotonic() at the run's start
     embedder: Embedder | None = None
+    cluster: Cluster | None = None  # config `cluster`: new blobs and embedding spread over Ray (indexer/cluster.py)
 
     def loaded_embedder(self) -> Embedder:
         if self.embedder is None:

@@ -130,6 +130,8 @@ def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str
     by_mirror: dict[Path, list[str]] = defaultdict(list)
     for key in missing:
         by_mirror[wanted[key][0]].append(key)
+    if run.cluster is not None and run.cluster.worth(blobs=len(missing)):
+        return _chunk_on_cluster(run, wanted, by_mirror, entries, len(missing))
     with Progress("chunk", len(missing), run.show_progress) as bar:
         for mirror_path, keys in by_mirror.items():
             with mirror.open_mirror(mirror_path) as repo:
@@ -151,4 +153,38 @@ def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str
                         pending = {}
                 cache.put_blobs(pending)
                 entries.update(pending)
+    return entries
+
+
+def _chunk_on_cluster(run: Run, wanted: dict, by_mirror: dict, entries: dict, count: int) -> dict[str, BlobEntry]:
+    """The chunk stage's new blobs prepared on the cluster: the driver reads each blob's bytes (the mirrors are
+    here) and sends them in batches; each batch's entries are cached as it lands."""
+
+    def batches():
+        batch: list = []
+        for mirror_path, keys in by_mirror.items():
+            with mirror.open_mirror(mirror_path) as repo:
+                for key in keys:
+                    _, blob_id, lang = wanted[key]
+                    try:
+                        data = repo.object_store[blob_id.encode()].as_raw_string()
+                    except Exception as exc:  # as the local stage: recorded for this run, tried again next run
+                        log.warning("cannot read blob %s (%s): %s", blob_id, lang, exc)
+                        entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
+                        continue
+                    batch.append((key, data, lang))
+                    if len(batch) >= CHUNK_CACHE_BATCH:
+                        yield batch
+                        batch = []
+        if batch:
+            yield batch
+
+    t0 = time.monotonic()
+    with Progress("chunk", count, run.show_progress) as bar:
+        for landed in run.cluster.prepare(batches(), run.cfg.max_blob_bytes):
+            ready = {key: entry for key, entry in landed if entry.skip != SkipReason.UNREADABLE.value}
+            run.cache.put_blobs(ready)
+            entries.update(dict(landed))
+            bar.advance(len(landed))
+    log.info("prepared %d blobs on the cluster in %.1f s", count, time.monotonic() - t0)
     return entries

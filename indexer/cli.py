@@ -166,14 +166,18 @@ def repo_remove(ctx, name: str, org: str) -> None:
 @click.option(
     "--store", "store_url", help="Upload each published snapshot to this s3://BUCKET/PREFIX (or config `store`)."
 )
+@click.option(
+    "--cluster", help="Spread new blobs and embedding over Ray: local, auto (the `ray start` here) or ray://HOST:PORT."
+)
+@click.option("--workers", type=click.IntRange(0), help="Ray workers (embedding actors) to use; 0: every CPU.")
 @click.pass_context
-def index(
-    ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending, every, dry_run, metrics_file, store_url
-) -> None:
+def index(ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending, every, dry_run, metrics_file, **more):
     """Mirror, scan, chunk, embed, write and publish. Exit code 1 if any repo failed."""
     from indexer.build import run
 
-    cfg = _index_config(ctx, fast_first, backfill_seconds, store_url)
+    overrides = {"store": more["store_url"], "cluster": more["cluster"], "cluster_workers": more["workers"]}
+    overrides |= {"fast_first": fast_first, "backfill_seconds": backfill_seconds}
+    cfg = _index_config(ctx, overrides)
     if dry_run:
         from indexer.plan import plan
 
@@ -182,9 +186,7 @@ def index(
         return
     out = Output(cfg, as_json, quiet, metrics_file)
     if every is not None:
-        return _index_every(
-            ctx, cfg, every, out, lambda: _index_config(ctx, fast_first, backfill_seconds, store_url), wait
-        )
+        return _index_every(ctx, cfg, every, out, lambda: _index_config(ctx, overrides), wait)
     if pending:
         from indexer.schedule import drain
 
@@ -199,17 +201,10 @@ def index(
     ctx.exit(1 if report.failed else 0)
 
 
-def _index_config(
-    ctx, fast_first: bool | None, backfill_seconds: int | None, store: str | None = None
-) -> configmod.Config:
+def _index_config(ctx, overrides: dict) -> configmod.Config:
+    """The config with the command's options over it (`overrides`: config fields; None leaves one as it is)."""
     cfg = cli_config(ctx, must_exist=True)
-    if store:
-        cfg = replace(cfg, store=store)
-    if fast_first is not None:
-        cfg = replace(cfg, fast_first=fast_first)
-    if backfill_seconds is not None:
-        cfg = replace(cfg, backfill_seconds=backfill_seconds)
-    return cfg
+    return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
 
 
 class Output:

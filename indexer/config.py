@@ -40,6 +40,8 @@ KNOWN_KEYS = {
     "webhook_secret": ("string", 'webhook_secret = "env:BLOBDEX_WEBHOOK_SECRET" (a reference, never the secret)'),
     "scip": ("boolean", "scip = true (run scip-python / scip-typescript from PATH over each changed repo)"),
     "scip_timeout_seconds": ("whole number", "scip_timeout_seconds = 600"),
+    "cluster": ("string", 'cluster = "local" (or "auto", "ray://HOST:10001"): new blobs and embedding on Ray'),
+    "cluster_workers": ("whole number", "cluster_workers = 4 (0: every CPU of the cluster)"),
     "store": ("string", 'store = "s3://bucket/prefix" (published snapshots uploaded there; replicas read it)'),
     "store_endpoint": ("string", 'store_endpoint = "http://127.0.0.1:9000" (an S3-compatible server)'),
     "store_region": ("string", 'store_region = "us-east-1"'),
@@ -54,6 +56,19 @@ KNOWN_KEYS = {
     "github_token_url": ("string", 'github_token_url = "https://..."'),
     "github_user_url": ("string", 'github_user_url = "https://..."'),
 }
+
+
+def cluster_address_problem(address: str) -> str | None:
+    """What is wrong with a Ray address (config `cluster`, `index --cluster`), or None: "local", "auto",
+    ray://HOST:PORT (Ray Client) or HOST:PORT (a node of the cluster, from one of its machines)."""
+    if address in ("local", "auto"):
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if host and port.isdigit() and 0 < int(port) < 65536 and "/" not in host:
+        return None
+    return f'is {address!r}; use "local", "auto", "ray://HOST:PORT" or "HOST:PORT"'
+
+
 STORE_KEYS = ("store", "store_endpoint", "store_region", "store_access_key", "store_secret_key")
 REPO_KEYS = {
     "name": ("string", 'name = "api"'),
@@ -115,6 +130,9 @@ class Config:
     # answers replace call resolution's where they have one.
     scip: bool = False
     scip_timeout_seconds: int = 600
+    # Distributed indexing (indexer/cluster.py): the Ray cluster a run spreads new blobs and embedding over.
+    cluster: str = ""
+    cluster_workers: int = 0
     # Object storage (indexer/store.py): where `blobdex index` uploads each published snapshot and `blobdex serve
     # --store` replicas read it; the keys are references (env:NAME, file:PATH), resolved when used.
     store: str = ""
@@ -191,6 +209,10 @@ def load(
                 f"{where}: `{key}` is not a reference (it is not shown, in case it is the key itself): "
                 f'write {key} = "env:NAME" or "file:PATH", naming where it is kept'
             )
+    if raw.get("cluster") and (problem := cluster_address_problem(raw["cluster"])):
+        raise ConfigError(f"{where}: `cluster` {problem}")
+    if raw.get("cluster_workers", 0) < 0:
+        raise ConfigError(f"{where}: `cluster_workers` is {raw['cluster_workers']}; use 0 (every CPU) or more")
     if raw.get("store") and not str(raw["store"]).startswith("s3://"):
         raise ConfigError(f"{where}: `store` is {raw['store']!r}; use an s3://BUCKET/PREFIX URL")
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
@@ -214,6 +236,8 @@ def load(
         scip=raw.get("scip", False),
         scip_timeout_seconds=raw.get("scip_timeout_seconds", 600),
         **{k: raw.get(k, "") for k in STORE_KEYS},
+        cluster=raw.get("cluster", ""),
+        cluster_workers=raw.get("cluster_workers", 0),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
     )
 
@@ -378,7 +402,7 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
         doc["scip_timeout_seconds"] = cfg.scip_timeout_seconds
     if cfg.webhook_secret:
         doc["webhook_secret"] = cfg.webhook_secret
-    for key in STORE_KEYS:
+    for key in (*STORE_KEYS, "cluster", "cluster_workers"):
         if getattr(cfg, key):
             doc[key] = getattr(cfg, key)
     if cfg.repos:

@@ -82,6 +82,13 @@ class HashEmbedder:
         return out / np.where(norms == 0, 1, norms)
 
 
+def _threads() -> int:
+    """The threads a model may use: OMP_NUM_THREADS where set (Ray sets it to an actor's CPUs, so actors sharing
+    a node do not each take every core), else the cores this process may use."""
+    wanted = os.environ.get("OMP_NUM_THREADS", "")
+    return int(wanted) if wanted.isdigit() and int(wanted) > 0 else len(os.sched_getaffinity(0))
+
+
 class SentenceTransformerEmbedder:
     def __init__(self, name: str, device: str | None = None):
         self.model_id = name
@@ -147,7 +154,7 @@ class OnnxEmbedder:
         self._tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)))
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = len(os.sched_getaffinity(0))  # the cores this process may use
+        options.intra_op_num_threads = _threads()
         options.log_severity_level = 3  # its notes on unused initializers are not the user's business
         source = str(graph) if isinstance(graph, Path) else graph
         try:

@@ -42,17 +42,20 @@ class Progress:
             self._line(self._status())
             self.last = now
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         if not self.enabled:
             return
-        self.done = self.total
         elapsed = time.monotonic() - self.started
-        text = f"{self.label}: {self.total} done in {elapsed:.1f}s"
+        if failed:  # what got done, not "done": the error that follows says why
+            text = f"{self.label}: stopped at {self.done}/{self.total} after {elapsed:.1f}s"
+        else:
+            self.done = self.total
+            text = f"{self.label}: {self.total} done in {elapsed:.1f}s"
         self.stream.write(("\r\033[K" + text + "\n") if self.tty else text + "\n")
         self.stream.flush()
 
     def __enter__(self) -> "Progress":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        self.close(failed=kind is not None and not issubclass(kind, GeneratorExit))

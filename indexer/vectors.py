@@ -56,21 +56,32 @@ def embed_batches(
     deadline: float = 0.0,
     after=None,
 ) -> dict[str, np.ndarray]:
-    """Embed the texts of `ids` in batches, each cached as soon as it is done (a killed run loses one batch);
+    """Embed the texts of `ids` in batches, here or on the run's Ray cluster, each cached as soon as it lands (a
+    killed run loses one batch);
     stop after the batch that passes `deadline` (a time.monotonic(); 0: none). `after(n)` is called with the
     count embedded so far after every batch."""
     done: dict[str, np.ndarray] = {}
-    with Progress(label, len(ids), show_progress) as bar:
+    if deadline and time.monotonic() >= deadline:
+        return done
+
+    def here():
         for start in range(0, len(ids), EMBED_BATCH):
-            if deadline and time.monotonic() >= deadline:
-                break
             batch = ids[start : start + EMBED_BATCH]
-            new = dict(zip(batch, run.loaded_embedder().embed([text_of[i] for i in batch])))
+            yield batch, run.loaded_embedder().embed([text_of[i] for i in batch])
+
+    # the static tier is a lookup, not worth a cluster
+    on_cluster = run.cluster is not None and run.model == run.cfg.model and run.cluster.worth(texts=len(ids))
+    landed = run.cluster.embed(run.model, run.cfg.encoder, [(i, text_of[i]) for i in ids]) if on_cluster else here()
+    with Progress(label, len(ids), show_progress) as bar:
+        for batch, vectors_ in landed:
+            new = dict(zip(batch, vectors_))
             run.cache.put_vectors(run.model_id, new)
             done.update(new)
             bar.advance(len(batch))
             if after is not None:
                 after(len(done))
+            if deadline and time.monotonic() >= deadline:
+                break
     return done
 
 

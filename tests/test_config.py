@@ -60,6 +60,9 @@ def source(tmp_path) -> Path:
         ('[[repo]]\nname = "a"\n', ["lacks `url`"]),
         (f'github_client_secret = "{SECRET}"\n', ["read only from the environment", "BLOBDEX_GITHUB_CLIENT_SECRET"]),
         (f'jwt_secret = ["{SECRET}"]\n', ["`jwt_secret` is a list, but it must be a string"]),
+        ('cluster = "http://head:8265"\n', ["`cluster` is 'http://head:8265'", '"ray://HOST:PORT"']),
+        ("cluster_workers = -1\n", ["`cluster_workers` is -1", "0 (every CPU) or more"]),
+        ('store = "bucket"\n', ["`store` is 'bucket'", "s3://BUCKET/PREFIX"]),
     ],
 )
 def test_config_mistakes_are_one_sentence_naming_the_key_and_the_fix(tmp_path, blobdex, body, fragments):

@@ -1,0 +1,111 @@
+"""Distributed indexing figures (`make bench` runs this on its own index; `python ci/bench_cluster.py` builds one
+of the networkx tree with the hashing embedder, so its small runs embed with that, not the model): embedding
+throughput of the bundled model on a local Ray instance with 1 and 2 workers (one actor per CPU, each on one
+core) beside the same texts embedded in this process on every core; what Ray's start costs; and what it adds to
+a small run (one commit) and to a run with nothing new (where Ray must not start at all). Nothing is asserted;
+it prints the figures (--json writes them)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ci.bench_store import commit_one_function  # noqa: E402
+from indexer.cluster import Cluster  # noqa: E402
+from indexer.config import load  # noqa: E402
+from indexer.embed import embed_text, load_embedder  # noqa: E402
+from indexer.snapshot import current_id, read_chunks  # noqa: E402
+
+MODEL = "all-MiniLM-L6-v2"  # bundled; the ONNX encoder, as a default install runs it
+SAMPLE = 1536  # texts embedded by each setup: six batches of 256, so two workers share them evenly
+
+
+def cluster_figures(work: Path, env: dict) -> dict:
+    """`work` holds a bench index (blobdex.toml, data/, the repo under src/); returns the figures."""
+    cfg = load(work / "blobdex.toml")
+    table = read_chunks(cfg.data_dir / "snapshots" / current_id(cfg.data_dir), vectors=False)
+    texts = [embed_text(r["symbol"], r["text"]) for r in table.slice(0, SAMPLE).to_pylist()]
+    embedder = load_embedder(MODEL)
+    embedder.embed(texts[:16])  # warm
+    started = time.monotonic()
+    embedder.embed(texts)
+    here = len(texts) / (time.monotonic() - started)
+    figures: dict = {
+        "texts": len(texts),
+        "cores": len(os.sched_getaffinity(0)),
+        "in_process_chunks_per_s": round(here, 1),
+    }
+    for workers in (1, 2):
+        cluster = Cluster("local", workers)
+        try:
+            started = time.monotonic()
+            list(cluster.embed(MODEL, "onnx", [("warm", "def warm(): pass")]))  # ray.init, actors, model loads
+            ready = time.monotonic() - started
+            list(cluster.embed(MODEL, "onnx", [("warm", "def warm(): pass")] * 2 * workers))  # every actor loaded
+            started = time.monotonic()
+            landed = sum(len(ids) for ids, _ in cluster.embed(MODEL, "onnx", list(enumerate(texts))))
+            seconds = time.monotonic() - started
+        finally:
+            cluster.close()
+        figures[f"ray_{workers}_worker"] = {"chunks_per_s": round(landed / seconds, 1), "start_s": round(ready, 2)}
+    one, two = figures["ray_1_worker"]["chunks_per_s"], figures["ray_2_worker"]["chunks_per_s"]
+    figures["speedup_2_over_1"] = round(two / one, 2)
+    figures["runs"] = small_runs(work, env)
+    return figures
+
+
+def small_runs(work: Path, env: dict) -> dict:
+    """Wall seconds of `blobdex index` after one commit, here and with --cluster local, and of a run with nothing
+    new with --cluster local: work this small stays in the process (indexer.cluster.LOCAL_BLOBS, LOCAL_TEXTS), so
+    the figures with --cluster should be a plain run's, not Ray's start added."""
+
+    def index(*args: str) -> float:
+        started = time.monotonic()
+        blobdex = str(Path(sys.executable).parent / "blobdex")
+        subprocess.run([blobdex, "index", "--quiet", *args], cwd=work, env=env, check=True)
+        return round(time.monotonic() - started, 2)
+
+    commit_one_function(work)
+    here = index()
+    commit_one_function(work)
+    on_ray = index("--cluster", "local", "--workers", "2")
+    nothing_new = index("--cluster", "local", "--workers", "2")
+    return {"one_commit_s": here, "one_commit_on_ray_s": on_ray, "no_change_on_ray_s": nothing_new}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, help="a bench work dir with an index (default: build one)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
+    work = args.work
+    if work is None:
+        from ci.bench import default_source, make_repo
+
+        work = Path(tempfile.mkdtemp(prefix="blobdex-bench-cluster-"))
+        make_repo(default_source(), work / "src" / "networkx")
+        (work / "blobdex.toml").write_text(
+            'data_dir = "data"\nmodel = "blobdex:hash"\n\n[[repo]]\nname = "networkx"\n'
+            f'url = "{work / "src" / "networkx"}"\n',
+            encoding="utf-8",
+        )
+        blobdex = str(Path(sys.executable).parent / "blobdex")
+        subprocess.run([blobdex, "index", "--quiet"], cwd=work, env=env, check=True)
+    figures = cluster_figures(work, env)
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
