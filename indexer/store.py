@@ -37,6 +37,9 @@ STORE_DIR = "store"  # in a data dir: the hashes of its files, and a replica's c
 HASH_CHUNK = 1024 * 1024
 KEY_FIELDS = ("store_access_key", "store_secret_key")  # config fields naming the keys by reference
 KEEP_PUBLISHED = 10  # `published/` markers kept in the bucket; older snapshots' listings go with them
+# An object no listing names is deleted once it is this old: objects an upload elsewhere has sent but not yet
+# listed (its listing is written after its last object) are younger than that.
+OBJECT_GRACE_SECONDS = 3600
 
 
 class StoreError(BlobdexError):
@@ -147,6 +150,10 @@ class Store:
 
     def names(self, folder: str) -> list[str]:
         """The names of the objects under a folder of the prefix, sorted."""
+        return sorted(name for name, _ in self.listed(folder))
+
+    def listed(self, folder: str) -> list[tuple[str, float]]:
+        """The objects under a folder of the prefix: (name, last modified as a Unix time)."""
         from botocore.exceptions import ClientError
 
         found, token = [], None
@@ -157,9 +164,9 @@ class Store:
                 page = self._call(f"list {base}", self.client.list_objects_v2, **kw)
             except ClientError as exc:
                 raise StoreError(f"cannot list {base} in store {self.url}: {exc}") from exc
-            found += [o["Key"][len(base) :] for o in page.get("Contents", [])]
+            found += [(o["Key"][len(base) :], o["LastModified"].timestamp()) for o in page.get("Contents", [])]
             if not page.get("IsTruncated"):
-                return sorted(found)
+                return found
             token = page["NextContinuationToken"]
 
     def delete(self, key: str) -> None:
@@ -264,10 +271,21 @@ def upload(store: Store, data_dir: Path, snapshot_id: str) -> Transfer:
 
 
 def _forget_old(store: Store) -> None:
-    """Markers and listings of all but the newest KEEP_PUBLISHED snapshots (their objects stay: shared)."""
-    for old in store.names("published")[:-KEEP_PUBLISHED]:
-        store.delete(store.key("published", old))
-        store.delete(store.key("snapshots", f"{old}.json"))
+    """Markers and listings of all but the newest KEEP_PUBLISHED snapshots, then the objects no listing left
+    names (a file the kept snapshots share stays): the bucket holds what ten snapshots need, not every run's."""
+    old = store.names("published")[:-KEEP_PUBLISHED]
+    for snapshot_id in old:
+        store.delete(store.key("published", snapshot_id))
+        store.delete(store.key("snapshots", f"{snapshot_id}.json"))
+    if not old:
+        return
+    named = set()
+    for listing in store.names("snapshots"):  # unmarked listings too: an upload in flight elsewhere
+        named |= {sha for sha, _ in json.loads(store.get(store.key("snapshots", listing))).values()}
+    cutoff = time.time() - OBJECT_GRACE_SECONDS
+    for sha, modified in store.listed("objects"):
+        if sha not in named and modified < cutoff:
+            store.delete(store.key("objects", sha))
 
 
 def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from dulwich.repo import Repo
 
+from indexer import store as store_module
 from indexer.build import run
 from indexer.config import dumps
 from indexer.embed import HashEmbedder
@@ -90,6 +91,32 @@ def test_a_publish_uploads_what_the_bucket_lacks_and_a_replica_answers_alike(tmp
     assert moved.snapshot_id == current_id(cfg.data_dir) and 0 < moved.moved_files <= moved.files
     assert hits(Service(replica, embedder=HashEmbedder())) == hits(Service(cfg, embedder=HashEmbedder()))
     assert sync(store_for(replica), replica.data_dir) is None  # up to date: nothing moves
+
+
+def test_the_bucket_keeps_what_its_kept_snapshots_name_and_no_more(tmp_path, endpoint, keys, monkeypatch):
+    monkeypatch.setattr(store_module, "KEEP_PUBLISHED", 1)
+    monkeypatch.setattr(store_module, "OBJECT_GRACE_SECONDS", 0)
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, "swept")
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    store = store_for(cfg)
+    first = set(store.names("objects"))
+    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# y\n"})
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    live = current_id(cfg.data_dir)
+    assert store.names("published") == [live] and store.names("snapshots") == [f"{live}.json"]
+    listing = json.loads(store.get(store.key("snapshots", f"{live}.json")))
+    kept = {sha for sha, _ in listing.values()}
+    assert set(store.names("objects")) == kept  # the live snapshot's objects, every one, and nothing else
+    assert first - kept and first & kept  # some objects went with the old snapshot, the shared ones stayed
+    replica = replace(cfg, data_dir=tmp_path / "replica")
+    assert sync(store_for(replica), replica.data_dir).snapshot_id == live
+    # an object no listing names yet, as an upload in flight elsewhere leaves, is kept while it is young
+    monkeypatch.setattr(store_module, "OBJECT_GRACE_SECONDS", 3600)
+    store.put(store.key("objects", "0" * 64), b"in flight")
+    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# z\n"})
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    assert "0" * 64 in store.names("objects")
 
 
 def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, endpoint, keys, blobdex):
