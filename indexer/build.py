@@ -275,6 +275,7 @@ def _run(
         return _build(run)
     finally:
         if cluster is not None:
+            report.cluster = cluster.summary()
             cluster.close()
         if cache.moved_aside is not None:  # the cache logged it already
             report.notes.append(cache.moved_aside)
@@ -435,6 +436,17 @@ class Run:
         if self.embedder is None:
             self.embedder = configured_embedder(self.cfg, self.model, writable=True)
         return self.embedder
+
+    def embeds_on_cluster(self, texts: int) -> bool:
+        """Whether this many texts are embedded on the cluster (never the static tier: a table lookup)."""
+        return self.cluster is not None and self.model == self.cfg.model and self.cluster.worth(texts=texts)
+
+    def embedding_dim(self, texts: int) -> int:
+        """The model's dimension, from where this many texts will be embedded: the driver of a cluster run
+        never loads the model itself."""
+        if self.embedder is None and self.embeds_on_cluster(texts):
+            return self.cluster.dim(self.model, self.cfg.encoder)
+        return self.loaded_embedder().dim
 
 
 def _build(run: Run) -> Report:

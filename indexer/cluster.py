@@ -66,8 +66,8 @@ class _Encoder:
 
         self.embedder = load_embedder(model, encoder)
 
-    def pid(self) -> int:
-        return os.getpid()
+    def dim(self) -> int:
+        return self.embedder.dim
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)
@@ -83,6 +83,8 @@ class Cluster:
         self._ray = None
         self.encoders: list = []
         self.batch = EMBED_BATCH
+        self.blobs = self.texts = 0  # the work done there, for the run's report
+        self.used = False
 
     def worth(self, blobs: int = 0, texts: int = 0) -> bool:
         """Whether this much work goes to the cluster: always once it is joined, else only past Ray's start."""
@@ -113,7 +115,7 @@ class Cluster:
                 f"cannot reach the Ray cluster at {self.address!r}: {_first_line(exc)}; start one with "
                 f"'ray start --head' or pass --cluster local"
             ) from exc
-        self._ray = ray
+        self._ray, self.used = ray, True
         if not self.workers:
             self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         log.info("ray: %s, %d workers", self.address, self.workers)
@@ -146,6 +148,7 @@ class Cluster:
         pending: list = []
         for batch in batches:
             pending.append(remote.remote(batch, max_bytes))
+            self.blobs += len(batch)
             while len(pending) >= self.workers * IN_FLIGHT_PER_WORKER:
                 done, pending = ray.wait(pending, num_returns=1)
                 yield self._get(done[0], "prepare a batch of blobs")
@@ -167,6 +170,13 @@ class Cluster:
             self.encoders = [actor.remote(model, encoder) for _ in range(self.workers)]
         log.info("ray: %d embedding actors (%s)", len(self.encoders), "GPU" if gpus else "CPU")
 
+    def dim(self, model: str, encoder: str) -> int:
+        """The model's dimension, as an embedding actor has it loaded."""
+        self._connect()
+        if not self.encoders:
+            self._start_encoders(model, encoder)
+        return self._get(self.encoders[0].dim.remote(), "load the model")
+
     def embed(self, model: str, encoder: str, items: list[tuple[str, str]]) -> Iterator[tuple[list[str], np.ndarray]]:
         """Vectors of (id, text) items, in batches as they land: (ids, vectors). Each actor loads the model once;
         an actor that dies is restarted and its batch run again."""
@@ -183,7 +193,15 @@ class Cluster:
             done, _ = self._ray.wait(list(running), num_returns=1)
             ids, actor = running.pop(done[0])
             free.append(actor)
-            yield ids, self._get(done[0], "embed a batch of texts")
+            vectors = self._get(done[0], "embed a batch of texts")
+            self.texts += len(ids)
+            yield ids, vectors
+
+    def summary(self) -> dict | None:
+        """What the run did on the cluster (the report's `cluster`), or None when it did all its work here."""
+        if not self.used:
+            return None
+        return {"address": self.address, "workers": self.workers, "blobs": self.blobs, "texts": self.texts}
 
     def close(self) -> None:
         if self._ray is not None:

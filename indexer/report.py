@@ -59,6 +59,9 @@ class Report:
     # why it failed (the run then fails: the snapshot serves here, not from the bucket).
     store: dict | None = None
     store_error: str | None = None
+    # Distributed indexing (config `cluster`): the cluster's address and workers and the work it did (blobs
+    # prepared, texts embedded); None when the run did all its work here (indexer.cluster.Cluster.summary).
+    cluster: dict | None = None
 
     @property
     def failed(self) -> bool:
@@ -96,6 +99,7 @@ class Report:
             "backlog": self.backlog,
             "scip": self.scip,
             "store": self.store,
+            "cluster": self.cluster,
             "notes": self.notes,
         }
 
@@ -137,4 +141,10 @@ class Report:
             "  graph: " + (", ".join(f"{k} {v}" for k, v in t["graph"].items()) or "-"),
             f"  seconds: {secs}",
         ]
+        if self.cluster:
+            c = self.cluster
+            lines.append(
+                f"  cluster {c['address']}, {c['workers']} workers: {c['blobs']} blobs prepared, {c['texts']} texts "
+                "embedded there"
+            )
         return "\n".join(lines)

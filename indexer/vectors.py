@@ -38,7 +38,7 @@ def vectors(run: Run, texts: list[str], dim_hint: int | None, show_progress: boo
     found = cache.get_vectors(model_id, unique, dim) if dim else {}
     missing = [i for i in unique if i not in found]
     if missing or dim is None:
-        dim = run.loaded_embedder().dim
+        dim = run.embedding_dim(len(missing))
         if not found:
             found = cache.get_vectors(model_id, unique, dim)
             missing = [i for i in unique if i not in found]
@@ -69,9 +69,10 @@ def embed_batches(
             batch = ids[start : start + EMBED_BATCH]
             yield batch, run.loaded_embedder().embed([text_of[i] for i in batch])
 
-    # the static tier is a lookup, not worth a cluster
-    on_cluster = run.cluster is not None and run.model == run.cfg.model and run.cluster.worth(texts=len(ids))
-    landed = run.cluster.embed(run.model, run.cfg.encoder, [(i, text_of[i]) for i in ids]) if on_cluster else here()
+    if run.embeds_on_cluster(len(ids)):
+        landed = run.cluster.embed(run.model, run.cfg.encoder, [(i, text_of[i]) for i in ids])
+    else:
+        landed = here()
     with Progress(label, len(ids), show_progress) as bar:
         for batch, vectors_ in landed:
             new = dict(zip(batch, vectors_))

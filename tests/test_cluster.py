@@ -78,11 +78,13 @@ def test_a_run_on_the_cluster_publishes_what_a_local_run_does(tmp_path, ray_clus
     spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=ray_cluster)
     report = run(spread, show_progress=False)
     assert report.published and report.blobs_new == local.report.blobs_new
+    texts = report.chunks_embedded + 2  # and each repo's card
+    assert report.cluster == {"address": ray_cluster, "workers": 2, "blobs": report.blobs_new, "texts": texts}
     assert content(spread.data_dir) == content(local.cfg.data_dir)
     assert open_manifest(spread.data_dir)[1].content_key() == open_manifest(local.cfg.data_dir)[1].content_key()
     assert verify(spread.data_dir)[1] == []
     again = run(spread, show_progress=False)  # nothing new: Ray is not asked for anything
-    assert again.unchanged and again.seconds["chunk"] < 1
+    assert again.unchanged and again.cluster is None
 
 
 def encoder_pids() -> list[int]:
@@ -130,6 +132,7 @@ def test_a_small_run_stays_here_and_never_starts_ray(tmp_path, blobdex):
     gitrepo.commit(Repo(str(tmp_path / "src" / "api")), {**api_files(), "src/more.py": b"def more():\n    return 2\n"})
     ran = blobdex("--config", built.cfg.path, "index", "--json", "--cluster", f"ray://127.0.0.1:{free_port()}")
     assert ran.code == 0 and json.loads(ran.out)["totals"]["blobs_new"] == 1, ran
+    assert json.loads(ran.out)["cluster"] is None  # all its work done here
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
 
 
