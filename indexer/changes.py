@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,69 +123,61 @@ def _only(scan: RefScan, paths: set[str]) -> RefScan:
 
 
 def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str, BlobEntry]:
-    """Each wanted blob's entry, from the cache or prepared now (new blobs only)."""
+    """Each wanted blob's entry, from the cache or prepared now (new blobs only), in this process or, for work
+    worth its start, on the run's Ray cluster. Entries are cached a batch at a time as they land, except a blob
+    that could not be read or prepared: that is recorded for this run only (a missing object may be fetched
+    later, a crash fixed by the next version), and the next run tries again."""
     cache, report = run.cache, run.report
     entries = cache.get_blobs(list(wanted))
     missing = [k for k in wanted if k not in entries]
     report.blobs_new += len(missing)
-    by_mirror: dict[Path, list[str]] = defaultdict(list)
-    for key in missing:
-        by_mirror[wanted[key][0]].append(key)
+    batches = _batches(_read_blobs(wanted, missing, entries), CHUNK_CACHE_BATCH)
     if run.cluster is not None and run.cluster.worth(blobs=len(missing)):
-        return _chunk_on_cluster(run, wanted, by_mirror, entries, len(missing))
+        landed = run.cluster.prepare(batches, run.cfg.max_blob_bytes)
+    else:
+        max_bytes, seconds = run.cfg.max_blob_bytes, report.seconds
+        landed = ([(key, prepared(key, data, lang, max_bytes, seconds)) for key, data, lang in b] for b in batches)
     with Progress("chunk", len(missing), run.show_progress) as bar:
-        for mirror_path, keys in by_mirror.items():
-            with mirror.open_mirror(mirror_path) as repo:
-                pending: dict[str, BlobEntry] = {}
-                for key in keys:
-                    _, blob_id, lang = wanted[key]
-                    try:
-                        data = repo.object_store[blob_id.encode()].as_raw_string()
-                        pending[key] = prepare(data, lang, run.cfg.max_blob_bytes, seconds=report.seconds)
-                    except Exception as exc:  # one bad file is recorded, never aborts a repo
-                        log.warning("cannot read or chunk blob %s (%s): %s", blob_id, lang, exc)
-                        # Recorded for this run only, never cached: a missing object may be fetched later,
-                        # and a crash may be fixed by the next version; the next run tries again.
-                        entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
-                    bar.advance()
-                    if len(pending) >= CHUNK_CACHE_BATCH:
-                        cache.put_blobs(pending)
-                        entries.update(pending)
-                        pending = {}
-                cache.put_blobs(pending)
-                entries.update(pending)
+        for batch in landed:
+            cache.put_blobs({key: entry for key, entry in batch if entry.skip != SkipReason.UNREADABLE.value})
+            entries.update(batch)
+            bar.advance(len(batch))
     return entries
 
 
-def _chunk_on_cluster(run: Run, wanted: dict, by_mirror: dict, entries: dict, count: int) -> dict[str, BlobEntry]:
-    """The chunk stage's new blobs prepared on the cluster: the driver reads each blob's bytes (the mirrors are
-    here) and sends them in batches; each batch's entries are cached as it lands."""
+def prepared(key: str, data: bytes, lang: str, max_bytes: int, seconds: dict | None = None) -> BlobEntry:
+    """A blob's entry, or, when preparing it fails, one marking it unreadable: one bad file never aborts a repo."""
+    try:
+        return prepare(data, lang, max_bytes, seconds=seconds)
+    except Exception as exc:  # a parser or extractor bug on hostile content
+        log.warning("cannot chunk blob %s (%s): %s", key, lang, exc)
+        return BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
 
-    def batches():
-        batch: list = []
-        for mirror_path, keys in by_mirror.items():
-            with mirror.open_mirror(mirror_path) as repo:
-                for key in keys:
-                    _, blob_id, lang = wanted[key]
-                    try:
-                        data = repo.object_store[blob_id.encode()].as_raw_string()
-                    except Exception as exc:  # as the local stage: recorded for this run, tried again next run
-                        log.warning("cannot read blob %s (%s): %s", blob_id, lang, exc)
-                        entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
-                        continue
-                    batch.append((key, data, lang))
-                    if len(batch) >= CHUNK_CACHE_BATCH:
-                        yield batch
-                        batch = []
-        if batch:
+
+def _read_blobs(wanted: dict, keys: list[str], entries: dict) -> Iterator[tuple[str, bytes, str]]:
+    """(cache key, bytes, lang) of each blob, mirror by mirror; one that cannot be read is marked unreadable."""
+    by_mirror: dict[Path, list[str]] = defaultdict(list)
+    for key in keys:
+        by_mirror[wanted[key][0]].append(key)
+    for mirror_path, keys_ in by_mirror.items():
+        with mirror.open_mirror(mirror_path) as repo:
+            for key in keys_:
+                _, blob_id, lang = wanted[key]
+                try:
+                    data = repo.object_store[blob_id.encode()].as_raw_string()
+                except Exception as exc:  # a missing or damaged object
+                    log.warning("cannot read blob %s (%s): %s", blob_id, lang, exc)
+                    entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
+                    continue
+                yield key, data, lang
+
+
+def _batches(items: Iterator, size: int) -> Iterator[list]:
+    batch: list = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
             yield batch
-
-    t0 = time.monotonic()
-    with Progress("chunk", count, run.show_progress) as bar:
-        for landed in run.cluster.prepare(batches(), run.cfg.max_blob_bytes):
-            ready = {key: entry for key, entry in landed if entry.skip != SkipReason.UNREADABLE.value}
-            run.cache.put_blobs(ready)
-            entries.update(dict(landed))
-            bar.advance(len(landed))
-    log.info("prepared %d blobs on the cluster in %.1f s", count, time.monotonic() - t0)
-    return entries
+            batch = []
+    if batch:
+        yield batch

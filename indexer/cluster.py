@@ -44,18 +44,10 @@ class ClusterError(BlobdexError):
 
 
 def _prepare_batch(items: list[tuple[str, bytes, str]], max_bytes: int) -> list[tuple[str, object]]:
-    """On a worker: prepare each blob (indexer.prepare), or record it unreadable, as the local chunk stage does."""
-    from indexer.ignore import SkipReason
-    from indexer.prepare import BlobEntry, prepare
+    """On a worker: each blob's entry, as the run's chunk stage prepares it here."""
+    from indexer.changes import prepared
 
-    out = []
-    for key, data, lang in items:
-        try:
-            out.append((key, prepare(data, lang, max_bytes)))
-        except Exception as exc:  # one bad file is recorded, never aborts a repo (as changes._chunk_stage)
-            log.warning("cannot chunk blob %s (%s): %s", key, lang, exc)
-            out.append((key, BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)))
-    return out
+    return [(key, prepared(key, data, lang, max_bytes)) for key, data, lang in items]
 
 
 class _Encoder:

@@ -45,6 +45,8 @@ OBJECT_GRACE_SECONDS = 3600
 class StoreError(BlobdexError):
     """The object store cannot be read or written; the message says which store, why, and what to do."""
 
+    code = ""  # the store's error code, where it gave one ("404", "PreconditionFailed", ...)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Transfer:
@@ -88,7 +90,7 @@ class Store:
         return "/".join([self.prefix, *parts] if self.prefix else parts)
 
     def _call(self, what: str, fn, **kw):
-        """One request, its failure said in one sentence."""
+        """One request, its failure said in one sentence (a StoreError carrying the store's error code)."""
         from boto3.exceptions import Boto3Error
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -97,40 +99,39 @@ class Store:
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("NoSuchBucket",):
-                raise StoreError(f"store {self.url}: bucket {self.bucket!r} does not exist; create it first") from exc
-            if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
-                raise StoreError(
+                error = StoreError(f"store {self.url}: bucket {self.bucket!r} does not exist; create it first")
+            elif code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
+                error = StoreError(
                     f"store {self.url} refused to {what} ({code}): check the credentials store_access_key and "
                     f"store_secret_key name (or the AWS_* environment)"
-                ) from exc
-            raise
+                )
+            else:
+                error = StoreError(f"cannot {what} in store {self.url}: {exc}")
+            error.code = code
+            raise error from exc
         except (BotoCoreError, Boto3Error) as exc:
             where = f" at {self.endpoint}" if self.endpoint else ""
             raise StoreError(f"cannot {what} in store {self.url}{where}: {exc}; check store_endpoint") from exc
 
     # -- objects -----------------------------------------------------------------------------
     def has(self, key: str) -> bool:
-        from botocore.exceptions import ClientError
-
         try:
             self._call(f"read {key}", self.client.head_object, Key=key)
             return True
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        except StoreError as exc:
+            if exc.code in ("404", "NoSuchKey", "NotFound"):
                 return False
-            raise StoreError(f"cannot read {key} in store {self.url}: {exc}") from exc
+            raise
 
     def put(self, key: str, body, once: bool = False) -> None:
         """Write an object; `once`: only if none is there (a marker is never overwritten)."""
-        from botocore.exceptions import ClientError
-
         extra = {"IfNoneMatch": "*"} if once else {}
         try:
             self._call(f"write {key}", self.client.put_object, Key=key, Body=body, **extra)
-        except ClientError as exc:
-            if once and exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+        except StoreError as exc:
+            if once and exc.code in ("PreconditionFailed", "412"):
                 return  # written already: the same snapshot, published twice
-            raise StoreError(f"cannot write {key} in store {self.url}: {exc}") from exc
+            raise
 
     def put_file(self, key: str, path: Path) -> None:
         """Upload a file (in parts when it is large: boto3's managed transfer)."""
@@ -141,12 +142,7 @@ class Store:
         self._call(f"read {key}", lambda Bucket, **kw: self.client.download_file(Bucket, key, str(path)))
 
     def get(self, key: str) -> bytes:
-        from botocore.exceptions import ClientError
-
-        try:
-            return self._call(f"read {key}", self.client.get_object, Key=key)["Body"].read()
-        except ClientError as exc:
-            raise StoreError(f"cannot read {key} in store {self.url}: {exc}") from exc
+        return self._call(f"read {key}", self.client.get_object, Key=key)["Body"].read()
 
     def names(self, folder: str) -> list[str]:
         """The names of the objects under a folder of the prefix, sorted."""
@@ -154,16 +150,11 @@ class Store:
 
     def listed(self, folder: str) -> list[tuple[str, float]]:
         """The objects under a folder of the prefix: (name, last modified as a Unix time)."""
-        from botocore.exceptions import ClientError
-
         found, token = [], None
         base = self.key(folder) + "/"
         while True:
             kw = {"Prefix": base, **({"ContinuationToken": token} if token else {})}
-            try:
-                page = self._call(f"list {base}", self.client.list_objects_v2, **kw)
-            except ClientError as exc:
-                raise StoreError(f"cannot list {base} in store {self.url}: {exc}") from exc
+            page = self._call(f"list {base}", self.client.list_objects_v2, **kw)
             found += [(o["Key"][len(base) :], o["LastModified"].timestamp()) for o in page.get("Contents", [])]
             if not page.get("IsTruncated"):
                 return found
@@ -299,6 +290,9 @@ def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:
         return None
     started = time.monotonic()
     listing = json.loads(store.get(store.key("snapshots", f"{newest}.json")))
+    for rel in listing:  # before anything is downloaded: a listing is the bucket's word, not ours
+        if Path(rel).parts[0] not in (SNAPSHOTS_DIR, PARTS_DIR) or ".." in Path(rel).parts:
+            raise StoreError(f"snapshot {newest} in store {store.url} lists {rel!r}, outside a snapshot or a part")
     objects = data_dir / STORE_DIR / "objects"
     objects.mkdir(parents=True, exist_ok=True)
     moved = moved_bytes = 0
@@ -316,9 +310,6 @@ def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:
     staging = data_dir / f".sync-{newest}"
     shutil.rmtree(staging, ignore_errors=True)
     for rel, (sha, _) in listing.items():
-        top = Path(rel).parts[0]
-        if top not in (SNAPSHOTS_DIR, PARTS_DIR) or ".." in Path(rel).parts:
-            raise StoreError(f"snapshot {newest} in store {store.url} lists {rel!r}, outside a snapshot or a part")
         dest = staging / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.link(objects / sha, dest)

@@ -52,10 +52,13 @@ class Replica:
                 )
             self.store.report_replica(self.name, current_id(self.data_dir))
             self.last_error = None
-        except StoreError as exc:
+        except (StoreError, OSError, ValueError) as exc:  # the store, this disk, a damaged listing
             if str(exc) != self.last_error:
                 log.error("replica: %s; the snapshot here keeps serving", exc)
             self.last_error = str(exc)
+        except Exception:  # a bug: logged whole, and the poll goes on (a dead thread would stop syncing)
+            log.exception("replica: poll failed; the snapshot here keeps serving")
+            self.last_error = "poll failed"
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll):

@@ -38,8 +38,9 @@ BUNDLED = "all-MiniLM-L6-v2"
 def ray_cluster(tmp_path_factory):
     """A head node and one more node, each with one CPU, with token authentication (a token of this test's own,
     which the nodes and this process share through the environment, as an operator's would); yields the head's
-    address. `ray stop` stops every Ray process of this user on the machine: CI runs none of its own."""
-    port = free_port()
+    address and its Ray Client address. `ray stop` stops every Ray process of this user on the machine: CI runs
+    none of its own."""
+    port, client = free_port(), free_port()
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     env = {**os.environ, **auth, "RAY_TMPDIR": str(tmp_path_factory.mktemp("ray"))}
     common = ["--num-cpus", "1", "--object-store-memory", str(256 << 20), "--disable-usage-stats"]
@@ -48,7 +49,8 @@ def ray_cluster(tmp_path_factory):
             patch.setenv(name, value)
         try:
             subprocess.run(
-                [RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
+                [RAY, "start", "--head", "--port", str(port), "--ray-client-server-port", str(client)]
+                + ["--include-dashboard", "false", *common],
                 check=True,
                 env=env,
                 capture_output=True,
@@ -56,7 +58,7 @@ def ray_cluster(tmp_path_factory):
             subprocess.run(
                 [RAY, "start", "--address", f"127.0.0.1:{port}", *common], check=True, env=env, capture_output=True
             )
-            yield f"127.0.0.1:{port}"
+            yield {"node": f"127.0.0.1:{port}", "client": f"ray://127.0.0.1:{client}"}
         finally:
             subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True)
 
@@ -73,13 +75,17 @@ def every_batch_on_the_cluster(monkeypatch):
     monkeypatch.setattr(cluster, "LOCAL_TEXTS", 0)
 
 
-def test_a_run_on_the_cluster_publishes_what_a_local_run_does(tmp_path, ray_cluster, every_batch_on_the_cluster):
+@pytest.mark.parametrize("joined_as", ["node", "client"])
+def test_a_run_on_the_cluster_publishes_what_a_local_run_does(
+    tmp_path, ray_cluster, every_batch_on_the_cluster, joined_as
+):
     local = build_corpus(tmp_path / "local", {"api": api_files(), "tools": tools_files()})
-    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=ray_cluster)
+    address = ray_cluster[joined_as]
+    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=address)
     report = run(spread, show_progress=False)
     assert report.published and report.blobs_new == local.report.blobs_new
     texts = report.chunks_embedded + 2  # and each repo's card
-    assert report.cluster == {"address": ray_cluster, "workers": 2, "blobs": report.blobs_new, "texts": texts}
+    assert report.cluster == {"address": address, "workers": 2, "blobs": report.blobs_new, "texts": texts}
     assert content(spread.data_dir) == content(local.cfg.data_dir)
     assert open_manifest(spread.data_dir)[1].content_key() == open_manifest(local.cfg.data_dir)[1].content_key()
     assert verify(spread.data_dir)[1] == []
@@ -103,7 +109,7 @@ def encoder_pids() -> list[int]:
 def test_an_embedding_worker_killed_mid_batch_loses_nothing(tmp_path, ray_cluster, every_batch_on_the_cluster):
     """With the bundled model: a batch takes seconds on one core, so the kill lands while one is being embedded."""
     local = build_corpus(tmp_path / "local", {"code": corpus_files()}, model=BUNDLED, fast_first=False)
-    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=ray_cluster)
+    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=ray_cluster["node"])
     killed: list[int] = []
 
     def kill_one() -> None:

@@ -5,6 +5,7 @@ fails the run in one sentence and loses nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -22,6 +23,7 @@ from indexer.config import dumps
 from indexer.embed import HashEmbedder
 from indexer.snapshot import current_id
 from indexer.store import Store, StoreError, snapshot_files, store_for, sync
+from indexer.verify import verify
 from query.replica import Replica
 from query.search import SearchRequest
 from query.service import Service
@@ -31,6 +33,7 @@ from tests.servers import s3_server, serve_subprocess
 
 BUCKET = "blobdex-test"
 KEYS = {"BLOBDEX_TEST_S3_KEY": "test", "BLOBDEX_TEST_S3_SECRET": "test"}
+SHA_X = hashlib.sha256(b"x").hexdigest().encode()
 QUERIES = ["renew subscription", "invoice total with tax", "database url", "cart items"]
 
 
@@ -117,6 +120,32 @@ def test_the_bucket_keeps_what_its_kept_snapshots_name_and_no_more(tmp_path, end
     gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# z\n"})
     run(cfg, embedder=HashEmbedder(), show_progress=False)
     assert "0" * 64 in store.names("objects")
+
+
+@pytest.mark.parametrize(
+    "listing, error",
+    [
+        (b"{not json", "Expecting property name"),
+        (b'{"snapshots/x/../../../etc/passwd": ["%s", 1]}' % SHA_X, "outside a snapshot or a part"),
+        (b'{"/etc/passwd": ["%s", 1]}' % SHA_X, "outside a snapshot or a part"),
+        (b'{"snapshots/x/manifest.json": ["%s", 1]}' % (b"2" * 64), "cannot read"),  # an object the bucket lacks
+    ],
+)
+def test_a_replica_keeps_serving_through_a_bad_newest_snapshot(tmp_path, endpoint, keys, listing, error):
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, f"bad-{tmp_path.name}")
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    store = store_for(cfg)
+    replica = Replica(store, tmp_path / "replica", poll=60, name="r1")
+    replica.step()
+    serving = current_id(replica.data_dir)
+    bogus = "29991231T000000000000Z-ffffff"  # newer than any real snapshot
+    store.put(store.key("objects", SHA_X.decode()), b"x")  # an object the bucket has, for the paths
+    store.put(store.key("snapshots", f"{bogus}.json"), listing)
+    store.put(store.key("published", bogus), bogus.encode(), once=True)
+    replica.step()
+    assert error in replica.last_error and current_id(replica.data_dir) == serving
+    assert verify(replica.data_dir)[1] == [] and not (tmp_path / "etc").exists()
 
 
 def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, endpoint, keys, blobdex):
