@@ -7,19 +7,16 @@ it prints the figures (--json writes them)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ci.bench_store import commit_one_function  # noqa: E402
+from ci.bench_store import commit_one_function, main  # noqa: E402
 from indexer.cluster import Cluster  # noqa: E402
 from indexer.config import load  # noqa: E402
 from indexer.embed import embed_text, load_embedder  # noqa: E402
@@ -82,30 +79,5 @@ def small_runs(work: Path, env: dict) -> dict:
     return {"one_commit_s": here, "one_commit_on_ray_s": on_ray, "no_change_on_ray_s": nothing_new}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, help="a bench work dir with an index (default: build one)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
-    work = args.work
-    if work is None:
-        from ci.bench import default_source, make_repo
-
-        work = Path(tempfile.mkdtemp(prefix="blobdex-bench-cluster-"))
-        make_repo(default_source(), work / "src" / "networkx")
-        (work / "blobdex.toml").write_text(
-            'data_dir = "data"\nmodel = "blobdex:hash"\n\n[[repo]]\nname = "networkx"\n'
-            f'url = "{work / "src" / "networkx"}"\n',
-            encoding="utf-8",
-        )
-        blobdex = str(Path(sys.executable).parent / "blobdex")
-        subprocess.run([blobdex, "index", "--quiet"], cwd=work, env=env, check=True)
-    figures = cluster_figures(work, env)
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, cluster_figures, "blobdex-bench-cluster-")

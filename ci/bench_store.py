@@ -117,29 +117,31 @@ def commit_one_function(work: Path) -> None:
     gitrepo.commit(repo, files, message="bench: one more function", parents=[repo.head()])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(doc: str = __doc__, figures_of=None, prefix: str = "blobdex-bench-store-") -> None:
+    """A bench script's command line: figures of `--work` (a bench work dir with an index), or of an index of the
+    networkx tree built now with the hashing embedder; printed, and written to `--json`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--work", type=Path, help="a bench work dir with an index (default: build one)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
     work = args.work
     if work is None:
+        import subprocess
+
         from ci.bench import default_source, make_repo
 
-        work = Path(tempfile.mkdtemp(prefix="blobdex-bench-store-"))
+        work = Path(tempfile.mkdtemp(prefix=prefix))
         make_repo(default_source(), work / "src" / "networkx")
         (work / "blobdex.toml").write_text(
             'data_dir = "data"\nmodel = "blobdex:hash"\nfast_first = false\n\n[[repo]]\nname = "networkx"\n'
             f'url = "{work / "src" / "networkx"}"\n',
             encoding="utf-8",
         )
-        import subprocess
-
         subprocess.run(
             [str(Path(sys.executable).parent / "blobdex"), "index", "--quiet"], cwd=work, env=env, check=True
         )
-    figures = store_figures(work, env)
+    figures = (figures_of or store_figures)(work, env)
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
