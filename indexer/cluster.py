@@ -76,6 +76,7 @@ class Cluster:
         self.encoders: list = []
         self.batch = EMBED_BATCH
         self.blobs = self.texts = 0  # the work done there, for the run's report
+        self.gpus = 0  # embedding actors on GPUs (0: on CPUs)
         self.used = False
 
     def worth(self, blobs: int = 0, texts: int = 0) -> bool:
@@ -152,7 +153,7 @@ class Cluster:
         """One actor per GPU where the cluster has GPUs (torch, bigger batches), else one per worker CPU, each
         running the configured encoder on one core (OMP_NUM_THREADS, which Ray sets to an actor's CPUs)."""
         ray = self._ray
-        gpus = int(ray.cluster_resources().get("GPU", 0))
+        gpus = self.gpus = int(ray.cluster_resources().get("GPU", 0))
         if gpus:
             actor = ray.remote(max_restarts=-1, max_task_retries=RETRIES, num_gpus=1)(_Encoder)
             self.encoders = [actor.remote(model, "torch") for _ in range(gpus)]
@@ -193,7 +194,13 @@ class Cluster:
         """What the run did on the cluster (the report's `cluster`), or None when it did all its work here."""
         if not self.used:
             return None
-        return {"address": self.address, "workers": self.workers, "blobs": self.blobs, "texts": self.texts}
+        return {
+            "address": self.address,
+            "workers": self.workers,
+            "gpus": self.gpus,
+            "blobs": self.blobs,
+            "texts": self.texts,
+        }
 
     def close(self) -> None:
         if self._ray is not None:

@@ -7,21 +7,27 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from dulwich.repo import Repo
 
 from indexer import cluster
 from indexer.build import run
+from indexer.config import dumps
 from indexer.cluster import Cluster, ClusterError
-from indexer.snapshot import open_manifest
+from indexer.snapshot import open_manifest, read_chunks
 from indexer.verify import verify
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, tools_files
@@ -34,33 +40,41 @@ RAY = str(Path(sys.executable).parent / "ray")
 BUNDLED = "all-MiniLM-L6-v2"
 
 
-@pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
-    """A head node and one more node, each with one CPU, with token authentication (a token of this test's own,
-    which the nodes and this process share through the environment, as an operator's would); yields the head's
-    address and its Ray Client address. `ray stop` stops every Ray process of this user on the machine: CI runs
-    none of its own."""
+# One token for every cluster of this module, as an operator shares one among nodes: the process keeps the
+# token it first read.
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
+@contextmanager
+def ray_nodes(head: list[str], others: int = 0) -> Iterator[tuple[int, int]]:
+    """A head node started with `head` (its resources) and `others` more nodes of one CPU, with token
+    authentication; yields the head's port and its Ray Client port. `ray stop` stops every Ray process of
+    this user on the machine: CI runs none of its own. Ray's sockets live under RAY_TMPDIR, whose path must
+    be short (a socket path has at most 107 bytes)."""
     port, client = free_port(), free_port()
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    env = {**os.environ, **auth, "RAY_TMPDIR": str(tmp_path_factory.mktemp("ray"))}
-    common = ["--num-cpus", "1", "--object-store-memory", str(256 << 20), "--disable-usage-stats"]
+    temp = tempfile.mkdtemp(prefix="blobdex-ray-")
+    env = {**os.environ, **AUTH, "RAY_TMPDIR": temp}
+    common = ["--object-store-memory", str(256 << 20), "--disable-usage-stats"]
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in auth.items():
+        for name, value in AUTH.items():
             patch.setenv(name, value)
         try:
-            subprocess.run(
-                [RAY, "start", "--head", "--port", str(port), "--ray-client-server-port", str(client)]
-                + ["--include-dashboard", "false", *common],
-                check=True,
-                env=env,
-                capture_output=True,
-            )
-            subprocess.run(
-                [RAY, "start", "--address", f"127.0.0.1:{port}", *common], check=True, env=env, capture_output=True
-            )
-            yield {"node": f"127.0.0.1:{port}", "client": f"ray://127.0.0.1:{client}"}
+            start = [RAY, "start", "--head", "--port", str(port), "--ray-client-server-port", str(client)]
+            subprocess.run(start + ["--include-dashboard", "false", *head, *common], check=True, env=env)
+            for _ in range(others):
+                node = [RAY, "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", *common]
+                subprocess.run(node, check=True, env=env, capture_output=True)
+            yield port, client
         finally:
             subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True)
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A head node and one more node, each with one CPU: the addresses to join it as a node and as a client."""
+    with ray_nodes(["--num-cpus", "1"], others=1) as (port, client):
+        yield {"node": f"127.0.0.1:{port}", "client": f"ray://127.0.0.1:{client}"}
 
 
 def corpus_files() -> dict:
@@ -75,17 +89,34 @@ def every_batch_on_the_cluster(monkeypatch):
     monkeypatch.setattr(cluster, "LOCAL_TEXTS", 0)
 
 
+# `blobdex` in its own process with every batch sent to the cluster (as every_batch_on_the_cluster does here).
+SPREAD_ALL = (
+    "from indexer import cluster; cluster.LOCAL_BLOBS = cluster.LOCAL_TEXTS = 0; from query.cli import main; main()"
+)
+
+
 @pytest.mark.parametrize("joined_as", ["node", "client"])
 def test_a_run_on_the_cluster_publishes_what_a_local_run_does(
     tmp_path, ray_cluster, every_batch_on_the_cluster, joined_as
 ):
+    """Joined as a node, in this process; through Ray Client, as `blobdex index` in a process of its own, as a
+    user outside the cluster runs it."""
     local = build_corpus(tmp_path / "local", {"api": api_files(), "tools": tools_files()})
     address = ray_cluster[joined_as]
     spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=address)
-    report = run(spread, show_progress=False)
-    assert report.published and report.blobs_new == local.report.blobs_new
-    texts = report.chunks_embedded + 2  # and each repo's card
-    assert report.cluster == {"address": address, "workers": 2, "blobs": report.blobs_new, "texts": texts}
+    if joined_as == "node":
+        report = run(spread, show_progress=False).to_dict()
+    else:
+        (tmp_path / "spread.toml").write_text(dumps(spread, str(spread.data_dir)), encoding="utf-8")
+        args = ["--config", str(tmp_path / "spread.toml"), "index", "--json"]
+        ran = subprocess.run([sys.executable, "-c", SPREAD_ALL, *args], capture_output=True, text=True)
+        assert ran.returncode == 0, (ran.stdout[-3000:], ran.stderr[-3000:])
+        report = json.loads(ran.stdout)
+    totals = report["totals"]
+    assert report["published"] and totals["blobs_new"] == local.report.blobs_new
+    texts = totals["chunks_embedded"] + 2  # and each repo's card
+    blobs = totals["blobs_new"]
+    assert report["cluster"] == {"address": address, "workers": 2, "gpus": 0, "blobs": blobs, "texts": texts}
     assert content(spread.data_dir) == content(local.cfg.data_dir)
     assert open_manifest(spread.data_dir)[1].content_key() == open_manifest(local.cfg.data_dir)[1].content_key()
     assert verify(spread.data_dir)[1] == []
@@ -157,3 +188,22 @@ def test_an_unreachable_cluster_is_one_sentence_and_the_last_snapshot_keeps_serv
     assert open_manifest(built.cfg.data_dir)[0] == before and verify(built.cfg.data_dir)[1] == []
     with pytest.raises(ClusterError, match="--cluster is 'head'; use \"local\""):
         Cluster("head")
+
+
+def test_a_cluster_with_a_gpu_embeds_there_with_torch_in_bigger_batches(tmp_path, every_batch_on_the_cluster):
+    """A head that declares one GPU (Ray schedules by what a node declares; this machine has none, so torch runs
+    on its CPU): one embedding actor, on the GPU, running torch, whose vectors are ONNX's to float precision."""
+    local = build_corpus(tmp_path / "local", {"api": api_files()}, model=BUNDLED, fast_first=False)
+    with ray_nodes(["--num-cpus", "2", "--num-gpus", "1"]) as (port, _):
+        spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=f"127.0.0.1:{port}")
+        report = run(spread, show_progress=False)
+    assert report.cluster["gpus"] == 1 and report.cluster["texts"] == local.report.chunks_embedded + 1
+    ours, theirs = (read_chunks(open_manifest(c.data_dir)[0]) for c in (spread, local.cfg))
+    key = ["path", "line_start", "chunk_index"]
+    ours, theirs = (t.sort_by([(k, "ascending") for k in key]) for t in (ours, theirs))
+    assert ours.drop_columns(["row", "vector"]).to_pylist() == theirs.drop_columns(["row", "vector"]).to_pylist()
+    cosine = (
+        np.stack(ours.column("vector").to_numpy(zero_copy_only=False))
+        * np.stack(theirs.column("vector").to_numpy(zero_copy_only=False))
+    ).sum(axis=1)
+    assert cosine.min() > 0.9999
