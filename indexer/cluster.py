@@ -212,4 +212,4 @@ class Cluster:
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
