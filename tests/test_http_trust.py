@@ -20,7 +20,7 @@ from query.surfaces.guard import MAX_BODY_BYTES
 from query.surfaces.mcp import build
 from query.service import Service
 from tests.test_get_file import big_mirror  # noqa: F401 (a fixture)
-from tests.servers import Server
+from tests.servers import MCP_INITIALIZE, Server
 
 CHUNK = 64 * 1024
 
@@ -324,3 +324,22 @@ def test_the_openapi_document_states_the_new_search_options_and_statuses(url):
     assert {"403", "413"} <= set(doc["/v1/file"]["get"]["responses"]) and "text/markdown" in search["responses"]["200"][
         "content"
     ]
+
+
+@pytest.mark.parametrize(
+    "allowed,host,status",
+    [
+        (["code.example.com"], "code.example.com", 200),
+        (["code.example.com"], "code.example.com:8765", 200),
+        (["code.example.com"], "other.example.com", 421),
+        (["*"], "any.example.org:9", 200),
+    ],
+)
+def test_an_allowed_host_reaches_every_surface_mcp_included(service, allowed, host, status):
+    """--allow-host admits the same hosts on /v1 and /mcp: the MCP transport checks hosts again behind the Guard,
+    and must agree with it (a `*` too)."""
+    with Server(app(service, allowed_hosts=allowed)) as base:
+        headers = {"Host": host, "Accept": "application/json, text/event-stream"}
+        v1 = httpx.get(f"{base}/v1/repos", headers={"Host": host})
+        mcp = httpx.post(f"{base}/mcp", json=MCP_INITIALIZE, headers=headers)
+    assert (v1.status_code, mcp.status_code) == (status, status), (v1.text, mcp.text)

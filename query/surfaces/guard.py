@@ -36,7 +36,10 @@ def served_hosts(extra: list[str] | None = None) -> list[str]:
 
 def mcp_security(allowed: list[str]) -> TransportSecuritySettings:
     """The same hosts as the MCP transport states them (it checks again behind the Guard): any port of each,
-    origins over http or https."""
+    origins over http or https. `*` (any host, as the Guard reads it) has no form there: the transport's own
+    check is off, and the Guard's stands."""
+    if "*" in allowed:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[h + suffix for h in allowed for suffix in ("", ":*")],
