@@ -33,10 +33,12 @@ EDGE_FIELDS += ("to_repo", "to_path", "to_line", "to_evidence", "detail")
 class ContextError(BlobdexError):
     """The symbol is unknown or the request is malformed; the message says what to try."""
 
-    status = 404  # /v1 has always answered it as not found, for a malformed request too
+    status = 404
 
 
-class BadReferenceRequest(ContextError):
+class BadContextRequest(ContextError):
+    """A malformed request (no symbol, both a symbol and a place, a limit out of range)."""
+
     status = 400
 
 
@@ -55,6 +57,7 @@ def context(
     cursor: str | None = None,
     limit: int = DEFAULT_CALLERS,
 ) -> dict:
+    _check_limit(limit)
     path, manifest = open_manifest(data_dir, snapshot_id)
     definitions = _definitions(path, manifest, org, symbol, repo)
     asked = {"tool": "context", "symbol": symbol, "org": org, "repo": repo, "name_only": name_only, "limit": limit}
@@ -108,9 +111,10 @@ def references(
     """The callers of a symbol (by name, as expand_context takes it) or of what a position names: the definition
     that starts on `line` of `repo`:`path`, else what a call on that line resolves to, else the innermost
     definition around the line."""
+    _check_limit(limit)
     snap, manifest = open_manifest(data_dir, snapshot_id)
     if symbol and (path or line):
-        raise BadReferenceRequest("give a symbol, or repo, path and line, not both")
+        raise BadContextRequest("give a symbol, or repo, path and line, not both")
     if symbol:
         definitions = _definitions(snap, manifest, org, symbol, repo)
         name = _name(symbol)
@@ -118,9 +122,7 @@ def references(
         definitions = [_at(snap, manifest, org, repo, path, line)]
         name = definitions[0]["name"]
     else:
-        raise BadReferenceRequest(
-            "give a symbol (like `Session.get`), or repo, path and line of a definition or a call"
-        )
+        raise BadContextRequest("give a symbol (like `Session.get`), or repo, path and line of a definition or a call")
     asked = {"tool": "references", "symbol": symbol, "org": org, "repo": repo, "path": path, "line": line}
     asked |= {"name_only": name_only, "limit": limit}
     return {
@@ -130,6 +132,12 @@ def references(
     }
 
 
+def _check_limit(limit: int) -> None:
+    """Checked before anything is looked up: a malformed request is said as such, not as an unknown symbol."""
+    if not 1 <= limit <= MAX_CALLERS:
+        raise BadContextRequest(f"limit {limit} is out of range: use 1 to {MAX_CALLERS}")
+
+
 def _name(symbol: str) -> str:
     return symbol.strip().replace("::", ".").rsplit(".", 1)[-1]
 
@@ -137,7 +145,7 @@ def _name(symbol: str) -> str:
 def _definitions(path: Path, manifest: Manifest, org: str, symbol: str, repo: str | None) -> list[dict]:
     symbol = symbol.strip()
     if not symbol:
-        raise ContextError("the symbol is empty: give a name like `renew` or `Billing.renew`")
+        raise BadContextRequest("the symbol is empty: give a name like `renew` or `Billing.renew`")
 
     def defined(t):
         m = pc.and_(pc.equal(t["org"], org), pc.or_(pc.equal(t["qualified_name"], symbol), pc.equal(t["name"], symbol)))
@@ -203,8 +211,6 @@ def _callers(
 ) -> dict:
     """The calls resolved to any of the definitions, a page of them (repos with the most first), with totals by
     repo and by resolution level; the name-only matches counted, and listed (labelled) when asked."""
-    if not 1 <= limit <= MAX_CALLERS:
-        raise BadReferenceRequest(f"limit {limit} is out of range: use 1 to {MAX_CALLERS}")
     offset = cursor_decode(cursor, asked["tool"], manifest.snapshot_id, asked) or 0
     if not isinstance(offset, int) or offset < 0:
         raise CursorError("that cursor's position is not one a page gives: ask again without a cursor")

@@ -249,6 +249,9 @@ def test_v1_bodies_refuse_what_they_do_not_take(url, path, body, message):
         ("/v1/file", {"repo": "api", "path": "x", "org": "acme"}, "unknown parameter 'org'; accepted parameters"),
         ("/v1/file", {"repo": "api", "paht": "x"}, "unknown parameter 'paht'; did you mean 'path'?"),
         ("/v1/context", {"symbl": "Invoice"}, "did you mean 'symbol'?"),
+        ("/v1/context", {}, "the symbol is empty"),
+        ("/v1/context", {"symbol": " "}, "the symbol is empty"),
+        ("/v1/references", {"symbol": "x", "limit": "0"}, "limit 0 is out of range"),
     ],
 )
 def test_v1_query_parameters_refuse_what_they_do_not_take(url, path, params, message):
