@@ -192,7 +192,9 @@ def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: s
         try:
             found = get_file(data_dir, repo, clean, spot.commit_id, org)  # credentials withheld, as get_file serves
         except GetFileError as exc:
-            raise BrowseError(str(exc)) from exc
+            error = BrowseError(str(exc))
+            error.status = exc.status  # a directory is the caller's request (400), a missing file 404, ...
+            raise error from exc
         blob_id, lang = found.blob_id, language_for(clean)
         entry = prepare(found.content, lang, MAX_OUTLINE_BYTES)
         if entry.skip is not None:

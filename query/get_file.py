@@ -32,10 +32,15 @@ class GetFileError(BlobdexError):
     status = 404
 
 
-class BadRange(GetFileError):
-    """The line range asked for is not one (negative, zero, inverted)."""
+class BadRequest(GetFileError):
+    """Asked for what cannot be answered as asked: a path that is not a repo path or names no text file (a
+    directory, a symlink, a submodule, a binary file), a commit prefix that names several commits."""
 
     status = 400
+
+
+class BadRange(BadRequest):
+    """The line range asked for is not one (malformed, zero, inverted, past the end)."""
 
 
 class CredentialFile(GetFileError):
@@ -71,7 +76,7 @@ def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
         return None, None
     m = LINES_RE.match(spec.strip())
     if not m or not (m.group(1) or m.group(3)):
-        raise GetFileError(f"bad line range {spec!r}: use A-B (1-based, inclusive), A-, -B or A")
+        raise BadRange(f"bad line range {spec!r}: use A-B (1-based, inclusive), A-, -B or A")
     start = int(m.group(1)) if m.group(1) else 1
     end = int(m.group(3)) if m.group(3) else (None if m.group(2) else start)
     if start < 1 or (end is not None and end < start):
@@ -165,7 +170,7 @@ def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
             if SHORT_HEX_RE.match(ref):
                 matches = list(repo.object_store.iter_prefix(ref.encode()))
                 if len(matches) > 1:
-                    raise GetFileError(f"commit id prefix {ref!r} is ambiguous in repo {repo_name!r}; give more digits")
+                    raise BadRequest(f"commit id prefix {ref!r} is ambiguous in repo {repo_name!r}; give more digits")
                 obj = repo[matches[0]]
             else:
                 obj = parse_object(repo, ref.encode())
@@ -206,17 +211,17 @@ def _blob_at(repo, commit_id: str, clean: str, repo_name: str, full_ref: str) ->
         elif n < len(parts) - 1:
             tree = None  # a file where a directory was named: the next part is not found
     if stat.S_ISLNK(mode):
-        raise GetFileError(
+        raise BadRequest(
             f"{clean!r} in repo {repo_name!r} is a symlink (to "
             f"{repo[sha].as_raw_string().decode('utf-8', 'replace')!r}); symlinks are not followed"
         )
     if mode & 0o170000 == 0o160000:
-        raise GetFileError(f"{clean!r} in repo {repo_name!r} is a submodule; it is not part of this repo's objects")
+        raise BadRequest(f"{clean!r} in repo {repo_name!r} is a submodule; it is not part of this repo's objects")
     if stat.S_ISDIR(mode):
         names = ", ".join(
             sorted(e.path.decode("utf-8", "replace") for e in tree.iteritems())[:20] if isinstance(tree, Tree) else []
         )
-        raise GetFileError(f"{clean!r} in repo {repo_name!r} is a directory (entries: {names}); give a file path")
+        raise BadRequest(f"{clean!r} in repo {repo_name!r} is a directory (entries: {names}); give a file path")
     # Only a blob is left, and it is not read yet: its size comes from its header first.
     try:
         size = blob_size(repo, sha)
@@ -226,7 +231,7 @@ def _blob_at(repo, commit_id: str, clean: str, repo_name: str, full_ref: str) ->
         raise _too_large(clean, repo_name, size)
     obj = repo[sha]
     if not isinstance(obj, Blob):
-        raise GetFileError(
+        raise BadRequest(
             f"{clean!r} in repo {repo_name!r} is not a file (a hostile tree names a "
             f"{obj.type_name.decode()} with a file's mode)"
         )
@@ -251,7 +256,7 @@ def get_file(
         )
     clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
     if clean is None:
-        raise GetFileError(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
+        raise BadRequest(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
     refuse_credentials(clean, repo_name)  # before any ref is resolved or object read: no ref gets around it
     check_range(start, end)
     try:
@@ -265,9 +270,7 @@ def get_file(
     if len(data) > MAX_FILE_BYTES:  # a blob whose size no header told (one from an alternate store)
         raise _too_large(clean, repo_name, len(data))
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise GetFileError(
-            f"{clean!r} in repo {repo_name!r} is a binary file ({len(data)} bytes); get_file returns text"
-        )
+        raise BadRequest(f"{clean!r} in repo {repo_name!r} is a binary file ({len(data)} bytes); get_file returns text")
     # Lines end at "\n" only, as git counts them; a final line without one stays as it is.
     lines = [line + b"\n" for line in data.split(b"\n")]
     lines[-1] = lines[-1][:-1]
@@ -277,7 +280,7 @@ def get_file(
     first = start or 1
     last = total if end is None else end
     if total and first > total:
-        raise GetFileError(f"line {first} is past the end of {clean!r}, which has {total} lines")
+        raise BadRange(f"line {first} is past the end of {clean!r}, which has {total} lines")
     last = min(last, total)
     # What the index holds back as credentials is not served here either: such a line is replaced by a
     # marker of the same line, so line numbers stay true and the reply says which lines were withheld.

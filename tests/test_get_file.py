@@ -41,23 +41,24 @@ def test_end_past_eof_is_clamped_start_past_eof_is_an_error(corpus):
         get_file(corpus.cfg.data_dir, "api", "src/billing/invoice.py", start=50)
 
 
-@pytest.mark.parametrize(
-    "repo,path,ref,message",
-    [
-        ("nope", "x.py", None, "unknown repo 'nope' in org 'default' \\(known: api, tools\\)"),
-        ("api", "missing.py", None, "no file 'missing.py' in repo 'api' at refs/heads/main"),
-        ("api", "src/billing/renew.py", "no-such-ref", "ref 'no-such-ref' not found in repo 'api'"),
-        ("api", "assets/logo.png", None, "is a binary file"),
-        ("api", "link.py", None, "is a symlink \\(to 'src/billing/renew.py'\\)"),
-        ("api", "vendor-sub", None, "is a submodule"),
-        ("api", "src/billing", None, "is a directory \\(entries: invoice.py, renew.py\\)"),
-        ("api", "../etc/passwd", None, "invalid path"),
-        ("../api", "x", None, "unknown repo"),
-    ],
-)
-def test_bad_requests_get_one_clear_sentence(corpus, repo, path, ref, message):
-    with pytest.raises(GetFileError, match=message):
+BAD_FILE_REQUESTS = [  # what is not there is 404; what is asked wrongly, 400
+    ("nope", "x.py", None, "unknown repo 'nope' in org 'default' \\(known: api, tools\\)", 404),
+    ("api", "missing.py", None, "no file 'missing.py' in repo 'api' at refs/heads/main", 404),
+    ("api", "src/billing/renew.py", "no-such-ref", "ref 'no-such-ref' not found in repo 'api'", 404),
+    ("api", "assets/logo.png", None, "is a binary file", 400),
+    ("api", "link.py", None, "is a symlink \\(to 'src/billing/renew.py'\\)", 400),
+    ("api", "vendor-sub", None, "is a submodule", 400),
+    ("api", "src/billing", None, "is a directory \\(entries: invoice.py, renew.py\\)", 400),
+    ("api", "../etc/passwd", None, "invalid path", 400),
+    ("../api", "x", None, "unknown repo", 404),
+]
+
+
+@pytest.mark.parametrize("repo,path,ref,message,status", BAD_FILE_REQUESTS)
+def test_bad_requests_get_one_clear_sentence(corpus, repo, path, ref, message, status):
+    with pytest.raises(GetFileError, match=message) as raised:
         get_file(corpus.cfg.data_dir, repo, path, ref)
+    assert raised.value.status == status
 
 
 def test_files_skipped_from_the_index_are_still_readable(corpus):

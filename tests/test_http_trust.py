@@ -346,3 +346,23 @@ def test_an_allowed_host_reaches_every_surface_mcp_included(service, allowed, ho
         v1 = httpx.get(f"{base}/v1/repos", headers={"Host": host})
         mcp = httpx.post(f"{base}/mcp", json=MCP_INITIALIZE, headers=headers)
     assert (v1.status_code, mcp.status_code) == (status, status), (v1.text, mcp.text)
+
+
+@pytest.mark.parametrize(
+    "repo,path,status,phrase",
+    [
+        ("nope", "x.py", 404, "unknown repo 'nope'"),
+        ("api", "missing.py", 404, "no file 'missing.py' in repo 'api'"),
+        ("api", "assets/logo.png", 400, "is a binary file"),
+        ("api", "link.py", 400, "is a symlink"),
+        ("api", "vendor-sub", 400, "is a submodule"),
+        ("api", "src/billing", 400, "is a directory (entries: invoice.py, renew.py)"),
+    ],
+)
+def test_a_file_request_fails_alike_on_v1_and_codesearch(url, repo, path, status, phrase):
+    """The same status and sentence on both HTTP surfaces: a missing thing 404, a request asked wrongly 400.
+    (A path that climbs out is 403 on codesearch, whose contract reads paths as a workspace's.)"""
+    v1 = httpx.get(f"{url}/v1/file", params={"repo": repo, "path": path})
+    read = httpx.post(f"{url}/codesearch/read", json={"filePath": f"{repo}/{path}"})
+    assert v1.status_code == read.status_code == status, (v1.text, read.text)
+    assert phrase in v1.json()["error"]["message"] and phrase in read.json()["error"]

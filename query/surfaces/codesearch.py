@@ -21,7 +21,6 @@ from starlette.routing import Route
 
 from indexer.errors import BlobdexError
 from query.clips import ClipStore
-from query.get_file import GetFileError
 from query.search import SearchRequest, similarity_floor
 from query.search import search as hybrid_search
 from query.surfaces import SurfaceError, endpoint, read_body, render, route_errors
@@ -157,15 +156,7 @@ def _split_path(file_path) -> tuple[str, str]:
 
 def _read(service, org: str, file_path, start: int, end: int, ref: str | None = None) -> dict:
     repo, path = _split_path(file_path)
-    try:
-        f = service.get_file(org, repo, path, ref, start, end)
-    except GetFileError as exc:
-        # The contract answers 404 only for a file or repo that is not there; another plain GetFileError (a
-        # directory, a bad ref) is the caller's request, 400. BadRange, CredentialFile, FileTooLarge keep theirs.
-        message = str(exc)
-        if type(exc) is GetFileError and "no file" not in message and "unknown repo" not in message:
-            raise SurfaceError(400, message) from exc
-        raise
+    f = service.get_file(org, repo, path, ref, start, end)  # its errors carry their status, as on /v1
     return {
         "filePath": file_path,
         "startLine": f.line_start,
