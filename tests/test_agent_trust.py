@@ -202,6 +202,13 @@ def test_tool_descriptions_carry_no_docstring_indentation(service):
             {"repo": "mini", "path": "m.py", "start_line": 0},
             "start_line should be greater than or equal to 1",
         ),
+        # an argument the tool does not take is refused, never dropped (the SDK would drop it)
+        (
+            "get_file",
+            {"repo": "mini", "path": "m.py", "ref": "dev"},
+            "get_file: unknown argument 'ref'; accepted arguments: repo, path, ref_or_commit, start_line, end_line",
+        ),
+        ("search_code", {"qurey": "x"}, "search_code: unknown argument 'qurey'; did you mean 'query'?"),
     ],
 )
 def test_a_rejected_argument_is_one_sentence_naming_it(service, tool, args, message):

@@ -26,6 +26,7 @@ from indexer.errors import BlobdexError
 from indexer.observe import TOOL_SECONDS
 from query import MAX_LIMIT
 from query.surfaces import render
+from query.surfaces.payload import PayloadError, known_fields
 
 if TYPE_CHECKING:
     from query.service import Service
@@ -118,6 +119,12 @@ class Server(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
         started, outcome = time.perf_counter(), "error"
         try:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:  # the SDK drops an argument a tool does not take: `ref` for `ref_or_commit`
+                try:  # would read another commit than the one asked for, without a word
+                    known_fields(arguments or {}, tuple(tool.parameters.get("properties", {})), noun="argument")
+                except PayloadError as exc:
+                    raise ToolError(f"{name}: {exc}") from None
             result = await super().call_tool(name, arguments, context)
             outcome = "ok"
             return result
