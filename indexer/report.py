@@ -99,6 +99,7 @@ class Report:
             "backlog": self.backlog,
             "scip": self.scip,
             "store": self.store,
+            "store_error": self.store_error,
             "cluster": self.cluster,
             "notes": self.notes,
         }

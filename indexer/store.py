@@ -18,10 +18,12 @@ from the environment or the AWS files as boto3 finds them, or from references in
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -37,9 +39,12 @@ STORE_DIR = "store"  # in a data dir: the hashes of its files, and a replica's c
 HASH_CHUNK = 1024 * 1024
 KEY_FIELDS = ("store_access_key", "store_secret_key")  # config fields naming the keys by reference
 KEEP_PUBLISHED = 10  # `published/` markers kept in the bucket; older snapshots' listings go with them
-# An object no listing names is deleted once it is this old: objects an upload elsewhere has sent but not yet
-# listed (its listing is written after its last object) are younger than that.
+# An object no listing names is deleted once it is this old, and a listing no marker follows (an upload that
+# died) once it is UNMARKED_LISTING_SECONDS old; ages are the store's own clock (LastModified).
 OBJECT_GRACE_SECONDS = 3600
+UNMARKED_LISTING_SECONDS = 24 * 3600
+SNAPSHOT_ID_RE = re.compile(r"\d{8}T\d{12}Z-[0-9a-f]{6}")  # snapshot.new_snapshot_id
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class StoreError(BlobdexError):
@@ -165,8 +170,11 @@ class Store:
 
     # -- snapshots ---------------------------------------------------------------------------
     def newest(self) -> str | None:
-        """The id of the newest snapshot whose upload finished (None: the bucket has none)."""
+        """The id of the newest snapshot whose upload finished (None: the bucket has none). A marker whose name
+        is not a snapshot id is the bucket's word, not ours: refused before any path is made of it."""
         ids = self.names("published")
+        if ids and not SNAPSHOT_ID_RE.fullmatch(ids[-1]):
+            raise StoreError(f"store {self.url} marks {ids[-1]!r} published, which is not a snapshot id; remove it")
         return ids[-1] if ids else None
 
     def report_replica(self, name: str, serving: str | None) -> None:
@@ -176,7 +184,14 @@ class Store:
 
     def replicas(self) -> list[dict]:
         """What each replica said last: its name, the snapshot it serves, when."""
-        return [json.loads(self.get(self.key("replicas", name))) for name in self.names("replicas")]
+        said = []
+        for name in self.names("replicas"):
+            try:
+                entry = json.loads(self.get(self.key("replicas", name)))
+                said.append({"replica": str(entry["replica"]), "serving": entry.get("serving"), "at": entry.get("at")})
+            except (ValueError, TypeError, KeyError):  # written by someone else than a replica: said as such
+                said.append({"replica": name.removesuffix(".json"), "serving": None, "at": None, "unreadable": True})
+        return said
 
 
 def store_for(cfg, url: str | None = None) -> Store:
@@ -237,10 +252,13 @@ def _sha256(path: Path) -> str:
 
 
 def upload(store: Store, data_dir: Path, snapshot_id: str) -> Transfer:
-    """Upload a published snapshot: the objects the bucket lacks, then its listing, then its marker."""
+    """Upload a published snapshot: its listing (so no sweep deletes an object it names, one the bucket had
+    included), then the objects the bucket lacks, then its marker; then forget what is past keeping."""
     started = time.monotonic()
     files = snapshot_files(data_dir, snapshot_id)
     hashes = _hashes(data_dir, files)
+    listing = {rel: [sha, size] for rel, (sha, size) in sorted(hashes.items())}
+    store.put(store.key("snapshots", f"{snapshot_id}.json"), json.dumps(listing).encode())
     moved = moved_bytes = 0
     for sha, (rel, size) in {sha: (rel, size) for rel, (sha, size) in hashes.items()}.items():
         key = store.key("objects", sha)
@@ -248,10 +266,11 @@ def upload(store: Store, data_dir: Path, snapshot_id: str) -> Transfer:
             continue
         store.put_file(key, data_dir / rel)
         moved, moved_bytes = moved + 1, moved_bytes + size
-    listing = {rel: [sha, size] for rel, (sha, size) in sorted(hashes.items())}
-    store.put(store.key("snapshots", f"{snapshot_id}.json"), json.dumps(listing).encode())
     store.put(store.key("published", snapshot_id), snapshot_id.encode(), once=True)
-    _forget_old(store)
+    try:
+        _forget_old(store)
+    except StoreError as exc:  # the snapshot is up; what failed is tidying, which the next upload does again
+        log.warning("store %s: old snapshots not forgotten this time: %s", store.url, exc)
     return Transfer(
         snapshot_id=snapshot_id,
         files=len(files),
@@ -262,37 +281,87 @@ def upload(store: Store, data_dir: Path, snapshot_id: str) -> Transfer:
 
 
 def _forget_old(store: Store) -> None:
-    """Markers and listings of all but the newest KEEP_PUBLISHED snapshots, then the objects no listing left
-    names (a file the kept snapshots share stays): the bucket holds what ten snapshots need, not every run's."""
-    old = store.names("published")[:-KEEP_PUBLISHED]
+    """Markers and listings of all but the newest KEEP_PUBLISHED snapshots and listings no marker followed for a
+    day, then the objects no listing left names (a file the kept snapshots share stays): the bucket holds what
+    ten snapshots need, not every run's. Ages are the store's clock: "now" is the newest marker's time."""
+    markers = store.listed("published")
+    if not markers:
+        return
+    now = max(modified for _, modified in markers)
+    marked = sorted(name for name, _ in markers)
+    old = marked[:-KEEP_PUBLISHED]
     for snapshot_id in old:
         store.delete(store.key("published", snapshot_id))
         store.delete(store.key("snapshots", f"{snapshot_id}.json"))
-    if not old:
-        return
+    kept, dropped = set(marked[-KEEP_PUBLISHED:]), bool(old)
     named = set()
-    for listing in store.names("snapshots"):  # unmarked listings too: an upload in flight elsewhere
-        named |= {sha for sha, _ in json.loads(store.get(store.key("snapshots", listing))).values()}
-    cutoff = time.time() - OBJECT_GRACE_SECONDS
+    for listing, modified in store.listed("snapshots"):
+        snapshot_id = listing.removesuffix(".json")
+        if snapshot_id not in kept and modified < now - UNMARKED_LISTING_SECONDS:  # an upload that died
+            store.delete(store.key("snapshots", listing))
+            dropped = True
+            continue
+        try:  # listed without a marker and younger: an upload in flight elsewhere, its objects kept
+            named |= {entry[0] for entry in json.loads(store.get(store.key("snapshots", listing))).values()}
+        except (ValueError, TypeError, AttributeError, IndexError, KeyError):
+            log.warning("store %s: listing %s is not readable; no object is deleted this time", store.url, listing)
+            return
+    if not dropped:
+        return
     for sha, modified in store.listed("objects"):
-        if sha not in named and modified < cutoff:
+        if sha not in named and modified <= now - OBJECT_GRACE_SECONDS:
             store.delete(store.key("objects", sha))
+
+
+def _listing(store: Store, snapshot_id: str) -> dict[str, tuple[str, int]]:
+    """A snapshot's listing, checked before anything is downloaded or linked (it is the bucket's word, not
+    ours): every path inside a snapshot or a part, every object a sha256, every size a whole number."""
+    try:
+        raw = json.loads(store.get(store.key("snapshots", f"{snapshot_id}.json")))
+    except ValueError as exc:
+        raise StoreError(f"snapshot {snapshot_id} in store {store.url} has a listing that is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise StoreError(f"snapshot {snapshot_id} in store {store.url} has a listing that is not an object")
+    out = {}
+    where = f"snapshot {snapshot_id} in store {store.url}"
+    for rel, entry in raw.items():
+        parts = Path(rel).parts
+        inside = len(parts) >= 3 and ".." not in parts and SNAPSHOT_ID_RE.fullmatch(parts[1])  # parts share ids' form
+        if not inside or not (parts[0] == PARTS_DIR or (parts[0] == SNAPSHOTS_DIR and parts[1] == snapshot_id)):
+            raise StoreError(f"{where} lists {rel!r}, outside the snapshot and its parts")
+        ok = isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+        if not ok or not SHA256_RE.fullmatch(entry[0]) or not isinstance(entry[1], int) or entry[1] < 0:
+            raise StoreError(f"{where} lists {rel!r} as {json.dumps(entry)[:80]}, not [sha256, size]")
+        out[rel] = (entry[0], entry[1])
+    return out
 
 
 def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:
     """Bring a replica's data dir to the bucket's newest snapshot: download the objects it lacks, link its files
     into place (parts and the snapshot renamed in whole, as a publish does), then point CURRENT at it. None when
     the data dir holds it already."""
-    from indexer.publish import point_current, prune
-
     newest = store.newest()
     if newest is None or current_id(data_dir) == newest:
         return None
+    lock_path = data_dir / STORE_DIR / "sync.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        try:  # one sync per data dir: two would share staging, temporary files and the objects' link counts
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                f"another process is syncing {str(data_dir)!r} from a store; serve one replica per data dir"
+            ) from None
+        return _sync(store, data_dir, newest, keep)
+
+
+def _sync(store: Store, data_dir: Path, newest: str, keep: int) -> Transfer:
+    from indexer.publish import point_current, prune
+
     started = time.monotonic()
-    listing = json.loads(store.get(store.key("snapshots", f"{newest}.json")))
-    for rel in listing:  # before anything is downloaded: a listing is the bucket's word, not ours
-        if Path(rel).parts[0] not in (SNAPSHOTS_DIR, PARTS_DIR) or ".." in Path(rel).parts:
-            raise StoreError(f"snapshot {newest} in store {store.url} lists {rel!r}, outside a snapshot or a part")
+    listing = _listing(store, newest)
+    for stale in data_dir.glob(".sync-*"):  # a sync that died: its links would keep objects alive
+        shutil.rmtree(stale, ignore_errors=True)
     objects = data_dir / STORE_DIR / "objects"
     objects.mkdir(parents=True, exist_ok=True)
     moved = moved_bytes = 0

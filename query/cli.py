@@ -225,6 +225,9 @@ def status(ctx, org, as_json, replicas, store_url) -> None:
     if seen:
         click.echo(f"\nstore {seen['store']}: newest snapshot {seen['newest'] or 'none'}")
         for r in seen["replicas"]:
+            if r.get("unreadable"):
+                click.echo(f"  replica {r['replica']}: its report in the store is not readable")
+                continue
             mark = "" if r["serving"] == seen["newest"] else "  (behind)"
             click.echo(f"  replica {r['replica']} serves {r['serving'] or 'nothing yet'} (as of {r['at']}){mark}")
 
@@ -370,7 +373,8 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
         from indexer.store import store_for
         from query.replica import Replica
 
-        Replica(store_for(cfg, store_url), cfg.data_dir, poll_seconds, name=f"{socket.gethostname()}:{port}").start()
+        name = f"{socket.gethostname()}:{port}"
+        Replica(store_for(cfg, store_url), cfg.data_dir, poll_seconds, name, max(2, cfg.keep_snapshots)).start()
     service = Service(cfg)
     service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):

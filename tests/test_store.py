@@ -120,18 +120,61 @@ def test_the_bucket_keeps_what_its_kept_snapshots_name_and_no_more(tmp_path, end
     gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# z\n"})
     run(cfg, embedder=HashEmbedder(), show_progress=False)
     assert "0" * 64 in store.names("objects")
+    # a listing no marker follows (an upload in progress) keeps its objects; a day old (an upload that died)
+    # it goes, and they with it
+    monkeypatch.setattr(store_module, "OBJECT_GRACE_SECONDS", 0)
+    store.put(store.key("objects", "3" * 64), b"listed")
+    store.put(store.key("snapshots", f"{BOGUS}.json"), json.dumps({"parts/x/y": ["3" * 64, 6]}).encode())
+    for n, day in enumerate((store_module.UNMARKED_LISTING_SECONDS, -1)):
+        monkeypatch.setattr(store_module, "UNMARKED_LISTING_SECONDS", day)
+        changed = RENEW_PY + f"# {n}\n".encode()
+        gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": changed})
+        run(cfg, embedder=HashEmbedder(), show_progress=False)
+        present = ("3" * 64 in store.names("objects"), f"{BOGUS}.json" in store.names("snapshots"))
+        assert present == ((True, True) if day > 0 else (False, False)), (day, present)
+
+
+def test_an_unreadable_listing_stops_the_sweep_not_the_upload(tmp_path, endpoint, keys, monkeypatch, caplog):
+    monkeypatch.setattr(store_module, "KEEP_PUBLISHED", 1)
+    monkeypatch.setattr(store_module, "OBJECT_GRACE_SECONDS", 0)
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, "unreadable")
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    store = store_for(cfg)
+    store.put(store.key("objects", "4" * 64), b"unnamed")
+    store.put(store.key("snapshots", "20200101T000000000000Z-bbbbbb.json"), b"{damaged")
+    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"#\n"})
+    report = run(cfg, embedder=HashEmbedder(), show_progress=False)
+    assert not report.failed and report.store["snapshot_id"] == store.newest() == current_id(cfg.data_dir)
+    assert "4" * 64 in store.names("objects")  # not knowing what that listing names, nothing was deleted
+    assert "is not readable; no object is deleted this time" in caplog.text
+    store.put(store.key("replicas", "odd.json"), b"[]")  # a report no replica wrote: listed as unreadable
+    assert store.replicas() == [{"replica": "odd", "serving": None, "at": None, "unreadable": True}]
+
+
+BOGUS = "29991231T000000000000Z-ffffff"  # a snapshot id newer than any real one
+FIELDS = {b"sha": SHA_X, b"id": BOGUS.encode()}
 
 
 @pytest.mark.parametrize(
     "listing, error",
     [
-        (b"{not json", "Expecting property name"),
-        (b'{"snapshots/x/../../../etc/passwd": ["%s", 1]}' % SHA_X, "outside a snapshot or a part"),
-        (b'{"/etc/passwd": ["%s", 1]}' % SHA_X, "outside a snapshot or a part"),
-        (b'{"snapshots/x/manifest.json": ["%s", 1]}' % (b"2" * 64), "cannot read"),  # an object the bucket lacks
+        (b"{not json", "a listing that is not JSON"),
+        (b"[1]", "a listing that is not an object"),
+        (b'{"snapshots/%(id)s/../../../etc/passwd": ["%(sha)s", 1]}', "outside the snapshot and its parts"),
+        (b'{"/etc/passwd": ["%(sha)s", 1]}', "outside the snapshot and its parts"),
+        (b'{"": ["%(sha)s", 1]}', "outside the snapshot and its parts"),
+        (b'{"snapshots/20200101T000000000000Z-aaaaaa/x": ["%(sha)s", 1]}', "outside the snapshot and its parts"),
+        (b'{"parts/.x/y": ["%(sha)s", 1]}', "outside the snapshot and its parts"),
+        (b'{"snapshots/%(id)s/manifest.json": ["../../../../etc/passwd", 1]}', "not [sha256, size]"),
+        (b'{"snapshots/%(id)s/manifest.json": ["%(sha)s", "1"]}', "not [sha256, size]"),
+        (b'{"snapshots/%(id)s/manifest.json": ["%(sha)s"]}', "not [sha256, size]"),
+        (b'{"snapshots/%(id)s/manifest.json": ["' + b"2" * 64 + b'", 1]}', "cannot read"),  # not in the bucket
     ],
 )
 def test_a_replica_keeps_serving_through_a_bad_newest_snapshot(tmp_path, endpoint, keys, listing, error):
+    """A listing is the bucket's word: a replica checks every path and object name before it downloads or
+    links anything, says what is wrong, and keeps serving what it has."""
     built = build_corpus(tmp_path / "indexer", {"api": api_files()})
     cfg = stored(built.cfg, endpoint, f"bad-{tmp_path.name}")
     run(cfg, embedder=HashEmbedder(), show_progress=False)
@@ -139,13 +182,23 @@ def test_a_replica_keeps_serving_through_a_bad_newest_snapshot(tmp_path, endpoin
     replica = Replica(store, tmp_path / "replica", poll=60, name="r1")
     replica.step()
     serving = current_id(replica.data_dir)
-    bogus = "29991231T000000000000Z-ffffff"  # newer than any real snapshot
     store.put(store.key("objects", SHA_X.decode()), b"x")  # an object the bucket has, for the paths
-    store.put(store.key("snapshots", f"{bogus}.json"), listing)
-    store.put(store.key("published", bogus), bogus.encode(), once=True)
+    store.put(store.key("snapshots", f"{BOGUS}.json"), listing % FIELDS)
+    store.put(store.key("published", BOGUS), BOGUS.encode(), once=True)
     replica.step()
-    assert error in replica.last_error and current_id(replica.data_dir) == serving
+    assert error in replica.last_error and current_id(replica.data_dir) == serving, replica.last_error
     assert verify(replica.data_dir)[1] == [] and not (tmp_path / "etc").exists()
+    assert sorted(p.name for p in replica.data_dir.iterdir() if p.name.startswith(".sync-")) == []
+
+
+def test_a_marker_that_is_not_a_snapshot_id_is_refused(tmp_path, endpoint, keys):
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, "marker")
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    store = store_for(cfg)
+    store.put(store.key("published", "~..~evil"), b"x", once=True)  # sorts after every id
+    with pytest.raises(StoreError, match="marks '~..~evil' published, which is not a snapshot id"):
+        sync(store, tmp_path / "replica")
 
 
 def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, endpoint, keys, blobdex):
