@@ -445,7 +445,7 @@ class Run:
         """The model's dimension, from where this many texts will be embedded: the driver of a cluster run
         never loads the model itself."""
         if self.embedder is None and self.embeds_on_cluster(texts):
-            return self.cluster.dim(self.model, self.cfg.encoder)
+            return self.cluster.model_dim(self.model, self.cfg.encoder, self.model_id)
         return self.loaded_embedder().dim
 
 

@@ -135,23 +135,31 @@ def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str
     if run.cluster is not None and run.cluster.worth(blobs=len(missing)):
         landed = run.cluster.prepare(batches, run.cfg.max_blob_bytes)
     else:
-        max_bytes, seconds = run.cfg.max_blob_bytes, report.seconds
-        landed = ([(key, prepared(key, data, lang, max_bytes, seconds)) for key, data, lang in b] for b in batches)
+        landed = (prepare_batch(batch, run.cfg.max_blob_bytes, report.seconds) for batch in batches)
     with Progress("chunk", len(missing), run.show_progress) as bar:
-        for batch in landed:
+        for batch, problems in landed:
+            for problem in problems:
+                log.warning("%s", problem)
             cache.put_blobs({key: entry for key, entry in batch if entry.skip != SkipReason.UNREADABLE.value})
             entries.update(batch)
             bar.advance(len(batch))
     return entries
 
 
-def prepared(key: str, data: bytes, lang: str, max_bytes: int, seconds: dict | None = None) -> BlobEntry:
-    """A blob's entry, or, when preparing it fails, one marking it unreadable: one bad file never aborts a repo."""
-    try:
-        return prepare(data, lang, max_bytes, seconds=seconds)
-    except Exception as exc:  # a parser or extractor bug on hostile content
-        log.warning("cannot chunk blob %s (%s): %s", key, lang, exc)
-        return BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
+def prepare_batch(
+    items: list[tuple[str, bytes, str]], max_bytes: int, seconds: dict | None = None
+) -> tuple[list[tuple[str, BlobEntry]], list[str]]:
+    """Each (cache key, bytes, lang) blob's entry, and what went wrong: a blob that fails to prepare (a parser
+    or extractor bug on hostile content) is marked unreadable, never aborts a repo, and is said in a sentence
+    the run logs (on a Ray worker the worker's own log is not the run's)."""
+    out, problems = [], []
+    for key, data, lang in items:
+        try:
+            out.append((key, prepare(data, lang, max_bytes, seconds=seconds)))
+        except Exception as exc:
+            problems.append(f"cannot chunk blob {key} ({lang}): {exc}")
+            out.append((key, BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)))
+    return out, problems
 
 
 def _read_blobs(wanted: dict, keys: list[str], entries: dict) -> Iterator[tuple[str, bytes, str]]:

@@ -58,13 +58,18 @@ KNOWN_KEYS = {
 }
 
 
-def cluster_address_problem(address: str) -> str | None:
-    """What is wrong with a Ray address (config `cluster`, `index --cluster`), or None: "local", "auto",
-    ray://HOST:PORT (Ray Client) or HOST:PORT (a node of the cluster, from one of its machines)."""
-    if address in ("local", "auto"):
-        return None
+def cluster_host_port(address: str) -> tuple[str, int] | None:
+    """The host and port of a Ray address (config `cluster`, `index --cluster`): ray://HOST:PORT (Ray Client)
+    or HOST:PORT (a node of the cluster, from one of its machines); None for "local", "auto" or a malformed one."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if host and port.isdigit() and 0 < int(port) < 65536 and "/" not in host:
+        return host.strip("[]"), int(port)
+    return None
+
+
+def cluster_address_problem(address: str) -> str | None:
+    """What is wrong with a Ray address, or None."""
+    if address in ("local", "auto") or cluster_host_port(address):
         return None
     return f'is {address!r}; use "local", "auto", "ray://HOST:PORT" or "HOST:PORT"'
 

@@ -70,7 +70,7 @@ def embed_batches(
             yield batch, run.loaded_embedder().embed([text_of[i] for i in batch])
 
     if run.embeds_on_cluster(len(ids)):
-        landed = run.cluster.embed(run.model, run.cfg.encoder, [(i, text_of[i]) for i in ids])
+        landed = run.cluster.embed(run.model, run.cfg.encoder, run.model_id, [(i, text_of[i]) for i in ids])
     else:
         landed = here()
     with Progress(label, len(ids), show_progress) as bar:

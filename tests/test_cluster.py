@@ -163,6 +163,21 @@ def test_an_embedding_worker_killed_mid_batch_loses_nothing(tmp_path, ray_cluste
     assert verify(spread.data_dir)[1] == []
 
 
+def test_workers_of_another_blobdex_version_are_refused(ray_cluster, monkeypatch):
+    """Entries or vectors made by other tools than the driver's would be cached under the driver's versions."""
+    from indexer.versions import TOOLS
+
+    spread = Cluster(ray_cluster["node"])
+    try:
+        with pytest.raises(ClusterError, match="embeds with 'blobdex:hash', this indexer with 'blobdex:hash@9'"):
+            spread.model_dim("blobdex:hash", "onnx", "blobdex:hash@9")
+        monkeypatch.setattr(cluster, "TOOLS", replace(TOOLS, chunker_version=TOOLS.chunker_version + 1))
+        with pytest.raises(ClusterError, match="a Ray worker prepares blobs with tools p"):
+            list(spread.prepare(iter([[("k", b"def f():\n    return 1\n", "python")]]), 1 << 20))
+    finally:
+        spread.close()
+
+
 def test_a_small_run_stays_here_and_never_starts_ray(tmp_path, blobdex):
     """One commit's work is less than Ray's start costs: the run succeeds against an address nothing listens on."""
     built = build_corpus(tmp_path, {"api": api_files()})
@@ -192,18 +207,19 @@ def test_an_unreachable_cluster_is_one_sentence_and_the_last_snapshot_keeps_serv
 
 def test_a_cluster_with_a_gpu_embeds_there_with_torch_in_bigger_batches(tmp_path, every_batch_on_the_cluster):
     """A head that declares one GPU (Ray schedules by what a node declares; this machine has none, so torch runs
-    on its CPU): one embedding actor, on the GPU, running torch, whose vectors are ONNX's to float precision."""
-    local = build_corpus(tmp_path / "local", {"api": api_files()}, model=BUNDLED, fast_first=False)
+    on its CPU) and a run whose encoder is torch: one embedding actor, on the GPU, whose vectors are a local torch
+    run's. With the default encoder (ONNX) the same cluster embeds on its CPUs: every vector of a run comes
+    from the encoder the run names."""
+    local = build_corpus(tmp_path / "local", {"api": api_files()}, model=BUNDLED, fast_first=False, encoder="torch")
     with ray_nodes(["--num-cpus", "2", "--num-gpus", "1"]) as (port, _):
         spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=f"127.0.0.1:{port}")
         report = run(spread, show_progress=False)
+        on_cpus = run(replace(spread, data_dir=tmp_path / "onnx", encoder="onnx"), show_progress=False)
     assert report.cluster["gpus"] == 1 and report.cluster["texts"] == local.report.chunks_embedded + 1
+    assert on_cpus.cluster["gpus"] == 0 and on_cpus.cluster["workers"] == 2
     ours, theirs = (read_chunks(open_manifest(c.data_dir)[0]) for c in (spread, local.cfg))
-    key = ["path", "line_start", "chunk_index"]
-    ours, theirs = (t.sort_by([(k, "ascending") for k in key]) for t in (ours, theirs))
+    key = [("path", "ascending"), ("line_start", "ascending"), ("chunk_index", "ascending")]
+    ours, theirs = ours.sort_by(key), theirs.sort_by(key)
     assert ours.drop_columns(["row", "vector"]).to_pylist() == theirs.drop_columns(["row", "vector"]).to_pylist()
-    cosine = (
-        np.stack(ours.column("vector").to_numpy(zero_copy_only=False))
-        * np.stack(theirs.column("vector").to_numpy(zero_copy_only=False))
-    ).sum(axis=1)
-    assert cosine.min() > 0.9999
+    vectors = [np.stack(t.column("vector").to_numpy(zero_copy_only=False)) for t in (ours, theirs)]
+    assert (vectors[0] * vectors[1]).sum(axis=1).min() > 0.99999
