@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from ci.bench_store import commit_one_function, main  # noqa: E402
 from indexer.cluster import Cluster  # noqa: E402
 from indexer.config import load  # noqa: E402
-from indexer.embed import embed_text, load_embedder  # noqa: E402
+from indexer.embed import embed_text, load_embedder, model_id_for  # noqa: E402
 from indexer.snapshot import current_id, read_chunks  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"  # bundled; the ONNX encoder, as a default install runs it
@@ -41,15 +41,15 @@ def cluster_figures(work: Path, env: dict) -> dict:
         "cores": len(os.sched_getaffinity(0)),
         "in_process_chunks_per_s": round(here, 1),
     }
+    model_id = model_id_for(MODEL)
     for workers in (1, 2):
         cluster = Cluster("local", workers)
         try:
             started = time.monotonic()
-            list(cluster.embed(MODEL, "onnx", [("warm", "def warm(): pass")]))  # ray.init, actors, model loads
+            cluster.model_dim(MODEL, "onnx", model_id)  # ray.init, then every actor's model loaded
             ready = time.monotonic() - started
-            list(cluster.embed(MODEL, "onnx", [("warm", "def warm(): pass")] * 2 * workers))  # every actor loaded
             started = time.monotonic()
-            landed = sum(len(ids) for ids, _ in cluster.embed(MODEL, "onnx", list(enumerate(texts))))
+            landed = sum(len(ids) for ids, _ in cluster.embed(MODEL, "onnx", model_id, list(enumerate(texts))))
             seconds = time.monotonic() - started
         finally:
             cluster.close()
