@@ -16,6 +16,7 @@ cluster uses token authentication, the same RAY_AUTH_TOKEN as this process.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -110,7 +111,8 @@ class Cluster:
             else:
                 ray.init(address=self.address, **options)
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError and its own types
-            ray.shutdown()  # whatever a failed init started
+            with contextlib.suppress(Exception):  # whatever a failed init started; its own error is the one to say
+                ray.shutdown()
             raise ClusterError(
                 f"cannot reach the Ray cluster at {self.address!r}: {_first_line(exc)}; start one with "
                 f"'ray start --head' or pass --cluster local"
