@@ -53,7 +53,9 @@ def ray_nodes(head: list[str], others: int = 0) -> Iterator[tuple[int, int]]:
     be short (a socket path has at most 107 bytes)."""
     port, client = free_port(), free_port()
     temp = tempfile.mkdtemp(prefix="blobdex-ray-")
-    env = {**os.environ, **AUTH, "RAY_TMPDIR": temp}
+    # RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S: the head gives a Ray Client's own server process this long to start
+    # (30 s by default, which a busy 2-core CI machine has overrun).
+    env = {**os.environ, **AUTH, "RAY_TMPDIR": temp, "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "180"}
     common = ["--object-store-memory", str(256 << 20), "--disable-usage-stats"]
     with pytest.MonkeyPatch.context() as patch:
         for name, value in AUTH.items():
@@ -103,7 +105,8 @@ def test_a_run_on_the_cluster_publishes_what_a_local_run_does(
     user outside the cluster runs it."""
     local = build_corpus(tmp_path / "local", {"api": api_files(), "tools": tools_files()})
     address = ray_cluster[joined_as]
-    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=address)
+    # two workers named: the free CPUs a run counts by default lag a moment behind the last run's actors
+    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=address, cluster_workers=2)
     if joined_as == "node":
         report = run(spread, show_progress=False).to_dict()
     else:
@@ -140,7 +143,7 @@ def encoder_pids() -> list[int]:
 def test_an_embedding_worker_killed_mid_batch_loses_nothing(tmp_path, ray_cluster, every_batch_on_the_cluster):
     """With the bundled model: a batch takes seconds on one core, so the kill lands while one is being embedded."""
     local = build_corpus(tmp_path / "local", {"code": corpus_files()}, model=BUNDLED, fast_first=False)
-    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=ray_cluster["node"])
+    spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=ray_cluster["node"], cluster_workers=2)
     killed: list[int] = []
 
     def kill_one() -> None:
@@ -216,7 +219,8 @@ def test_a_cluster_with_a_gpu_embeds_there_with_torch_in_bigger_batches(tmp_path
         report = run(spread, show_progress=False)
         on_cpus = run(replace(spread, data_dir=tmp_path / "onnx", encoder="onnx"), show_progress=False)
     assert report.cluster["gpus"] == 1 and report.cluster["texts"] == local.report.chunks_embedded + 1
-    assert on_cpus.cluster["gpus"] == 0 and on_cpus.cluster["workers"] == 2
+    # on CPUs (as many as were free: Ray frees a killed actor's CPU a moment later)
+    assert on_cpus.cluster["gpus"] == 0 and on_cpus.cluster["texts"] == report.cluster["texts"]
     ours, theirs = (read_chunks(open_manifest(c.data_dir)[0]) for c in (spread, local.cfg))
     key = [("path", "ascending"), ("line_start", "ascending"), ("chunk_index", "ascending")]
     ours, theirs = ours.sort_by(key), theirs.sort_by(key)
