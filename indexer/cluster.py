@@ -36,6 +36,7 @@ RETRIES = 3  # a batch whose worker died is run again this many times
 IN_FLIGHT_PER_WORKER = 2  # batches queued per worker: the next starts as one lands, without flooding memory
 GPU_BATCH = 1024  # texts per call to a GPU actor: a GPU is idle between calls, so it gets fewer, bigger ones
 CONNECT_SECONDS = 5
+CLIENT_ATTEMPTS = 3  # tries to join through Ray Client (see Cluster._init)
 ACTOR_START_SECONDS = 300  # an embedding actor loads its model in this long, or the cluster cannot place it
 # Ray's start (3-5 s, and a model load per actor) is paid only for work that would take longer here: fewer new
 # blobs than this are prepared in this process (about 5 s of it), fewer texts than one batch embedded here.
@@ -109,7 +110,7 @@ class Cluster:
             if self.address == "local":
                 ray.init(num_cpus=self.workers or os.cpu_count(), **options)
             else:
-                ray.init(address=self.address, **options)
+                self._init(ray, options)
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError and its own types
             with contextlib.suppress(Exception):  # whatever a failed init started; its own error is the one to say
                 ray.shutdown()
@@ -122,6 +123,22 @@ class Cluster:
             self.workers = max(1, int(ray.available_resources().get("CPU", 1)))
         log.info("ray: %s, %d workers", self.address, self.workers)
         return ray
+
+    def _init(self, ray, options: dict) -> None:
+        """Join the cluster. Through Ray Client the head starts a server process for each client, which now and
+        then fails to come up ("Initialization failure from server", after the head's
+        RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S): that is tried again, the rest is said at once."""
+        for attempt in range(1, CLIENT_ATTEMPTS + 1):
+            try:
+                return ray.init(address=self.address, **options)
+            except ConnectionError as exc:
+                if not self.address.startswith("ray://") or "Initialization failure" not in str(exc):
+                    raise
+                if attempt == CLIENT_ATTEMPTS:
+                    raise
+                log.warning("ray: the cluster's client server did not start a server for this run; trying again")
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
 
     def _reachable(self) -> None:
         """A refused or silent address said in a few seconds (Ray itself retries for minutes before giving up)."""

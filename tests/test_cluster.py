@@ -53,9 +53,7 @@ def ray_nodes(head: list[str], others: int = 0) -> Iterator[tuple[int, int]]:
     be short (a socket path has at most 107 bytes)."""
     port, client = free_port(), free_port()
     temp = tempfile.mkdtemp(prefix="blobdex-ray-")
-    # RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S: the head gives a Ray Client's own server process this long to start
-    # (30 s by default, which a busy 2-core CI machine has overrun).
-    env = {**os.environ, **AUTH, "RAY_TMPDIR": temp, "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "180"}
+    env = {**os.environ, **AUTH, "RAY_TMPDIR": temp}
     common = ["--object-store-memory", str(256 << 20), "--disable-usage-stats"]
     with pytest.MonkeyPatch.context() as patch:
         for name, value in AUTH.items():
