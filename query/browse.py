@@ -20,7 +20,7 @@ from indexer.scan import _walk
 from query.cursor import CursorError
 from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
-from query.get_file import GetFileError, _resolve, blob_size, get_file
+from query.get_file import BadRequest, _resolve, blob_size, get_file
 from query.reader import SnapshotReader
 from query.search import _globs
 
@@ -33,12 +33,6 @@ class BrowseError(BlobdexError):
     """A listing or an outline that cannot be given as asked; the message says why and what to try."""
 
     status = 404
-
-
-class BadRequest(BrowseError):
-    """An argument out of range or malformed."""
-
-    status = 400
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,21 +181,17 @@ def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: s
         blob_id, lang = files[0]["blob_id"], files[0]["lang"]
         table = read_graph(reader.path, "symbols", {(org, repo)}, filters=[("path", "=", clean)])
         table = table.filter(pc.equal(table["blob_id"], blob_id))
-        symbols = sorted(table.select(list(OUTLINE_FIELDS)).to_pylist(), key=lambda s: (s["line"], -s["line_end"]))
+        symbols = table.select(list(OUTLINE_FIELDS)).to_pylist()
     else:
-        try:
-            found = get_file(data_dir, repo, clean, spot.commit_id, org)  # credentials withheld, as get_file serves
-        except GetFileError as exc:
-            error = BrowseError(str(exc))
-            error.status = exc.status  # a directory is the caller's request (400), a missing file 404, ...
-            raise error from exc
+        # credentials withheld, as get_file serves; its errors (a directory 400, a missing file 404) stand as they are
+        found = get_file(data_dir, repo, clean, spot.commit_id, org)
         blob_id, lang = found.blob_id, language_for(clean)
         entry = prepare(found.content, lang, MAX_OUTLINE_BYTES)
         if entry.skip is not None:
             raise BrowseError(f"{clean!r} in repo {repo!r} at {spot.ref} is not parsed for an outline: {entry.skip}")
         columns = FACT_COLUMNS["symbols"]
         rows = [dict(zip(columns, r)) for r in (entry.facts or {}).get("symbols", [])]
-        symbols = [{k: r[k] for k in OUTLINE_FIELDS} for r in sorted(rows, key=lambda s: (s["line"], -s["line_end"]))]
+        symbols = [{k: r[k] for k in OUTLINE_FIELDS} for r in rows]
     return Outline(
         org=org,
         repo=repo,
@@ -210,5 +200,5 @@ def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: s
         path=clean,
         blob_id=blob_id,
         lang=lang,
-        symbols=symbols,
+        symbols=sorted(symbols, key=lambda s: (s["line"], -s["line_end"])),  # outer definitions before inner
     )

@@ -34,7 +34,8 @@ class GetFileError(BlobdexError):
 
 class BadRequest(GetFileError):
     """Asked for what cannot be answered as asked: a path that is not a repo path or names no text file (a
-    directory, a symlink, a submodule, a binary file), a commit prefix that names several commits."""
+    directory, a symlink, a submodule, a binary file), a commit prefix that names several commits; for
+    list_files and outline (query.browse) also a limit out of range."""
 
     status = 400
 
