@@ -69,7 +69,7 @@ def publish_snapshot(run: Run, changes: dict, lexical_from: Path | None = None, 
     built = build_dir(cfg.data_dir, snapshot_id)
     try:
         _lexical(run, built, written, lexical_from)
-        edge_count = _edges(cfg.data_dir, built, states, written)
+        edge_count = _edges(cfg.data_dir, built, states)
         report.seconds["write"] += time.monotonic() - t0 - (report.seconds["embed"] - embed_before)
         t0 = time.monotonic()
         manifest = Manifest(
@@ -179,7 +179,7 @@ def _no_rows() -> pa.Table:
     )
 
 
-def _edges(data_dir: Path, built: Path, states: dict, written: dict) -> int:
+def _edges(data_dir: Path, built: Path, states: dict) -> int:
     """Coupling edges of every org, from each repo's newest part's edge inputs."""
     by_org: dict[str, dict[str, dict]] = defaultdict(dict)
     for key, state in states.items():

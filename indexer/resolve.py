@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from indexer.edges import TOP_PACKAGE_DIRS, python_packages
+from indexer.edges import TOP_PACKAGE_DIRS
 from indexer.languages import language_for
+from indexer.snapshot import RESOLUTION_COLUMNS
 
-LEVELS = ("exact", "import", "receiver", "name_only", "unresolved")  # and `scip`: indexer/scip.py's answer
-COLUMNS = ("resolution", "resolved_repo", "resolved_path", "resolved_symbol")  # what resolution adds to a call
 MAX_HOPS = 8  # re-exports and base classes followed at most this deep (a cycle ends there too)
 FAMILY = {"python": "python", "javascript": "js", "typescript": "js", "tsx": "js", "go": "go", "java": "java"}
 SELF = {"python": ("self", "cls"), "js": ("this",), "java": ("this",), "go": ()}
@@ -116,7 +115,6 @@ class Code:
         self.py_names: dict[str, str] = {}  # path -> its module's name (the package's, before any path tail)
         for dotted, path in self.py_modules.items():
             self.py_names.setdefault(path, dotted)
-        self.packages = python_packages(sorted(self.paths))
         self._bindings: dict[str, dict[str, object]] = {}
 
     def top(self, path: str, name: str) -> Def | None:
@@ -582,7 +580,7 @@ def _top_level_split(text: str) -> list[str]:
 
 
 def resolve_calls(calls: pa.Table, resolver: Resolver) -> pa.Table:
-    """`calls` (a repo's call rows) with COLUMNS set by `resolver`."""
+    """`calls` (a repo's call rows) with RESOLUTION_COLUMNS set by `resolver`."""
     columns = ("path", "caller", "callee", "receiver", "receiver_type")
     memo: dict[tuple, tuple] = {}
     out: list[tuple] = []
@@ -590,7 +588,7 @@ def resolve_calls(calls: pa.Table, resolver: Resolver) -> pa.Table:
         if key not in memo:
             memo[key] = resolver.resolve(*key)
         out.append(memo[key])
-    for i, name in enumerate(COLUMNS):
+    for i, name in enumerate(RESOLUTION_COLUMNS):
         values = pa.array([r[i] for r in out], pa.string())
         index = calls.schema.get_field_index(name)
         calls = calls.set_column(index, name, values) if index >= 0 else calls.append_column(name, values)

@@ -31,6 +31,7 @@ from indexer.errors import BlobdexError
 from indexer.ignore import validate_path
 from indexer.mirror import open_mirror
 from indexer.scan import _walk
+from indexer.snapshot import RESOLUTION_COLUMNS
 
 DEFINITION = 0x1  # SymbolRole.Definition
 MAX_INDEX_BYTES = 2 * 1024**3
@@ -334,9 +335,7 @@ def index_commit(mirror: Path, commit_id: str, repo: str, langs: set[str], timeo
 def apply(calls: pa.Table, targets: list, repo: str) -> pa.Table:
     """Call rows with the SCIP indexer's answers taken where it has one: a definition of the repo (`scip`), or
     something outside every indexed file (`unresolved`)."""
-    columns = {
-        c: calls.column(c).to_pylist() for c in ("resolution", "resolved_repo", "resolved_path", "resolved_symbol")
-    }
+    columns = {c: calls.column(c).to_pylist() for c in RESOLUTION_COLUMNS}
     for i, target in enumerate(targets):
         if target is None:
             continue

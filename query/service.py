@@ -180,13 +180,17 @@ class Service:
 
     def search(self, req: SearchRequest, session_id: str | None = None) -> tuple[str, list[tuple[int, Hit]]]:
         reader = self.reader()
+        hits = self._ranked(reader, req, session_id, req.limit)
+        return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
+
+    def _ranked(self, reader: SnapshotReader, req: SearchRequest, session_id: str | None, depth: int) -> list[Hit]:
+        """The first `depth` hits of the ranking, a session's overlay included."""
         overlay = self._overlay(req.org, session_id) if session_id else None
         validate(req, reader, overlay)  # before the model loads: bad input answers at once
         embedder, reranker = self._models(reader, req)
         if overlay is not None and embedder is not None:
             overlay = replace(overlay, vectors=self.in_tier(embedder, overlay.chunks, overlay.vectors))
-        hits = candidates(reader, embedder, req, overlay, reranker, req.limit)
-        return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
+        return candidates(reader, embedder, req, overlay, reranker, depth)
 
     def search_page(
         self,
@@ -204,12 +208,7 @@ class Service:
         if not isinstance(offset, int) or offset < 0 or offset >= MAX_DEPTH:
             raise CursorError("that cursor's position is not one a search page gives: ask again without a cursor")
         depth = min(offset + req.limit, MAX_DEPTH)
-        overlay = self._overlay(req.org, session_id) if session_id else None
-        validate(req, reader, overlay)
-        embedder, reranker = self._models(reader, req)
-        if overlay is not None and embedder is not None:
-            overlay = replace(overlay, vectors=self.in_tier(embedder, overlay.chunks, overlay.vectors))
-        ranked = candidates(reader, embedder, req, overlay, reranker, depth + 1)  # one more: is there a next page?
+        ranked = self._ranked(reader, req, session_id, depth + 1)  # one more: is there a next page?
         kept, applied = keep_similar([(None, h) for h in ranked], min_score, min_score_diff)
         page = [h for _, h in kept[offset:depth]]
         more = len(kept) > depth and depth < MAX_DEPTH
@@ -313,6 +312,9 @@ class Service:
         reader = self.reader()
         asked = {"org": org, "pattern": pattern, **kw}
         start = cursor_decode(cursor, "grep", reader.snapshot_id, asked)
+        position = isinstance(start, list) and len(start) == 2 and all(type(x) is int and x >= 0 for x in start)
+        if start is not None and not position:  # (row position, line offset), as a page ended
+            raise CursorError("that cursor's position is not one a grep page gives: ask again without a cursor")
         matches, after = grep(reader, pattern, org, after=tuple(start) if start else None, **kw)
         next_cursor = cursor_encode("grep", reader.snapshot_id, asked, list(after)) if after else None
         return GrepPage(snapshot_id=reader.snapshot_id, matches=matches, next_cursor=next_cursor)

@@ -15,6 +15,8 @@ from starlette.testclient import TestClient
 from indexer.build import run
 from indexer.embed import HashEmbedder
 from indexer.mirror import mirror_dir
+from query.cursor import CursorError
+from query.cursor import encode as cursor_encode
 from query.search import SearchRequest
 from query.service import Service
 from query.surfaces.app import app
@@ -232,3 +234,14 @@ def test_a_cursor_of_an_older_snapshot_is_refused_and_ids_outlive_the_publish(co
         assert r.json()["error"]["message"].startswith(f"that cursor belongs to snapshot {page.snapshot_id}")
         chunk = http.get("/v1/chunks", params={"ids": str(clip)}).json()["chunks"][0]
     assert chunk["path"] == hit.path and chunk["snapshot_id"] != page.snapshot_id  # the row kept its id
+
+
+@pytest.mark.parametrize("position", ["x", [1], [1, "2"], [-1, 0], {"a": 1}])
+def test_a_grep_cursor_whose_digest_holds_but_position_does_not_is_refused(service, position):
+    """A cursor's digest is of the request, not a secret: one made by hand with a bad position is a 400, never
+    a crash inside grep."""
+    sid = service.reader().snapshot_id
+    forged = cursor_encode("grep", sid, {"org": "default", "pattern": "def", "limit": 5}, position)
+    with pytest.raises(CursorError, match="not one a grep page gives"):
+        service.grep("default", "def", forged, limit=5)
+    assert service.grep("default", "def", None, limit=5).matches  # the same request without it answers
