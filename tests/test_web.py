@@ -145,6 +145,9 @@ def test_another_token_is_another_org(site, chrome):
     chrome.get(url + "/?q=only_in_beta")
     assert "other:lib/other.py" in wait(chrome, "a.hit").text
     chrome.find_element(By.CSS_SELECTOR, ".signout button").click()
+    # The POST's answer (which drops the cookie) must land before the next page is asked for, or that request
+    # aborts it and the cookie stays.
+    WebDriverWait(chrome, 10).until(lambda d: urlsplit(d.current_url).path == "/signin")
     chrome.get(url + "/repos")
     assert "/signin" in chrome.current_url  # signed out: the cookie is gone
 
