@@ -216,15 +216,11 @@ def _callers(
         raise CursorError("that cursor's position is not one a page gives: ask again without a cursor")
     targets = {(d["repo"], d["path"], d["qualified_name"]) for d in definitions}
     in_org = partial(_in_org, org)
-    if manifest.resolver_version:
-        resolved = [
-            c
-            for c in _rows(path, "calls", in_org, filters=[("resolved_symbol", "in", sorted({t[2] for t in targets}))])
-            if (c["resolved_repo"], c["resolved_path"], c["resolved_symbol"]) in targets
-        ]
-        loose = [
-            c for c in _rows(path, "calls", in_org, filters=[("callee", "=", name)]) if c["resolution"] == "name_only"
-        ]
+    if manifest.resolver_version:  # one read: calls resolved to a target's name, or named like it (DNF: or)
+        symbols = sorted({t[2] for t in targets})
+        calls = _rows(path, "calls", in_org, filters=[[("resolved_symbol", "in", symbols)], [("callee", "=", name)]])
+        resolved = [c for c in calls if (c["resolved_repo"], c["resolved_path"], c["resolved_symbol"]) in targets]
+        loose = [c for c in calls if c["callee"] == name and c["resolution"] == "name_only"]
     else:  # a snapshot written before calls were resolved: its calls match by name only
         resolved = []
         loose = [c | {"resolution": "name_only"} for c in _rows(path, "calls", in_org, filters=[("callee", "=", name)])]

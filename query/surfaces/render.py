@@ -36,6 +36,11 @@ def at(ref: str, commit_id: str) -> str:
     return f" @ {ref} ({commit_id[:12]})" if commit_id else ""
 
 
+def go_on(tool: str, cursor: str) -> str:
+    """How an agent reads the next page of a paged answer."""
+    return f"call {tool} again with the same arguments and cursor={cursor!r}"
+
+
 def read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | None = None) -> str:
     span = f", start_line={lines[0]}, end_line={lines[1]}" if lines else ""
     return (
@@ -83,7 +88,7 @@ def hits_markdown(
     else:
         lines.append("No hits: broaden the query, drop filters, or try grep for an exact identifier.")
     if next_cursor:
-        lines.append(f"More hits: call search_code again with the same arguments and cursor={next_cursor!r}.")
+        lines.append(f"More hits: {go_on('search_code', next_cursor)}.")
     return "\n".join(lines)
 
 
@@ -133,8 +138,7 @@ def chunk_markdown(c: ChunkText) -> str:
 def grep_markdown(snapshot_id: str, matches: list[GrepMatch], next_cursor: str | None) -> str:
     lines = [f"{m.repo}:{m.path}:{m.line}: {m.text}" for m in matches]
     tail = (
-        f"\n({len(matches)} matches on this page; more: call grep again with the same arguments and "
-        f"cursor={next_cursor!r}, or narrow with repos/paths)"
+        f"\n({len(matches)} matches on this page; more: {go_on('grep', next_cursor)}, or narrow with repos/paths)"
         if next_cursor
         else f"\n({len(matches)} matches in snapshot {snapshot_id})"
     )
@@ -319,7 +323,7 @@ def callers_text(data: dict, tool: str) -> list[str]:
         label = "  [name only]" if c["resolution"] == "name_only" else ""
         lines.append(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}{label}")
     if data["next_cursor"]:
-        lines.append(f"  (more: call {tool} again with the same arguments and cursor={data['next_cursor']!r})")
+        lines.append(f"  (more: {go_on(tool, data['next_cursor'])})")
     if data["name_only_total"] and not data["name_only_included"]:
         lines.append(
             f"  (+ {data['name_only_total']} call(s) of the same name on something of unknown type, not counted; "
@@ -336,7 +340,7 @@ def files_page_markdown(page) -> str:
         size = f"{f['bytes']:,} B" if f["bytes"] is not None else "size unknown"
         lines.append(f"{f['path']}  {f['lang']}  {size}" + (f"  (not indexed: {f['skip']})" if f["skip"] else ""))
     if page.next_cursor:
-        lines += ["", f"More files: call list_files again with the same arguments and cursor={page.next_cursor!r}."]
+        lines += ["", f"More files: {go_on('list_files', page.next_cursor)}."]
     elif not page.files:
         lines.append("No files match: drop path_glob or check it (gitignore syntax, e.g. 'src/**/*.py').")
     return "\n".join(lines)
