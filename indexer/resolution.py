@@ -24,14 +24,19 @@ if TYPE_CHECKING:
     from indexer.changes import Change
 
 
+def trees_of(run: Run, changes: dict) -> dict[tuple[str, str], dict]:
+    """What resolution reads of each changed repo as the run leaves it (see _tree): made once a run, since a
+    change written again over more paths (resolve_changes' answer) leaves its repo's tree as it was."""
+    return {key: _tree(run, change) for key, change in changes.items()}
+
+
 def resolve_changes(
-    run: Run, changes: dict, only: set | None = None, answers: dict | None = None
+    run: Run, changes: dict, trees: dict, only: set | None = None, answers: dict | None = None
 ) -> dict[tuple[str, str], set[str]]:
-    """Resolve the call rows each change (or those of `only`) writes, against its repo as the run leaves it and
-    the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve differently.
-    `answers` keeps the SCIP indexers' answers per repo between calls (config `scip`)."""
+    """Resolve the call rows each change (or those of `only`) writes, against its repo as the run leaves it
+    (`trees`) and the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve
+    differently. `answers` keeps the SCIP indexers' answers per repo between calls (config `scip`)."""
     answers = {} if answers is None else answers
-    trees = {key: _tree(run, change) for key, change in changes.items()}
     worlds: dict[str, World] = {}
     stale: dict[tuple[str, str], set[str]] = {}
     for key, change in changes.items():
@@ -140,14 +145,13 @@ def _world(run: Run, org: str, trees: dict) -> World:
     return World(load, known)
 
 
-def importers(run: Run, changes: dict) -> dict[tuple[str, str], tuple]:
+def importers(run: Run, changes: dict, trees: dict) -> dict[tuple[str, str], tuple]:
     """Repos this run leaves as they are that import a package of a repo it changes: their calls into it may now
     resolve elsewhere (a definition moved, a re-export changed), so the paths whose calls do are written again,
     from the base's rows, with their calls resolved anew: key -> (live rows, paths, new rows, state)."""
     base = run.base
     if base is None:
         return {}
-    trees = {key: _tree(run, change) for key, change in changes.items()}
     found: dict[tuple[str, str], tuple] = {}
     for org in sorted({org for org, _ in changes}):
         changed = Declared()  # what the changed repos declare, before the run and after it
