@@ -3,7 +3,11 @@ chromedriver (.ci/run installs both). Screenshots go to tests/artifacts/ (not co
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -57,7 +61,8 @@ def site(tmp_path_factory):
         yield url, default, beta
 
 
-def browser(javascript: bool = True, width: int = 1280, height: int = 900) -> webdriver.Chrome:
+@contextmanager
+def browser(javascript: bool = True, width: int = 1280, height: int = 900) -> Iterator[webdriver.Chrome]:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     assert not missing, f"no {' or '.join(missing)}: install Debian's chromium and chromium-driver (.ci/run does)"
     options = webdriver.ChromeOptions()
@@ -67,14 +72,20 @@ def browser(javascript: bool = True, width: int = 1280, height: int = 900) -> we
     options.add_argument(f"--window-size={width},{height}")
     if not javascript:
         options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
-    return webdriver.Chrome(service=DriverService(CHROMEDRIVER), options=options)
+    # Chromium leaves a directory for its singleton socket in TMPDIR after it quits: give it one that goes.
+    with tempfile.TemporaryDirectory(prefix="blobdex-chromium-") as tmp:
+        service = DriverService(CHROMEDRIVER, env={**os.environ, "TMPDIR": tmp})
+        driver = webdriver.Chrome(service=service, options=options)
+        try:
+            yield driver
+        finally:
+            driver.quit()
 
 
 @pytest.fixture
 def chrome():
-    driver = browser()
-    yield driver
-    driver.quit()
+    with browser() as driver:
+        yield driver
 
 
 def shot(driver, name: str) -> None:
@@ -173,8 +184,7 @@ def test_keyboard_route_and_symbol_pages(site, chrome):
 
 def test_search_and_the_file_view_work_without_javascript(site):
     url, token, _ = site
-    driver = browser(javascript=False)
-    try:
+    with browser(javascript=False) as driver:
         sign_in(driver, url, token)
         driver.get(url + "/")
         driver.find_element(By.ID, "q").send_keys("drain_queue" + Keys.ENTER)  # the form itself is submitted
@@ -182,14 +192,11 @@ def test_search_and_the_file_view_work_without_javascript(site):
         assert "tools:queue/src/lib.rs" in hit.text  # stale, but its content keeps serving
         hit.click()
         assert wait(driver, "tr.hl") and "/file/tools/queue/src/lib.rs" in driver.current_url
-    finally:
-        driver.quit()
 
 
 def test_narrow_screens_and_the_dark_theme(site):
     url, token, _ = site
-    driver = browser(width=390, height=844)
-    try:
+    with browser(width=390, height=844) as driver:
         sign_in(driver, url, token)
         driver.get(url + "/?q=renew+subscription")
         wait(driver, "a.hit")
@@ -201,8 +208,6 @@ def test_narrow_screens_and_the_dark_theme(site):
         background = driver.execute_script("return getComputedStyle(document.body).backgroundColor")
         assert background == "rgb(13, 17, 23)"
         shot(driver, "search-dark")
-    finally:
-        driver.quit()
 
 
 def test_sign_in_keeps_the_token_in_a_strict_cookie_and_refuses_other_sites(site):
