@@ -151,6 +151,7 @@ def test_another_token_is_another_org(site, chrome):
     names = [r.text for r in chrome.find_elements(By.CSS_SELECTOR, "table.repos tbody th")]
     assert names == ["other"]
     chrome.get(url + "/?q=renew+subscription")
+    wait(chrome, "a.hit")
     hits = [h.text for h in chrome.find_elements(By.CSS_SELECTOR, "a.hit")]
     assert all(h.startswith("other:") for h in hits)  # the nearest of beta's chunks, never api's
     chrome.get(url + "/?q=only_in_beta")
