@@ -83,7 +83,7 @@ def test_queries_are_tokenized_as_their_snapshot_was(reader):
 
 def test_every_search_runs_inside_one_org(reader, hasher):
     default = search(reader, hasher, SearchRequest(query="acme_only_renewal", limit=50))
-    assert all(h.org == "default" for h in default)
+    assert default and all(h.org == "default" for h in default)
     assert "billing.py" not in paths(default)
     acme = search(reader, hasher, SearchRequest(query="acme_only_renewal", org="acme"))
     assert [h.org for h in acme] == ["acme"] and acme[0].symbol == "acme_only_renewal"
@@ -98,7 +98,7 @@ def test_repo_lang_and_kind_filters(reader, hasher):
     assert docs and all(h.lang == "markdown" for h in docs)
     assert docs[0].symbol == "Acme API > Installing"
     code = search(reader, hasher, SearchRequest(query="install database", kind="code", limit=50))
-    assert all(h.lang != "markdown" for h in code)
+    assert code and all(h.lang != "markdown" for h in code)
 
 
 def test_path_include_and_ignore_globs(reader, hasher):
