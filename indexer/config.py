@@ -218,6 +218,11 @@ def load(
         raise ConfigError(f"{where}: `cluster` {problem}")
     if raw.get("cluster_workers", 0) < 0:
         raise ConfigError(f"{where}: `cluster_workers` is {raw['cluster_workers']}; use 0 (every CPU) or more")
+    if raw.get("store") and "@" in str(raw["store"]):  # not shown: it may carry the keys themselves
+        raise ConfigError(
+            f"{where}: `store` carries credentials in its URL (not shown); write s3://BUCKET/PREFIX and name the "
+            f'keys by reference in store_access_key and store_secret_key ("env:NAME" or "file:PATH")'
+        )
     if raw.get("store") and not str(raw["store"]).startswith("s3://"):
         raise ConfigError(f"{where}: `store` is {raw['store']!r}; use an s3://BUCKET/PREFIX URL")
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)

@@ -8,12 +8,18 @@ Layout under s3://BUCKET/PREFIX/:
     snapshots/<id>.json     what a snapshot is made of: each file's path under the data dir -> [sha256, size]
     published/<id>          written last and never overwritten (If-None-Match): the snapshot's objects and listing
                             are all there; the newest id is the live snapshot (ids sort by time)
+    publisher               which indexer publishes here (one does; see below)
+    replicas/<name>.json    which snapshot each replica serves, as it last said
 
 A publish uploads only the objects the bucket lacks, so a run that changed one repo uploads its new part and
 the lexical files that changed. A reader never sees a half-uploaded snapshot: a listing is read only once its
 `published/` marker exists, and a marker is written only after every object of its listing. Credentials come
 from the environment or the AWS files as boto3 finds them, or from references in blobdex.toml (`env:NAME`,
 `file:PATH`); never from the URL.
+
+One indexer publishes to a store (`publisher`, claimed by its first upload): a second one's sweep could delete
+an object the first had just found there and reused, and their snapshots, of other repos on other clocks, would
+take turns being the newest.
 """
 
 from __future__ import annotations
@@ -24,13 +30,16 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 from indexer.errors import BlobdexError
+from indexer.mirror import MirrorError, redact, resolve_credential
 from indexer.snapshot import MANIFEST, PARTS_DIR, SNAPSHOTS_DIR, Manifest, current_id, parts_dir, snapshots_dir
 
 log = logging.getLogger(__name__)
@@ -73,9 +82,9 @@ class Store:
     def __init__(self, url: str, endpoint: str = "", access_key: str = "", secret_key: str = "", region: str = ""):
         parsed = urlparse(url)
         if parsed.scheme != "s3" or not parsed.netloc or parsed.username or parsed.password:
-            raise StoreError(
-                f"store {url!r} is not an s3://BUCKET/PREFIX URL (credentials never go in it: set store_access_key "
-                f'and store_secret_key to references such as "env:NAME")'
+            raise StoreError(  # redacted: a URL carrying keys is refused without repeating them
+                f"store {redact(url)!r} is not an s3://BUCKET/PREFIX URL (credentials never go in it: set "
+                f'store_access_key and store_secret_key to references such as "env:NAME")'
             )
         self.url, self.bucket, self.prefix = url.rstrip("/"), parsed.netloc, parsed.path.strip("/")
         self.endpoint = endpoint
@@ -147,7 +156,8 @@ class Store:
         self._call(f"read {key}", lambda Bucket, **kw: self.client.download_file(Bucket, key, str(path)))
 
     def get(self, key: str) -> bytes:
-        return self._call(f"read {key}", self.client.get_object, Key=key)["Body"].read()
+        """An object's bytes; the body is read inside the call, so a stream that breaks is a StoreError too."""
+        return self._call(f"read {key}", lambda **kw: self.client.get_object(**kw)["Body"].read(), Key=key)
 
     def names(self, folder: str) -> list[str]:
         """The names of the objects under a folder of the prefix, sorted."""
@@ -196,15 +206,13 @@ class Store:
 
 def store_for(cfg, url: str | None = None) -> Store:
     """The store a command names (`--store`) or the config does, its keys read from their references now."""
-    from indexer.mirror import MirrorError, resolve_credential
-
     url = url or cfg.store
     if not url:
         raise StoreError('no store: pass --store s3://BUCKET/PREFIX or set store = "s3://..." in blobdex.toml')
     try:
         keys = [resolve_credential(getattr(cfg, k)) if getattr(cfg, k) else "" for k in KEY_FIELDS]
     except MirrorError as exc:
-        raise StoreError(f"store {url}: {exc}") from exc
+        raise StoreError(f"store {redact(url)}: {exc}") from exc
     return Store(url, cfg.store_endpoint, *keys, region=cfg.store_region)
 
 
@@ -253,8 +261,16 @@ def _sha256(path: Path) -> str:
 
 def upload(store: Store, data_dir: Path, snapshot_id: str) -> Transfer:
     """Upload a published snapshot: its listing (so no sweep deletes an object it names, one the bucket had
-    included), then the objects the bucket lacks, then its marker; then forget what is past keeping."""
+    included), then the objects the bucket lacks, then its marker; then forget what is past keeping. Refused
+    when another indexer publishes to the store, or when the snapshot is older than the store's newest."""
     started = time.monotonic()
+    _claim(store, data_dir)
+    newest = store.newest()
+    if newest is not None and snapshot_id < newest:
+        raise StoreError(
+            f"snapshot {snapshot_id} is older than {newest}, the newest in store {store.url}, so replicas would "
+            f"never serve it; this machine's clock is behind the one that published {newest}: set it right"
+        )
     files = snapshot_files(data_dir, snapshot_id)
     hashes = _hashes(data_dir, files)
     listing = {rel: [sha, size] for rel, (sha, size) in sorted(hashes.items())}
@@ -278,6 +294,27 @@ def upload(store: Store, data_dir: Path, snapshot_id: str) -> Transfer:
         moved_bytes=moved_bytes,
         seconds=round(time.monotonic() - started, 3),
     )
+
+
+def _claim(store: Store, data_dir: Path) -> None:
+    """Make sure this data dir is the store's one publisher: the first upload claims the store (a write that
+    never overwrites), later ones check the claim."""
+    mine_path = data_dir / STORE_DIR / "publisher"
+    try:
+        mine = mine_path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        mine = f"{socket.gethostname()}:{secrets.token_hex(8)}"
+        mine_path.parent.mkdir(parents=True, exist_ok=True)
+        mine_path.write_text(mine + "\n", encoding="utf-8")
+    key = store.key("publisher")
+    store.put(key, mine.encode(), once=True)
+    theirs = store.get(key).decode("utf-8", "replace").strip()
+    if theirs != mine:
+        raise StoreError(
+            f"store {store.url} is published to by another indexer ({theirs[:80]!r}; this one is {mine!r}), and "
+            f"one indexer publishes to a store: give this one another prefix, or delete {key} in the bucket to "
+            f"hand the store over to it"
+        )
 
 
 def _forget_old(store: Store) -> None:
@@ -390,8 +427,10 @@ def _sync(store: Store, data_dir: Path, newest: str, keep: int) -> Transfer:
     if not (snapshots_dir(data_dir) / newest).exists():
         os.rename(staging / SNAPSHOTS_DIR / newest, snapshots_dir(data_dir) / newest)
     shutil.rmtree(staging, ignore_errors=True)
+    back = (current_id(data_dir) or "") > newest  # the store's newest was withdrawn: go back to the one before
     point_current(data_dir, newest)
-    prune(data_dir, keep)
+    if not back:  # going back, the withdrawn snapshot stays until the next swap: a request may be reading it
+        prune(data_dir, keep)
     for obj in objects.iterdir():  # objects no kept file links any more
         if obj.is_file() and obj.stat().st_nlink == 1:
             obj.unlink()

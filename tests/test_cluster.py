@@ -125,17 +125,16 @@ def test_a_run_on_the_cluster_publishes_what_a_local_run_does(
     assert again.unchanged and again.cluster is None
 
 
-def encoder_pids() -> list[int]:
-    """The processes of the embedding actors while they embed (Ray names them `ray::_Encoder.embed`)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().startswith(b"ray::_Encoder.embed"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+def embedding(pid: int) -> bool:
+    """Whether a process of this user is an embedding actor embedding now (Ray titles it `ray::_Encoder.embed`
+    during the call)."""
+    entry = Path("/proc") / str(pid)
+    try:
+        return entry.stat().st_uid == os.getuid() and (entry / "cmdline").read_bytes().startswith(
+            b"ray::_Encoder.embed"
+        )
+    except OSError:
+        return False
 
 
 def test_an_embedding_worker_killed_mid_batch_loses_nothing(tmp_path, ray_cluster, every_batch_on_the_cluster):
@@ -147,11 +146,12 @@ def test_an_embedding_worker_killed_mid_batch_loses_nothing(tmp_path, ray_cluste
     def kill_one() -> None:
         deadline = time.monotonic() + 300
         while not killed and time.monotonic() < deadline:
-            pids = encoder_pids()
-            if pids:
-                time.sleep(0.5)  # well inside the batch
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pids[0])
+            for pid in (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and embedding(int(p.name))):
+                time.sleep(0.5)
+                if embedding(pid):  # still inside its batch: the kill costs that batch, which must be retried
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    break
             time.sleep(0.05)
 
     killer = threading.Thread(target=kill_one)

@@ -22,13 +22,13 @@ from indexer.build import run
 from indexer.config import dumps
 from indexer.embed import HashEmbedder
 from indexer.snapshot import current_id
-from indexer.store import Store, StoreError, snapshot_files, store_for, sync
+from indexer.store import Store, StoreError, snapshot_files, store_for, sync, upload
 from indexer.verify import verify
 from query.replica import Replica
 from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
-from tests.corpus import RENEW_PY, api_files, build_corpus
+from tests.corpus import RENEW_PY, api_files, build_corpus, tools_files
 from tests.servers import s3_server, serve_subprocess
 
 BUCKET = "blobdex-test"
@@ -216,12 +216,16 @@ def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, e
         counted = {"ok": 0, "failed": 0}
         stop = threading.Event()
 
-        def load() -> None:  # a bounded loop of searches, every answer counted
-            for _ in range(2000):
-                if stop.is_set():
-                    return
+        answered: set[str] = set()  # the snapshots that answered
+
+        def load() -> None:  # a loop of searches until the swap is over (at most ten minutes), every answer counted
+            deadline = time.monotonic() + 600
+            while not stop.is_set() and time.monotonic() < deadline:
                 r = httpx.post(f"{base}/v1/search", json={"query": "renew subscription", "mode": "bm25"}, timeout=30)
-                counted["ok" if r.status_code == 200 and r.json()["hits"] else "failed"] += 1
+                ok = r.status_code == 200 and r.json()["hits"]
+                counted["ok" if ok else "failed"] += 1
+                if ok:
+                    answered.add(r.json()["snapshot_id"])
 
         loop = threading.Thread(target=load)
         loop.start()
@@ -236,7 +240,7 @@ def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, e
         stop.set()
         loop.join()
         assert httpx.get(f"{base}/readyz").json()["snapshot_id"] == second != first
-        assert counted["failed"] == 0 and counted["ok"] > 10, counted
+        assert counted["failed"] == 0 and answered == {first, second}, (counted, answered)  # through the swap
         local = Service(cfg, embedder=HashEmbedder())
         body = {"query": "renew subscription", "mode": "bm25", "limit": 5}
         ours = local.search(SearchRequest(query="renew subscription", mode="bm25", limit=5))[1]
@@ -250,6 +254,60 @@ def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, e
         status = blobdex("--config", cfg.path, "status", "--replicas")
         assert status.code == 0 and f"store {cfg.store}: newest snapshot {second}" in status.out
         assert f"replica {listed[0]['replica']} serves {second}" in status.out
+
+
+def test_one_indexer_publishes_to_a_store_and_never_an_older_snapshot(tmp_path, endpoint, keys):
+    """A second indexer's sweep could delete an object the first had just reused, and their snapshots would
+    take turns being the newest: it is refused, until the store is handed over. A snapshot older than the
+    store's newest (a clock behind) would never be served: refused too."""
+    first = build_corpus(tmp_path / "first", {"api": api_files()})
+    cfg = stored(first.cfg, endpoint, "one-publisher")
+    assert run(cfg, embedder=HashEmbedder(), show_progress=False).store is not None
+    published = current_id(cfg.data_dir)
+    other = stored(build_corpus(tmp_path / "other", {"tools": tools_files()}).cfg, endpoint, "one-publisher")
+    report = run(other, embedder=HashEmbedder(), show_progress=False)
+    assert report.store is None and "is published to by another indexer" in report.store_error
+    assert "delete one-publisher/publisher in the bucket to hand the store over" in report.store_error
+    store = store_for(cfg)
+    assert store.newest() == published
+    store.delete(store.key("publisher"))  # handed over: the other indexer publishes from now on
+    assert run(other, embedder=HashEmbedder(), show_progress=False).store["snapshot_id"] == store.newest()
+    assert store.newest() == current_id(other.data_dir) > published
+    store.delete(store.key("publisher"))  # and back: but the first one's live snapshot is older than the newest
+    with pytest.raises(StoreError, match=f"snapshot {published} is older than {store.newest()}, the newest in"):
+        upload(store, cfg.data_dir, published)
+
+
+def test_a_broken_stream_is_a_store_error(tmp_path, endpoint, keys, monkeypatch):
+    from botocore.exceptions import ReadTimeoutError
+
+    class Broken:
+        def read(self):
+            raise ReadTimeoutError(endpoint_url=endpoint)
+
+    store = store_for(stored(build_corpus(tmp_path, {"api": {"a.py": b"x = 1\n"}}).cfg, endpoint, "broken"))
+    monkeypatch.setattr(store.client, "get_object", lambda **kw: {"Body": Broken()})
+    with pytest.raises(StoreError, match="cannot read broken/publisher in store"):
+        store.get(store.key("publisher"))
+
+
+def test_a_replica_goes_back_when_the_newest_is_withdrawn_and_keeps_what_it_served(tmp_path, endpoint, keys):
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, "withdrawn")
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    before = current_id(cfg.data_dir)
+    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"#\n"})
+    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    bad = current_id(cfg.data_dir)
+    store = store_for(cfg)
+    replica = Replica(store, tmp_path / "replica", poll=60, name="r1")
+    replica.step()
+    assert current_id(replica.data_dir) == bad
+    store.delete(store.key("published", bad))  # an operator withdraws a bad snapshot
+    replica.step()
+    assert current_id(replica.data_dir) == before and replica.last_error is None
+    assert (replica.data_dir / "snapshots" / bad).is_dir()  # a request may still be reading it
+    assert verify(replica.data_dir)[1] == []
 
 
 def test_an_unreachable_store_fails_the_run_in_one_sentence_and_loses_nothing(tmp_path, endpoint, keys, blobdex):
@@ -271,12 +329,16 @@ def test_an_unreachable_store_fails_the_run_in_one_sentence_and_loses_nothing(tm
 def test_store_settings_are_refused_in_one_sentence(tmp_path, monkeypatch):
     with pytest.raises(StoreError, match="is not an s3://BUCKET/PREFIX URL"):
         Store("https://bucket/prefix")
-    with pytest.raises(StoreError, match="credentials never go in it"):
-        Store("s3://key:secret@bucket/prefix")
+    with pytest.raises(StoreError, match="credentials never go in it") as refused:
+        Store("s3://AKIAKEYID:topsecretkey@bucket/prefix")
+    assert "topsecretkey" not in str(refused.value) and "AKIAKEYID" not in str(refused.value)
     monkeypatch.delenv("BLOBDEX_TEST_S3_KEY", raising=False)
     cfg = stored(build_corpus(tmp_path, {"api": {"a.py": b"x = 1\n"}}).cfg, "http://127.0.0.1:9", "p")
     with pytest.raises(StoreError, match="names environment variable 'BLOBDEX_TEST_S3_KEY', which is unset"):
         store_for(cfg)
+    with pytest.raises(StoreError) as refused:
+        store_for(cfg, "s3://AKIAKEYID:topsecretkey@bucket/prefix")
+    assert "topsecretkey" not in str(refused.value) and "AKIAKEYID" not in str(refused.value)
     replica = Replica(Store("s3://b/p", "http://127.0.0.1:9", "k", "s"), tmp_path / "r", poll=60)
     replica.step()  # an unreachable store: logged, nothing raised, nothing served yet
     assert replica.last_error.startswith("cannot list")
