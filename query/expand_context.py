@@ -171,21 +171,18 @@ def _unknown_repo(manifest: Manifest, org: str, repo: str | None) -> None:
 def _at(path: Path, manifest: Manifest, org: str, repo: str, file: str, line: int) -> dict:
     """The definition a position names (see references)."""
     _unknown_repo(manifest, org, repo)
-    here = [("path", "=", file)]
-    defs = _rows(path, "symbols", lambda t: pc.and_(pc.equal(t["org"], org), pc.equal(t["repo"], repo)), filters=here)
+    defs = read_graph(
+        path, "symbols", filters=[("org", "=", org), ("repo", "=", repo), ("path", "=", file)]
+    ).to_pylist()
     starting = [d for d in defs if d["line"] == line]
     if starting:
         return starting[0]
-    calls = _rows(path, "calls", lambda t: pc.and_(pc.equal(t["repo"], repo), pc.equal(t["line"], line)), filters=here)
-    for call in calls:
-        if call.get("resolved_symbol"):
+    mine = [("org", "=", org), ("repo", "=", repo), ("path", "=", file), ("line", "=", line)]
+    for call in read_graph(path, "calls", filters=mine).to_pylist():
+        if call.get("resolved_symbol"):  # resolved inside the call's org: its repo named there
+            where = [("org", "=", org), ("repo", "=", call["resolved_repo"]), ("path", "=", call["resolved_path"])]
             target = _rows(
-                path,
-                "symbols",
-                lambda t, c=call: pc.and_(
-                    pc.equal(t["repo"], c["resolved_repo"]), pc.equal(t["qualified_name"], c["resolved_symbol"])
-                ),
-                filters=[("path", "=", call["resolved_path"])],
+                path, "symbols", lambda t, c=call: pc.equal(t["qualified_name"], c["resolved_symbol"]), filters=where
             )
             if target:
                 return target[0]

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from indexer.build import run
 from indexer.embed import HashEmbedder
 from indexer.snapshot import open_manifest, parts_of, read_graph, read_part_table
-from query.expand_context import references
+from query.expand_context import ContextError, references
 from query.service import Service
 from query.surfaces.app import app
 from query.surfaces.mcp import build
@@ -298,6 +298,19 @@ def test_references_by_name_and_by_position(python_org):
     assert [(c["path"], c["line"], c["resolution"]) for c in loose["callers"][3:]] == [
         ("app/main.py", 12, "name_only")  # x.get("k"), labelled
     ]
+
+
+def test_a_position_names_only_what_its_own_org_holds(tmp_path):
+    """Two orgs, each with a repo `svc` and a call on line 6 of m.py: a position in org y names y's code."""
+    x_file = b"def secret_helper():\n    return 1\n\n\ndef go():\n    return secret_helper()\n"
+    y_file = b"import os\n\n\n\ndef here():\n    return os.getcwd()\n"
+    data_dir = build_corpus(tmp_path, {"x/svc": {"m.py": x_file}, "y/svc": {"m.py": y_file}}).cfg.data_dir
+    mine = references(data_dir, org="x", repo="svc", path="m.py", line=6)
+    assert [d["qualified_name"] for d in mine["definitions"]] == ["secret_helper"]
+    theirs = references(data_dir, org="y", repo="svc", path="m.py", line=6)  # os.getcwd(): inside here()
+    assert [d["qualified_name"] for d in theirs["definitions"]] == ["here"]
+    with pytest.raises(ContextError, match="nothing is defined or called at svc:m.py:2 in org 'y'"):
+        references(data_dir, org="y", repo="svc", path="m.py", line=2)
 
 
 MOVED = {  # `get` moves from api.py to shortcuts.py, and __init__.py re-exports it from there
