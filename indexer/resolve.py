@@ -186,6 +186,7 @@ class Resolver:
 
     def __init__(self, code: Code, world: World):
         self.code, self.world = code, world
+        self._bases: dict[Def, list[Def]] = {}  # each class's bases, worked out once
 
     # -- what a name means in a file ----------------------------------------------------------
     def bindings(self, code: Code, path: str) -> dict[str, object]:
@@ -380,6 +381,14 @@ class Resolver:
         return None, False
 
     def bases(self, cls: Def) -> list[Def]:
+        """The classes a class names as its bases. Remembered, and none while they are being worked out: a base
+        named through another class (`class A(b.B.Inner)`) can lead back to this one, as hostile code may."""
+        if cls not in self._bases:
+            self._bases[cls] = []
+            self._bases[cls] = self._named_bases(cls)
+        return self._bases[cls]
+
+    def _named_bases(self, cls: Def) -> list[Def]:
         code = self._code(cls.repo)
         family = FAMILY.get(code.lang.get(cls.path, ""), "") if code else ""
         pattern = BASES_RE.get(family)

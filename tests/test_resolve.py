@@ -313,6 +313,19 @@ def test_a_position_names_only_what_its_own_org_holds(tmp_path):
         references(data_dir, org="y", repo="svc", path="m.py", line=2)
 
 
+def test_classes_whose_bases_lead_back_to_them_resolve_without_end(tmp_path):
+    """Hostile (or just odd) code: each class's base is named through the other, so looking for a member walks
+    A -> B.Inner -> B's base A.Inner -> A's base ... until the run died of a RecursionError; now a cycle ends."""
+    cyclic = {
+        "pkg/__init__.py": b"",
+        "pkg/a.py": b"from pkg import b\n\nclass A(b.B.Inner):\n    pass\n\ndef f(x: A):\n    x.go()\n",
+        "pkg/b.py": b"from pkg import a\n\nclass B(a.A.Inner):\n    pass\n",
+    }
+    built = build_corpus(tmp_path, {"cyclic": cyclic})
+    assert built.report.published and not built.report.failed
+    assert calls(built.cfg.data_dir) == [("cyclic", "pkg/a.py", 7, "go", "name_only", "", "", "")]
+
+
 MOVED = {  # `get` moves from api.py to shortcuts.py, and __init__.py re-exports it from there
     **LIB,
     "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .shortcuts import get\n",
