@@ -270,7 +270,7 @@ class Resolver:
 
     def _go_package(self, code: Code, module: str):
         """The files of the Go package an import path names: in the repo whose go.mod declares the longest module
-        path it starts with, else (no go.mod indexed) the directory of this repo its path ends with."""
+        path it starts with, else (this repo has no go.mod) the directory of this repo its path ends with."""
         for declared, repo, folder in self.world.declared.go:
             if module == declared or module.startswith(declared + "/"):
                 owner = self._code(repo)
@@ -279,6 +279,8 @@ class Resolver:
                 return Module(owner.name, files) if files else EXTERNAL
         segments = module.split("/")
         if "." not in segments[0]:  # the standard library
+            return EXTERNAL
+        if any(repo == code.name for _, repo, _ in self.world.declared.go):  # its go.mod says what is its own
             return EXTERNAL
         for n in range(len(segments) - 1, 0, -1):
             files = _go_files(code, "/".join(segments[-n:]))
@@ -407,8 +409,9 @@ class Resolver:
 
     # -- expressions -------------------------------------------------------------------------
     def scoped(self, code: Code, path: str, scope: str, name: str, family: str) -> Def | None:
-        """A name defined where the scope sees it: nested definitions outward, then the file's own (class bodies
-        are no scope of their methods, except in Java, where a bare call is a call on `this`)."""
+        """A name defined where the scope sees it: nested definitions outward, then the file's own (the members
+        of a class, a Go type or a JS object literal are not in scope in its methods, except in Java, where a
+        bare call is a call on `this`)."""
         parts = scope.split(".") if scope else []
         for n in range(len(parts), -1, -1):
             parent = ".".join(parts[:n])
@@ -416,7 +419,8 @@ class Resolver:
             if found is None:
                 continue
             owner = self._def_at(code, path, parent)
-            if owner is not None and owner.kind == "class" and family != "java":
+            # a class body, a Go type (its methods may lie in another file) or a JS object literal is no scope
+            if parent and family != "java" and (owner is None or owner.kind in ("class", "type")):
                 continue
             return found
         return None

@@ -326,6 +326,110 @@ def test_classes_whose_bases_lead_back_to_them_resolve_without_end(tmp_path):
     assert calls(built.cfg.data_dir) == [("cyclic", "pkg/a.py", 7, "go", "name_only", "", "", "")]
 
 
+LOOKALIKES = {
+    "py/mod.py": b"""class Client:
+    def send(self):
+        pass
+
+
+client = Client()
+
+
+def handler(client, items):
+    client.send()
+    for each in items:
+        each.send()
+    made = make()
+    made.send()
+    return [c.send() for c in items]
+
+
+def plain():
+    client.send()
+
+
+def make():
+    return None
+
+
+each = Client()
+made = Client()
+c = Client()
+""",
+    "go.mod": b"module example.com/goapp\n",
+    "errors/errors.go": b"package errors\n\nfunc Wrap() {}\n",
+    "main.go": b"""package main
+
+import "github.com/pkg/errors"
+
+func main() {
+	errors.Wrap()
+}
+""",
+    "server/server.go": b"""package server
+
+type Server struct{}
+
+func (s *Server) flush() {}
+
+func (s *Server) Run() {
+	flush()
+}
+""",
+    "server/util.go": b"package server\n\nfunc flush() {}\n",
+    "server/stack.go": b"""package server
+
+type Stack[T any] struct{ items []T }
+
+func (s *Stack[T]) Push(v T) {
+	s.grow()
+}
+
+func (s *Stack[T]) grow() {}
+""",
+    "web/api.js": b"""export const api = {
+  fetch(url) {
+    return fetch(url);
+  },
+};
+
+export function load() {
+  return fetch("/x");
+}
+""",
+}
+LOOKALIKE_CALLS = [
+    ("main.go", 6, "Wrap", "unresolved", "", ""),  # github.com/pkg/errors, not this module's errors/
+    ("py/mod.py", 6, "Client", "exact", "py/mod.py", "Client"),
+    ("py/mod.py", 10, "send", "name_only", "", ""),  # the parameter `client`, not the module's
+    ("py/mod.py", 12, "send", "name_only", "", ""),  # a loop variable
+    ("py/mod.py", 13, "make", "exact", "py/mod.py", "make"),
+    ("py/mod.py", 14, "send", "name_only", "", ""),  # what make() returns says no type
+    ("py/mod.py", 15, "send", "name_only", "", ""),  # a comprehension's variable
+    ("py/mod.py", 19, "send", "receiver", "py/mod.py", "Client.send"),  # the module's `client`: a Client
+    ("py/mod.py", 26, "Client", "exact", "py/mod.py", "Client"),
+    ("py/mod.py", 27, "Client", "exact", "py/mod.py", "Client"),
+    ("py/mod.py", 28, "Client", "exact", "py/mod.py", "Client"),
+    ("server/server.go", 8, "flush", "exact", "server/util.go", "flush"),  # the package's, not the method
+    ("server/stack.go", 6, "grow", "receiver", "server/stack.go", "Stack.grow"),  # Stack's, not T's
+    ("web/api.js", 3, "fetch", "unresolved", "", ""),  # the global, not api.fetch
+    ("web/api.js", 8, "fetch", "unresolved", "", ""),
+]
+
+
+def test_names_that_only_look_alike_never_resolve_to_each_other(tmp_path):
+    """A parameter, a loop variable or a returned value named like a module-level instance; a Go type's
+    method named like a package function; a third-party Go package named like a folder of this module; a
+    method of a JS object literal named like a global: each call resolves to what it calls, or says it does
+    not know, never to the other."""
+    built = build_corpus(tmp_path, {"alike": LOOKALIKES})
+    found = [
+        (path, line, callee, how, where, symbol)
+        for _, path, line, callee, how, _, where, symbol in calls(built.cfg.data_dir)
+    ]
+    assert found == LOOKALIKE_CALLS
+
+
 MOVED = {  # `get` moves from api.py to shortcuts.py, and __init__.py re-exports it from there
     **LIB,
     "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .shortcuts import get\n",

@@ -144,8 +144,15 @@ class Extraction:
                 return
         self.bindings.setdefault((scope, target), set()).add(name)
 
+    def shadow(self, scope: str, target: str) -> None:
+        """Record that a name holds something of no stated type in `scope` (a parameter, a loop variable, a
+        value a function returned): a binding of the same name further out says nothing about it here."""
+        if target:
+            self.bindings.setdefault((scope, target), set()).add("")
+
     def receiver_type(self, scope: str, receiver: str) -> str:
-        """The one type bound to `receiver` in the nearest scope that binds it ("" when none or several)."""
+        """The one type bound to `receiver` in the nearest scope that binds it ("" when none, several, or a
+        binding of no stated type: see shadow)."""
         for s in scopes(scope):
             found = self.bindings.get((s, receiver))
             if found:

@@ -27,10 +27,9 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
     t = node.type
     if t in ("function_declaration", "method_declaration"):
         name = x.text(node.child_by_field_name("name"))
-        receiver = node.child_by_field_name("receiver")
-        owner = re.findall(r"[A-Za-z_]\w*", x.text(receiver))[-1:] if receiver is not None else []
+        owner = _receiver_type(x, node.child_by_field_name("receiver"))
         kind = "method" if owner else "function"
-        return x.symbol(node, name, kind, owner[0] if owner else scope, node.child_by_field_name("body"))
+        return x.symbol(node, name, kind, owner or scope, node.child_by_field_name("body"))
     if t == "type_spec":
         x.symbol(node, x.text(node.child_by_field_name("name")), "type", scope, None)
     elif t == "import_spec":
@@ -54,6 +53,15 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
     elif t in ("interpreted_string_literal", "raw_string_literal"):
         x.url(node)
     return None
+
+
+def _receiver_type(x: Extraction, receiver: Node | None) -> str:
+    """The type a method's receiver names: `(s *Server)`, `(Server)` -> Server; `(s *Stack[T])` -> Stack, not
+    its type parameter."""
+    decl = next((c for c in receiver.named_children if c.type == "parameter_declaration"), None) if receiver else None
+    kind = decl.child_by_field_name("type") if decl is not None else None
+    found = re.match(r"[\s*(]*([A-Za-z_]\w*)", x.text(kind)) if kind is not None else None
+    return found.group(1) if found else ""
 
 
 def _call(x: Extraction, node: Node, scope: str) -> None:

@@ -41,6 +41,9 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
     if t in DEFINITIONS:
         name = x.text(node.child_by_field_name("name"))
         kind = "method" if t == "method_definition" else ("class" if "class" in t else "function")
+        if t == "method_definition" and node.parent is not None and node.parent.type == "object":
+            owner = _object_name(x, node.parent)  # `const api = { fetch() {} }`: api.fetch, no file-level fetch
+            scope = f"{scope}.{owner}" if scope else owner
         return x.symbol(node, name, kind, scope, node.child_by_field_name("body"))
     if t == "variable_declarator":
         value, name = node.child_by_field_name("value"), node.child_by_field_name("name")
@@ -129,6 +132,21 @@ def _require_binding(x: Extraction, pattern: Node, source: str, at: int) -> None
         elif part.type == "pair_pattern":
             key, value = part.child_by_field_name("key"), part.child_by_field_name("value")
             x.facts.imports.append([source, x.text(key), x.text(value), at])
+
+
+def _object_name(x: Extraction, obj: Node) -> str:
+    """What an object literal is called: the variable or property it is assigned to, with the keys it lies
+    under (`const app = { methods: { save() {} } }` -> app.methods); `{}` for an object of no name."""
+    names, node = [], obj
+    while node is not None and node.type in ("object", "pair", "parenthesized_expression"):
+        if node.type == "pair":
+            names.append(x.text(node.child_by_field_name("key")).strip("\"'"))
+        node = node.parent
+    if node is not None and node.type == "variable_declarator":
+        names.append(x.text(node.child_by_field_name("name")))
+    elif node is not None and node.type == "assignment_expression":
+        names.append(x.text(node.child_by_field_name("left")))
+    return ".".join(reversed(names)) if names else "{}"
 
 
 def _call(x: Extraction, node: Node, scope: str) -> None:

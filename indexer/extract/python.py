@@ -22,6 +22,10 @@ CAPTURES = [
     "typed_parameter",
     "typed_default_parameter",
     "as_pattern",
+    "parameters",
+    "lambda_parameters",
+    "for_statement",
+    "for_in_clause",
 ]
 ENV_GETTERS = ("os.getenv", "getenv", "os.environ.get", "environ.get", "os.environ.setdefault")
 SETTINGS_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]+$")
@@ -58,8 +62,17 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
         if left is not None and left.type in ("identifier", "attribute"):
             if annotation is not None:
                 x.bind(scope, x.text(left), x.text(annotation))
-            elif right is not None:
-                _bind_constructed(x, scope, x.text(left), right)
+            elif right is not None and not _bind_constructed(x, scope, x.text(left), right):
+                if left.type == "identifier" and right.type != "none":  # `x = None` says nothing either way
+                    x.shadow(scope, x.text(left))
+        elif left is not None:  # `a, b = ...`: of no stated type
+            _shadow_names(x, scope, left)
+    elif t in ("parameters", "lambda_parameters"):  # typed ones are bound by their own captures, after this
+        for param in node.named_children:
+            if param.type in ("identifier", "default_parameter", "list_splat_pattern", "dictionary_splat_pattern"):
+                _shadow_names(x, scope, param.child_by_field_name("name") or param)
+    elif t in ("for_statement", "for_in_clause"):
+        _shadow_names(x, scope, node.child_by_field_name("left"))
     elif t in ("typed_parameter", "typed_default_parameter"):
         name = node.child_by_field_name("name") or next(
             (c for c in node.named_children if c.type == "identifier"), None
@@ -70,8 +83,9 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
     elif t == "as_pattern":
         value = node.named_children[0] if node.named_children else None
         target = node.child_by_field_name("alias")
-        if value is not None and target is not None:
-            _bind_constructed(x, scope, x.text(target), value)
+        if value is not None and target is not None and not _bind_constructed(x, scope, x.text(target), value):
+            if x.text(target).isidentifier():  # `with open(p) as fh`, `except E as e`: of no stated type
+                x.shadow(scope, x.text(target))
     elif t == "call":
         _call(x, node, scope)
     elif t == "subscript":
@@ -96,24 +110,46 @@ def _aliased(x: Extraction, node: Node) -> tuple[str, str]:
     return x.text(node), ""
 
 
-def _bind_constructed(x: Extraction, scope: str, target: str, value: Node) -> None:
+def _shadow_names(x: Extraction, scope: str, node: Node | None) -> None:
+    """Shadow every plain name a target (`a`, `a, b`, `(a, [b, *c])`, `**kw`) binds."""
+    if node is None:
+        return
+    if node.type == "identifier":
+        x.shadow(scope, x.text(node))
+    elif node.type in (
+        "pattern_list",
+        "tuple_pattern",
+        "list_pattern",
+        "list_splat_pattern",
+        "dictionary_splat_pattern",
+        "tuple",
+        "list",
+        "expression_list",
+    ):
+        for child in node.named_children:
+            _shadow_names(x, scope, child)
+
+
+def _bind_constructed(x: Extraction, scope: str, target: str, value: Node) -> bool:
     """`target = Name(...)` or `mod.Name(...)`: a class by its name (PEP 8 capitalises classes), so the target
     holds a Name; a literal or a builtin's constructor (`{}`, `[]`, `dict(...)`) holds that builtin type, whose
     methods (`d.get(k)`) are no call of any indexed definition."""
     if value.type in LITERAL_TYPES:
         x.bind(scope, target, LITERAL_TYPES[value.type])
-        return
+        return True
     if value.type == "identifier":  # `self.app = app`, where the parameter `app` is annotated
         known = x.receiver_type(scope, x.text(value))
         if known:
             x.bind(scope, target, known)
-        return
+        return bool(known)
     if value.type != "call":
-        return
+        return False
     fn = value.child_by_field_name("function")
     name = x.text(fn) if fn is not None and fn.type in ("identifier", "attribute") else ""
     if name.rsplit(".", 1)[-1][:1].isupper() or name in BUILTIN_TYPES:
         x.bind(scope, target, name)
+        return True
+    return False
 
 
 def _definition(x: Extraction, node: Node, scope: str) -> str:
