@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from indexer.languages import is_test_file
+from indexer.languages import is_test_file, language_for
 
 ENV_KEY_MAX_REPOS = 3
 EDGE_INPUTS = ("routes", "url_literals", "tasks", "env_keys", "symbols", "imports")  # fact tables edges read
@@ -239,6 +239,8 @@ def edge_inputs(facts: dict[str, pa.Table], paths: list[str], chunks: pa.Table |
     for module, path, line in _sorted_rows(facts["imports"], ("module", "path", "line")):
         if module and not module.startswith("."):
             modules.setdefault(module, [path, line])
+        if language_for(path) != "python":  # these name Python packages: `import utils from 'utils'` is npm's
+            continue
         sites = imports[module.split(".")[0]]
         if len(sites) < MAX_EVIDENCE:
             sites.append([module, path, line])
@@ -356,7 +358,7 @@ def edges(org: str, inputs: dict[str, dict], tests: bool = False) -> list[dict]:
                 continue
             for owner, init in sorted(owners.get(root, {}).items()):
                 for module, path, line in sites:
-                    if kept(path):
+                    if kept(path) and language_for(path) == "python":  # inputs kept before only Python's were
                         src, dst = (
                             Site(repo=repo, path=path, line=line, evidence=f"import {module}"),
                             Site(repo=owner, path=init, line=1, evidence=f"package {root}"),

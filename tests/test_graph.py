@@ -245,6 +245,18 @@ def test_db_model_and_import_edges(services):
     ]
 
 
+def test_an_import_names_a_python_package_only_from_python_code(tmp_path):
+    """`import utils from 'utils'` in JavaScript is an npm package, not the org's Python package `utils`."""
+    repos = {
+        "pyutils": {"utils/__init__.py": b"def tidy(x):\n    return x\n"},
+        "web": {"app.js": b"import utils from 'utils';\nutils.tidy(1);\n"},
+        "svc": {"svc/main.py": b"import utils\n\nutils.tidy(1)\n"},
+    }
+    path, _ = open_manifest(build_corpus(tmp_path, repos).cfg.data_dir)
+    edges = _rows(path / GRAPH_DIR / "edges.parquet")
+    assert edges_of(edges, "import") == [("svc", "pyutils", "utils", "svc/main.py", 1, "utils/__init__.py", 1)]
+
+
 def test_manifest_counts_reconcile_and_report_has_table_counts(services):
     cfg, report, _, edges = services
     assert verify(cfg.data_dir)[1] == []
