@@ -290,17 +290,18 @@ def _table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.option("--name-only", is_flag=True, help="Also list calls that only share the name (labelled).")
 @click.option("-n", "--limit", default=50, show_default=True, type=click.IntRange(1, 200), help="Callers shown.")
+@click.option("--cursor", help="The next page of callers: the cursor the last page ended with.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def context(ctx, symbol, repo, org, name_only, limit, as_json) -> None:
+def context(ctx, symbol, repo, org, name_only, limit, cursor, as_json) -> None:
     """Where SYMBOL is defined, who calls it (in every repo), routes and env keys in it, coupling edges."""
     from query.surfaces import render
 
-    data = _service(ctx).context(org, symbol, repo, name_only=name_only, limit=limit)
+    data = _service(ctx).context(org, symbol, repo, name_only=name_only, limit=limit, cursor=cursor)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    _echo(render.context_text(data, _bold))
+    _echo(render.context_text(data, _bold, tool=None))
 
 
 @cli.command()
@@ -311,19 +312,20 @@ def context(ctx, symbol, repo, org, name_only, limit, as_json) -> None:
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.option("--name-only", is_flag=True, help="Also list calls that only share the name (labelled).")
 @click.option("-n", "--limit", default=50, show_default=True, type=click.IntRange(1, 200), help="Callers shown.")
+@click.option("--cursor", help="The next page of callers: the cursor the last page ended with.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def references(ctx, symbol, repo, file, line, org, name_only, limit, as_json) -> None:
+def references(ctx, symbol, repo, file, line, org, name_only, limit, cursor, as_json) -> None:
     """Every resolved call of SYMBOL (or of what --repo/--path/--line point at), grouped by repo."""
     from query.surfaces import render
 
     data = _service(ctx).references(
-        org, symbol=symbol, repo=repo, path=file, line=line, name_only=name_only, limit=limit
+        org, symbol=symbol, repo=repo, path=file, line=line, name_only=name_only, limit=limit, cursor=cursor
     )
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    _echo(render.references_text(data, _bold))
+    _echo(render.references_text(data, _bold, tool=None))
 
 
 @cli.command()

@@ -504,6 +504,17 @@ def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobd
     where = ("--config", python_org.cfg.path, "--data-dir", python_org.cfg.data_dir)
     cli = blobdex(*where, "references", "--repo", "lib", "--path", "src/lib/sessions.py", "--line", "14")
     assert cli.code == 0 and "app:app/main.py:9  in go" in cli.out
+    # the CLI pages as the tools do, and says so in its own words
+    first = blobdex(*where, "references", "get", "--repo", "lib", "-n", "2")
+    cursor = first.out.split("(more: run it again with --cursor ", 1)[1].split(")", 1)[0]
+    assert "--name-only lists them" in first.out and "name_only=true" not in first.out
+    rest = blobdex(*where, "references", "get", "--repo", "lib", "-n", "2", "--cursor", cursor)
+    listed = [line.split()[0] for out in (first.out, rest.out) for line in out.splitlines() if " in " in line]
+    assert rest.code == 0 and "(more:" not in rest.out
+    assert listed == [
+        f"{c['repo']}:{c['path']}:{c['line']}"
+        for c in references(python_org.cfg.data_dir, symbol="get", repo="lib")["callers"]
+    ]
 
 
 ACROSS = {

@@ -284,10 +284,10 @@ def _edge_line(e: dict) -> str:
     )
 
 
-def context_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
-    """`blobdex context` and expand_context's markdown: definitions, callers by repo, then routes, env keys and
-    coupling edges."""
-    lines = _definition_lines(data, bold) + callers_text(data, "expand_context")
+def context_text(data: dict, bold: Callable[[str], str] = plain, tool: str | None = "expand_context") -> list[str]:
+    """`blobdex context` (tool None) and expand_context's markdown: definitions, callers by repo, then routes,
+    env keys and coupling edges."""
+    lines = _definition_lines(data, bold) + callers_text(data, tool)
     for title, rows, line in (
         ("routes", data["routes"], _route_line),
         ("env keys", data["env_keys"], _env_key_line),
@@ -298,9 +298,9 @@ def context_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
     return lines
 
 
-def references_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
-    """`blobdex references` and find_references' markdown: the definitions, then their callers."""
-    return _definition_lines(data, bold) + callers_text(data, "find_references")
+def references_text(data: dict, bold: Callable[[str], str] = plain, tool: str | None = "find_references") -> list[str]:
+    """`blobdex references` (tool None) and find_references' markdown: the definitions, then their callers."""
+    return _definition_lines(data, bold) + callers_text(data, tool)
 
 
 def _definition_lines(data: dict, bold: Callable[[str], str]) -> list[str]:
@@ -313,9 +313,9 @@ def _definition_lines(data: dict, bold: Callable[[str], str]) -> list[str]:
     return lines
 
 
-def callers_text(data: dict, tool: str) -> list[str]:
+def callers_text(data: dict, tool: str | None) -> list[str]:
     """A page of callers: totals by repo and by how each call was resolved, one line per call (name-only ones
-    labelled), and how to see more."""
+    labelled), and how to see more: with the MCP tool's arguments, or (tool None) the CLI's options."""
     by_repo = ", ".join(f"{r} {n}" for r, n in data["callers_by_repo"].items()) or "none"
     how = ", ".join(f"{level} {n}" for level, n in data["callers_by_resolution"].items())
     lines = [f"\ncallers: {data['callers_total']} ({by_repo})" + (f"; resolved by {how}" if how else "")]
@@ -323,11 +323,12 @@ def callers_text(data: dict, tool: str) -> list[str]:
         label = "  [name only]" if c["resolution"] == "name_only" else ""
         lines.append(f"  {c['repo']}:{c['path']}:{c['line']}  in {c['caller'] or '(file level)'}{label}")
     if data["next_cursor"]:
-        lines.append(f"  (more: {go_on(tool, data['next_cursor'])})")
+        more = go_on(tool, data["next_cursor"]) if tool else f"run it again with --cursor {data['next_cursor']}"
+        lines.append(f"  (more: {more})")
     if data["name_only_total"] and not data["name_only_included"]:
         lines.append(
             f"  (+ {data['name_only_total']} call(s) of the same name on something of unknown type, not counted; "
-            f"name_only=true lists them)"
+            f"{'name_only=true' if tool else '--name-only'} lists them)"
         )
     return lines
 
