@@ -26,6 +26,7 @@ MAX_CALLERS = 200  # a page at most
 DEFAULT_CALLERS = 50
 CALLER_FIELDS = ("repo", "path", "line", "caller", "receiver", "resolution")
 DEFINITION_FIELDS = ("repo", "path", "line", "line_end", "qualified_name", "kind", "signature", "doc")
+MAX_DEFINITIONS = 20  # listed; a name as common as `__init__` has hundreds (the callers count them all)
 EDGE_FIELDS = ("kind", "key", "confidence", "from_repo", "from_path", "from_line", "from_evidence")
 EDGE_FIELDS += ("to_repo", "to_path", "to_line", "to_evidence", "detail")
 
@@ -88,7 +89,7 @@ def context(
         "snapshot_id": manifest.snapshot_id,
         "symbol": symbol.strip(),
         "org": org,
-        "definitions": [_pick(d, *DEFINITION_FIELDS) for d in definitions],
+        **_listed(definitions),
         **callers,
         "routes": [_pick(r, "repo", "path", "line", "method", "pattern", "handler") for r in routes],
         "env_keys": [_pick(e, "repo", "path", "line", "key", "how") for e in env_keys],
@@ -127,8 +128,17 @@ def references(
     asked |= {"name_only": name_only, "limit": limit}
     return {
         "snapshot_id": manifest.snapshot_id,
-        "definitions": [_pick(d, *DEFINITION_FIELDS) for d in definitions],
+        **_listed(definitions),
         **_callers(snap, manifest, org, definitions, name, name_only, asked, cursor, limit),
+    }
+
+
+def _listed(definitions: list[dict]) -> dict:
+    """The first MAX_DEFINITIONS definitions (by repo, path and line) and how many there are."""
+    ordered = sorted(definitions, key=lambda d: (d["repo"], d["path"], d["line"]))
+    return {
+        "definitions": [_pick(d, *DEFINITION_FIELDS) for d in ordered[:MAX_DEFINITIONS]],
+        "definitions_total": len(definitions),
     }
 
 

@@ -300,6 +300,17 @@ def test_references_by_name_and_by_position(python_org):
     ]
 
 
+def test_a_common_name_lists_twenty_definitions_and_counts_them_all(tmp_path):
+    files = {f"m{i:02}.py": f"def handle(x):\n    return x\n\n\nhandle({i})\n".encode() for i in range(25)}
+    data_dir = build_corpus(tmp_path, {"many": files}).cfg.data_dir
+    data = references(data_dir, symbol="handle")
+    assert data["definitions_total"] == 25 and data["callers_total"] == 25
+    assert [d["path"] for d in data["definitions"]] == [f"m{i:02}.py" for i in range(20)]
+    from query.surfaces.render import references_text
+
+    assert "(+ 5 more definition(s) of this name, not listed" in "\n".join(references_text(data))
+
+
 def test_a_position_names_only_what_its_own_org_holds(tmp_path):
     """Two orgs, each with a repo `svc` and a call on line 6 of m.py: a position in org y names y's code."""
     x_file = b"def secret_helper():\n    return 1\n\n\ndef go():\n    return secret_helper()\n"

@@ -310,6 +310,9 @@ def _definition_lines(data: dict, bold: Callable[[str], str]) -> list[str]:
             bold(f"{d['repo']}:{d['path']}:{d['line']}-{d['line_end']}") + f"  {d['qualified_name']} ({d['kind']})"
         )
         lines.append(f"    {d['signature']}" + (f"\n    {d['doc']}" if d["doc"] else ""))
+    hidden = data["definitions_total"] - len(data["definitions"])
+    if hidden:
+        lines.append(f"  (+ {hidden} more definition(s) of this name, not listed: narrow with a repo or Class.name)")
     return lines
 
 
