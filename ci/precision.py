@@ -97,7 +97,7 @@ def measure_repo(cfg, snapshot, manifest, state, tool: Path, timeout: float) -> 
             for path in documents
             if (root / path).is_file()
         }
-    targets = scip_targets(calls, symbols, documents, sources)
+    targets = scip_targets(calls, symbols, documents, sources, state.name)
     return {
         "repo": state.name,
         "calls": calls.num_rows,

@@ -84,7 +84,7 @@ def _resolved(calls: pa.Table, resolver: Resolver, precise, tree: dict, report=N
     calls = resolve_calls(calls, resolver)
     if precise is None:
         return calls
-    targets = scip_targets(calls, tree["symbols"], precise.documents, precise.sources)
+    targets = scip_targets(calls, tree["symbols"], precise.documents, precise.sources, resolver.code.name)
     if report is not None:
         figures = agreement(calls, targets).to_dict()
         report.scip[f"{key[0]}/{key[1]}"] = {**figures, "tools": precise.tools, "seconds": round(precise.seconds, 1)}

@@ -235,34 +235,45 @@ def index_tree(
 
 
 def scip_targets(
-    calls: pa.Table, symbols: pa.Table, documents: dict[str, list[Occurrence]], sources: dict[str, list[str]]
+    calls: pa.Table,
+    symbols: pa.Table,
+    documents: dict[str, list[Occurrence]],
+    sources: dict[str, list[str]],
+    repo: str,
 ) -> list[tuple[str, str] | str | None]:
-    """For each call row (path, line, callee): the (path, qualified name) of the repo's definition SCIP resolves
-    it to, "external" when SCIP resolves it to something the index does not define, None when SCIP has no
-    reference there (it could not tell, or the call is not one SCIP records)."""
+    """For each call row (path, line, callee) of `repo`: the (path, qualified name) of the repo's definition
+    SCIP resolves it to, "external" when SCIP resolves it to something the index does not define, None when
+    SCIP has no answer there: no reference (it could not tell, or the call is not one SCIP records), several
+    on the line by that name (`s.get(u) or d.get(k)`: which row is which, a row does not say), or "external"
+    for a call blobdex resolved into another indexed repo (the index covers this repo's checkout alone)."""
     defined = definitions(documents)
     by_position = {}
     for path, name, qualified, line in zip(
         *(symbols.column(c).to_pylist() for c in ("path", "name", "qualified_name", "line"))
     ):
         by_position.setdefault((path, line, name), qualified)
-    at: dict[tuple[str, int, str], str] = {}
+    at: dict[tuple[str, int, str], set[str]] = {}
     for path, occurrences in documents.items():
         lines = sources.get(path)
         if lines is None:
             continue
         for o in occurrences:
             if not o.definition and 0 < o.line <= len(lines):
-                at.setdefault((path, o.line, lines[o.line - 1][o.start : o.end]), o.symbol)
+                at.setdefault((path, o.line, lines[o.line - 1][o.start : o.end]), set()).add(o.symbol)
     out: list = []
-    for path, line, callee in zip(*(calls.column(c).to_pylist() for c in ("path", "line", "callee"))):
-        symbol = at.get((path, line, callee))
-        if symbol is None:
+    columns = ("path", "line", "callee", "resolved_repo")
+    for path, line, callee, resolved_repo in zip(*(calls.column(c).to_pylist() for c in columns)):
+        found = at.get((path, line, callee), set())
+        if len(found) != 1:
             out.append(None)
             continue
+        symbol = next(iter(found))
         where = defined.get(symbol)
         qualified = by_position.get((where[0], where[1], descriptor_name(symbol))) if where else None
-        out.append((where[0], qualified) if qualified else "external")
+        if qualified:
+            out.append((where[0], qualified))
+        else:
+            out.append(None if resolved_repo and resolved_repo != repo else "external")
     return out
 
 

@@ -39,7 +39,10 @@ EXTRACTOR_VERSION = 3
 # indexer/resolve.py: which definition each call row resolves to. Not part of a cached blob's key: resolution
 # reads the whole repo, so a change reruns it over cached facts.
 # 1: imports, enclosing classes and their bases, receiver types, Python packages across repos.
-RESOLVER_VERSION = 1
+# 2: no class, Go type or object literal is a scope of its methods' bare calls; a repo with a go.mod resolves
+#    no third-party import to a folder of its own; base-class cycles end; SCIP answers it cannot tell apart
+#    on a line, or "external" for a call resolved into another repo, leave blobdex's answer.
+RESOLVER_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)

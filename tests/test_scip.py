@@ -64,6 +64,35 @@ def test_index_with_scip_takes_its_answers_and_reports_the_agreement(tmp_path, s
     assert rows[("src/lib/api.py", 6, "request")] == ("receiver", "lib", "src/lib/sessions.py", "Session.request")
 
 
+BOTH = b"""from lib import Session
+
+
+class Local:
+    def get(self, k):
+        return k
+
+
+def both():
+    s = Local()
+    d = {}
+    return s.get("u") or d.get("k") or Session()
+"""
+
+
+def test_scip_never_overrides_what_it_cannot_tell_apart_or_cannot_see(tmp_path, scip_on_path):
+    """Two calls named `get` on one line, one of them a dict's: SCIP's answers cannot be told apart by row, so
+    blobdex's stay. `Session()` resolves into the repo lib: SCIP, indexing app's checkout alone, calls it
+    external, and blobdex's answer stays too."""
+    built = build_corpus(tmp_path, {"lib": LIB, "app": {"app/__init__.py": b"", "app/both.py": BOTH}}, scip=True)
+    rows = [r[1:] for r in calls(built.cfg.data_dir, ("app",)) if r[2] == 12]
+    assert rows == [
+        ("app/both.py", 12, "Session", "import", "lib", "src/lib/sessions.py", "Session"),
+        ("app/both.py", 12, "get", "receiver", "app", "app/both.py", "Local.get"),
+        ("app/both.py", 12, "get", "unresolved", "", "", ""),
+    ]
+    assert built.report.to_dict()["scip"]["default/app"]["disagree"] == 0
+
+
 def test_a_missing_or_failing_indexer_leaves_a_note_and_the_own_resolution(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no scip-python anywhere on it
     built = build_corpus(tmp_path / "missing", {"lib": LIB}, scip=True)
