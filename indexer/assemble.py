@@ -163,11 +163,9 @@ def _lexical(run: Run, built: Path, written: dict[tuple[str, str], RepoParts], l
         with Progress("lexical", add.num_rows, run.show_progress) as bar:
             write_lexical(built, None, [], [], add, bar)
         return
-    configured = {w.spec.key for w in run.work}
-    removed = [(r.org, r.name) for r in base.manifest.repos if (r.org, r.name) not in configured]
     drop = [row for r in written.values() for row in r.drop]
     with Progress("lexical", add.num_rows, run.show_progress) as bar:
-        write_lexical(built, base.path / snapshot.LEXICAL_DIR, drop, removed, add, bar)
+        write_lexical(built, base.path / snapshot.LEXICAL_DIR, drop, run.removed(), add, bar)
 
 
 def _no_rows() -> pa.Table:

@@ -432,6 +432,15 @@ class Run:
     embedder: Embedder | None = None
     cluster: Cluster | None = None  # config `cluster`: new blobs and embedding spread over Ray (indexer/cluster.py)
 
+    def removed(self) -> list[tuple[str, str]]:
+        """The repos the base holds that the config no longer names: the run leaves them out."""
+        configured = {w.spec.key for w in self.work}
+        return (
+            [(r.org, r.name) for r in self.base.manifest.repos if (r.org, r.name) not in configured]
+            if self.base
+            else []
+        )
+
     def loaded_embedder(self) -> Embedder:
         if self.embedder is None:
             self.embedder = configured_embedder(self.cfg, self.model, writable=True)

@@ -127,7 +127,8 @@ def _world(run: Run, org: str, trees: dict) -> World:
         if o == org:
             paths = tree["files"].column("path").to_pylist()
             known.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
-    states = [r for r in base.manifest.repos if r.org == org and r.parts] if base else []
+    gone = set(run.removed())  # the config dropped them: nothing resolves into them any more
+    states = [r for r in base.manifest.repos if r.org == org and r.parts and (org, r.name) not in gone] if base else []
     for state in states:
         if (org, state.name) not in trees:
             inputs = _part_info(run, state).edge_inputs
@@ -146,37 +147,46 @@ def _world(run: Run, org: str, trees: dict) -> World:
 
 
 def importers(run: Run, changes: dict, trees: dict) -> dict[tuple[str, str], tuple]:
-    """Repos this run leaves as they are that import a package of a repo it changes: their calls into it may now
-    resolve elsewhere (a definition moved, a re-export changed), so the paths whose calls do are written again,
-    from the base's rows, with their calls resolved anew: key -> (live rows, paths, new rows, state)."""
+    """Repos this run leaves as they are whose calls may now resolve elsewhere, because a repo they import or
+    call into changed or was removed (a definition moved, a re-export changed, a package went): the paths whose
+    calls do are written again, from the base's rows, with their calls resolved anew: key -> (live rows, paths,
+    new rows, state). Looked for in the files that import what a changed or removed repo declares, and in those
+    whose calls resolved into one (through a third repo's re-export, say)."""
     base = run.base
     if base is None:
         return {}
+    gone = run.removed()
     found: dict[tuple[str, str], tuple] = {}
-    for org in sorted({org for org, _ in changes}):
-        changed = Declared()  # what the changed repos declare, before the run and after it
+    for org in sorted({org for org, _ in [*changes, *gone]}):
+        changed = Declared()  # what the changed and removed repos declare, before the run and after it
         for (o, name), tree in trees.items():
             if o == org:
                 paths = tree["files"].column("path").to_pylist()
                 changed.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
-                before = base.manifest.repo(o, name)
-                if before is not None and before.parts:
-                    i = _part_info(run, before).edge_inputs
-                    changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
+        for o, name in [*(k for k in trees if k[0] == org), *(k for k in gone if k[0] == org)]:
+            before = base.manifest.repo(o, name)
+            if before is not None and before.parts:
+                i = _part_info(run, before).edge_inputs
+                changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
+        moved = {name for o, name in [*changes, *gone] if o == org}
         world = None
         for w in run.work:
             state = base.manifest.repo(*w.spec.key)
             if w.spec.org != org or w.spec.key in changes or not w.ok or state is None or not state.parts:
                 continue
-            if not any(_names(changed, m) for m in _part_info(run, state).edge_inputs.get("modules", [])):
+            live = RepoLive(base.path, base.manifest, org, w.spec.name)
+            touching = set()
+            if any(_names(changed, m) for m in _part_info(run, state).edge_inputs.get("modules", [])):
+                imports = live.table("imports", ("path", "module"))
+                columns = (imports.column(c).to_pylist() for c in ("path", "module"))
+                touching |= {p for p, m in zip(*columns) if _names(changed, m)}
+            into = live.table("calls", ("path", "resolved_repo"))
+            columns = (into.column(c).to_pylist() for c in ("path", "resolved_repo"))
+            touching |= {p for p, r in zip(*columns) if r in moved}
+            if not touching:
                 continue
             world = world or _world(run, org, trees)
-            live = RepoLive(base.path, base.manifest, org, w.spec.name)
-            imports = live.table("imports", ("path", "module"))
-            touching = {
-                p for p, m in zip(*(imports.column(c).to_pylist() for c in ("path", "module"))) if _names(changed, m)
-            }
-            stored = inside(live.table("calls"), touching)  # only files that import what a changed repo declares
+            stored = inside(live.table("calls"), touching)
             again = _kept_answers(stored, resolve_calls(stored, Resolver(world.code(w.spec.name), world)))
             paths = _differ(stored, again)
             if paths:

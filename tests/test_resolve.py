@@ -21,7 +21,7 @@ from query.service import Service
 from query.surfaces.app import app
 from query.surfaces.mcp import build
 from tests import gitrepo
-from tests.corpus import build_corpus
+from tests.corpus import build_corpus, write_config
 from tests.test_incremental import content, fresh_copy
 
 LIB = {
@@ -483,6 +483,50 @@ def test_a_definition_moved_in_one_repo_rewrites_the_files_of_another_that_impor
     assert app == [("app", "app/main.py", 10, "get", "import", "lib", "src/lib/shortcuts.py", "get")]
     assert report.blobs == 4  # lib's three changed files and cli.py (written again): app's rows were only copied
     assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
+
+
+THREE = {  # c calls what b re-exports from a
+    "a": {
+        "alib/__init__.py": b"",
+        "alib/core.py": b"class Client:\n    def send(self):\n        return 1\n",
+    },
+    "b": {"blib/__init__.py": b"from alib.core import Client\n"},
+    "c": {
+        "capp/__init__.py": b"",
+        "capp/main.py": b"from blib import Client\n\n\ndef go():\n    c = Client()\n    return c.send()\n",
+    },
+}
+
+
+def test_a_change_reaches_the_calls_that_resolved_into_it_through_another_repo(tmp_path):
+    """a moves `send` into a base class; c imports Client through b's re-export, so no import of c names a: its
+    call is written again all the same (it resolved into a), as a rebuild from scratch resolves it."""
+    built = build_corpus(tmp_path, THREE)
+    send = [r for r in calls(built.cfg.data_dir, ("c",)) if r[3] == "send"]
+    assert send == [("c", "capp/main.py", 6, "send", "receiver", "a", "alib/core.py", "Client.send")]
+    moved = {
+        "alib/__init__.py": b"",
+        "alib/base.py": b"class Base:\n    def send(self):\n        return 1\n",
+        "alib/core.py": b"from alib.base import Base\n\n\nclass Client(Base):\n    pass\n",
+    }
+    repo = Repo(str(tmp_path / "src" / "a"))
+    gitrepo.commit(repo, moved, message="move send", parents=[repo.head()])
+    run(built.cfg, show_progress=False)
+    send = [r for r in calls(built.cfg.data_dir, ("c",)) if r[3] == "send"]
+    assert send == [("c", "capp/main.py", 6, "send", "receiver", "a", "alib/base.py", "Base.send")]
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
+
+
+def test_a_removed_repo_leaves_no_call_resolved_into_it(tmp_path):
+    built = build_corpus(tmp_path, THREE)
+    kept = [spec for spec in built.cfg.repos if spec.name != "a"]
+    cfg = write_config(tmp_path, kept)
+    run(cfg, show_progress=False)
+    assert [r[4:] for r in calls(cfg.data_dir) if r[0] == "c" and r[3] in ("Client", "send")] == [
+        ("unresolved", "", "", ""),  # Client(): b re-exports it from a package no indexed repo has now
+        ("unresolved", "", "", ""),  # c.send(): c is such a Client
+    ]
+    assert content(cfg.data_dir) == content(fresh_copy(cfg, tmp_path / "fresh").data_dir)
 
 
 def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobdex):
