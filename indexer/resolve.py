@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from indexer.edges import TOP_PACKAGE_DIRS
+from indexer.extract import LOCAL
 from indexer.languages import language_for
 from indexer.snapshot import RESOLUTION_COLUMNS
 
@@ -480,8 +481,10 @@ class Resolver:
         family = FAMILY.get(code.lang.get(path, ""), "")
         if not family:
             return ("name_only", "", "", "")
-        if not receiver:
-            return self._bare(code, path, caller, callee, family)
+        if not receiver:  # a parameter or a local called by name holds something no definition here says
+            return (
+                ("name_only", "", "", "") if receiver_type == LOCAL else self._bare(code, path, caller, callee, family)
+            )
         if receiver in SELF[family]:
             cls = self.enclosing_class(code, path, caller)
             return self._on_class(cls, callee, "exact") if cls is not None else ("name_only", "", "", "")

@@ -31,9 +31,9 @@ TOKENIZER_VERSION = 2
 # 1: symbols, imports, calls, routes, env keys, tasks, URL literals for python, js/ts, go, java.
 # 2: imports keep the name they bind (`alias`); calls keep their receiver and its locally known type; JS
 #    `new X()` and Java `new X()` are calls of X.
-# 3: Python parameters, loop variables and values of no stated type shadow a type bound further out; a Go
-#    method of a generic type belongs to the type (`Stack.Push`, not `T.Push`); a JS object literal's methods
-#    are named under it (`api.fetch`), no file-level function.
+# 3: Python parameters, loop variables and values of no stated type shadow a type bound further out (a bare
+#    call of one has receiver_type `(local)`); a Go method of a generic type belongs to the type
+#    (`Stack.Push`, not `T.Push`); a JS object literal's methods are named under it (`api.fetch`).
 EXTRACTOR_VERSION = 3
 
 # indexer/resolve.py: which definition each call row resolves to. Not part of a cached blob's key: resolution

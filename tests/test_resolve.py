@@ -366,6 +366,18 @@ def make():
 each = Client()
 made = Client()
 c = Client()
+
+
+def callback():
+    return 1
+
+
+def run(callback):
+    return callback()
+
+
+def other():
+    return callback()
 """,
     "go.mod": b"module example.com/goapp\n",
     "errors/errors.go": b"package errors\n\nfunc Wrap() {}\n",
@@ -421,6 +433,8 @@ LOOKALIKE_CALLS = [
     ("py/mod.py", 26, "Client", "exact", "py/mod.py", "Client"),
     ("py/mod.py", 27, "Client", "exact", "py/mod.py", "Client"),
     ("py/mod.py", 28, "Client", "exact", "py/mod.py", "Client"),
+    ("py/mod.py", 36, "callback", "name_only", "", ""),  # the parameter, called: not the module's function
+    ("py/mod.py", 40, "callback", "exact", "py/mod.py", "callback"),
     ("server/server.go", 8, "flush", "exact", "server/util.go", "flush"),  # the package's, not the method
     ("server/stack.go", 6, "grow", "receiver", "server/stack.go", "Stack.grow"),  # Stack's, not T's
     ("web/api.js", 3, "fetch", "unresolved", "", ""),  # the global, not api.fetch

@@ -33,6 +33,7 @@ HTTP_METHODS = ("get", "post", "put", "delete", "patch", "head", "options")
 URL_RE = re.compile(r"^(?:https?://[^\s/]+)?(/[^\s\"'<>]*)$")
 PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}|\$\{[^{}]*\}")
 MAX_RECEIVER_CHARS = 200
+LOCAL = "(local)"  # a bare call's receiver_type when the called name is a function's own (a parameter, a local)
 TYPE_NAME_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
 SELF_NAMES = ("self.", "cls.", "this.")
 
@@ -161,10 +162,15 @@ class Extraction:
 
     def finish(self) -> Facts:
         """The facts, each call given the type of its receiver (bindings are complete only once the walk ends:
-        a method may use a field another method assigns further down)."""
+        a method may use a field another method assigns further down); a bare call of a name a function binds
+        (a parameter, a local) gets LOCAL: whatever it holds, it is no definition of that name further out."""
         calls = []
         for caller, callee, root, receiver, at in self.facts.calls:
-            found = self.receiver_type(caller, receiver) if receiver else ""
+            if receiver:
+                found = self.receiver_type(caller, receiver)
+            else:
+                local = any((s, callee) in self.bindings for s in scopes(caller) if s and self.kinds.get(s) != "class")
+                found = LOCAL if local else ""
             calls.append([caller, callee, root, receiver, found, at])
         self.facts.calls[:] = calls
         return self.facts
