@@ -220,8 +220,8 @@ def load(
         raise ConfigError(f"{where}: `cluster_workers` is {raw['cluster_workers']}; use 0 (every CPU) or more")
     if raw.get("store") and "@" in str(raw["store"]):  # not shown: it may carry the keys themselves
         raise ConfigError(
-            f"{where}: `store` carries credentials in its URL (not shown); write s3://BUCKET/PREFIX and name the "
-            f'keys by reference in store_access_key and store_secret_key ("env:NAME" or "file:PATH")'
+            f"{where}: `store` has an '@', refused in case it carries credentials (not shown); write "
+            f's3://BUCKET/PREFIX and name the keys in store_access_key and store_secret_key ("env:NAME" or "file:PATH")'
         )
     if raw.get("store") and not str(raw["store"]).startswith("s3://"):
         raise ConfigError(f"{where}: `store` is {raw['store']!r}; use an s3://BUCKET/PREFIX URL")

@@ -39,7 +39,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from indexer.errors import BlobdexError
-from indexer.mirror import MirrorError, redact, resolve_credential
+from indexer.mirror import MirrorError, resolve_credential
 from indexer.snapshot import MANIFEST, PARTS_DIR, SNAPSHOTS_DIR, Manifest, current_id, parts_dir, snapshots_dir
 
 log = logging.getLogger(__name__)
@@ -81,11 +81,13 @@ class Store:
 
     def __init__(self, url: str, endpoint: str = "", access_key: str = "", secret_key: str = "", region: str = ""):
         parsed = urlparse(url)
-        if parsed.scheme != "s3" or not parsed.netloc or parsed.username or parsed.password:
-            raise StoreError(  # redacted: a URL carrying keys is refused without repeating them
-                f"store {redact(url)!r} is not an s3://BUCKET/PREFIX URL (credentials never go in it: set "
-                f'store_access_key and store_secret_key to references such as "env:NAME")'
+        if "@" in url:  # not shown: `s3://KEY:SE/CRET@bucket` parses as no credentials at all, so any @ is refused
+            raise StoreError(
+                "a store URL with an '@' is refused, in case it carries credentials (not shown): write "
+                's3://BUCKET/PREFIX and name the keys in store_access_key and store_secret_key ("env:NAME")'
             )
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise StoreError(f"store {url!r} is not an s3://BUCKET/PREFIX URL")
         self.url, self.bucket, self.prefix = url.rstrip("/"), parsed.netloc, parsed.path.strip("/")
         self.endpoint = endpoint
         try:
@@ -212,7 +214,7 @@ def store_for(cfg, url: str | None = None) -> Store:
     try:
         keys = [resolve_credential(getattr(cfg, k)) if getattr(cfg, k) else "" for k in KEY_FIELDS]
     except MirrorError as exc:
-        raise StoreError(f"store {redact(url)}: {exc}") from exc
+        raise StoreError(f"store {url if '@' not in url else '(URL not shown)'}: {exc}") from exc
     return Store(url, cfg.store_endpoint, *keys, region=cfg.store_region)
 
 
