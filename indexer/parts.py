@@ -74,16 +74,21 @@ class RepoLive:
             zeros = [0] * len(paths)
             return pa.table([paths, zeros, zeros, zeros], schema=PATHS_SCHEMA)
         tables = []
-        for ref in self.refs if refs is None else refs:
-            part = read_part_chunks(ref) if name == "chunks" else read_part_table(ref, name)
-            if columns is not None:
-                part = part.select(list(dict.fromkeys([*columns, *(("org", "repo") if self.legacy else ())])))
+        read = (
+            None
+            if columns is None
+            else list(dict.fromkeys([*columns, "path", *(("org", "repo") if self.legacy else ())]))
+        )
+        for ref in self.refs if refs is None else refs:  # only the columns asked for are read (and path, for live)
+            part = read_part_chunks(ref) if name == "chunks" else read_part_table(ref, name, columns=read)
+            if columns is not None and name == "chunks":
+                part = part.select(read)
             tables.append(live(self._own(part), ref.covered))
         if not tables:
             empty = _empty(name, self.dim)
             return empty.select(list(columns)) if columns else empty
         result = pa.concat_tables(tables, promote_options="permissive")
-        if columns is not None and self.legacy:
+        if columns is not None:
             result = result.select(list(columns))
         if name == "files" and columns is None:
             if "held_back" not in result.column_names:  # format 1

@@ -91,6 +91,7 @@ def _resolved(calls: pa.Table, resolver: Resolver, precise, tree: dict, report=N
     return apply(calls, targets, resolver.code.name)
 
 
+LOOSE = ("name_only", "unresolved")  # resolutions a definition that appears elsewhere may turn into another
 TREE_COLUMNS = {
     "files": ("path", "lang"),
     "symbols": ("path", "name", "qualified_name", "kind", "parent", "signature", "line"),
@@ -150,8 +151,9 @@ def importers(run: Run, changes: dict, trees: dict) -> dict[tuple[str, str], tup
     """Repos this run leaves as they are whose calls may now resolve elsewhere, because a repo they import or
     call into changed or was removed (a definition moved, a re-export changed, a package went): the paths whose
     calls do are written again, from the base's rows, with their calls resolved anew: key -> (live rows, paths,
-    new rows, state). Looked for in the files that import what a changed or removed repo declares, and in those
-    whose calls resolved into one (through a third repo's re-export, say)."""
+    new rows, state). Looked for in the files that import what a changed or removed repo declares, in those
+    whose calls resolved into one (through a third repo's re-export, say), and in those with an unresolved call
+    of a name the changed paths define."""
     base = run.base
     if base is None:
         return {}
@@ -169,6 +171,9 @@ def importers(run: Run, changes: dict, trees: dict) -> dict[tuple[str, str], tup
                 i = _part_info(run, before).edge_inputs
                 changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
         moved = {name for o, name in [*changes, *gone] if o == org}
+        # names the changed paths define: a call that resolved to nothing may resolve to one now (through a
+        # re-export of a third repo that found nothing before)
+        defined = {n for (o, _), c in changes.items() if o == org for n in c.new["symbols"].column("name").to_pylist()}
         world = None
         for w in run.work:
             state = base.manifest.repo(*w.spec.key)
@@ -180,9 +185,9 @@ def importers(run: Run, changes: dict, trees: dict) -> dict[tuple[str, str], tup
                 imports = live.table("imports", ("path", "module"))
                 columns = (imports.column(c).to_pylist() for c in ("path", "module"))
                 touching |= {p for p, m in zip(*columns) if _names(changed, m)}
-            into = live.table("calls", ("path", "resolved_repo"))
-            columns = (into.column(c).to_pylist() for c in ("path", "resolved_repo"))
-            touching |= {p for p, r in zip(*columns) if r in moved}
+            into = live.table("calls", ("path", "resolved_repo", "resolution", "callee"))
+            columns = (into.column(c).to_pylist() for c in ("path", "resolved_repo", "resolution", "callee"))
+            touching |= {p for p, r, how, callee in zip(*columns) if r in moved or (how in LOOSE and callee in defined)}
             if not touching:
                 continue
             world = world or _world(run, org, trees)

@@ -420,8 +420,9 @@ class Resolver:
             if found is None:
                 continue
             owner = self._def_at(code, path, parent)
-            # a class body, a Go type (its methods may lie in another file) or a JS object literal is no scope
-            if parent and family != "java" and (owner is None or owner.kind in ("class", "type")):
+            # a class body, a Go type (its methods may lie in another file) or a JS object literal is no scope of
+            # its methods (the class body itself sees its own names)
+            if parent and parent != scope and family != "java" and (owner is None or owner.kind in ("class", "type")):
                 continue
             return found
         return None
@@ -466,10 +467,13 @@ class Resolver:
 
     def enclosing_class(self, code: Code, path: str, scope: str) -> Def | None:
         parts = scope.split(".") if scope else []
+        js = FAMILY.get(code.lang.get(path, "")) == "js"
         for n in range(len(parts), 0, -1):
             d = self._def_at(code, path, ".".join(parts[:n]))
             if d is not None and d.kind in ("class", "type"):
                 return d
+            if d is None and js:  # a JS object literal (api.fetch's `api`): `this` in its methods is the object
+                return None
         if FAMILY.get(code.lang.get(path, "")) == "go" and parts:  # a Go method's scope is Type.method
             return self._same_package(code, path, parts[0])
         return None

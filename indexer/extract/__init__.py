@@ -80,12 +80,14 @@ class Extraction:
     """One blob's extraction in progress: its bytes, the facts found so far, and the helpers the families
     read nodes and append rows with."""
 
-    def __init__(self, src: bytes):
+    def __init__(self, src: bytes, fields_in_scope: bool = False):
         self.src = src
+        self.fields_in_scope = fields_in_scope  # Java: a class's fields are names in its methods
         self.facts = Facts()
         self.route_prefix: dict[str, str] = {}  # java: class qualified name -> @RequestMapping path
         self.kinds: dict[str, str] = {}  # qualified name -> kind, of the definitions seen so far
         self.bindings: dict[tuple[str, str], set[str]] = {}  # (scope, variable or self.field) -> type names
+        self.outer: dict[tuple[str, str], str] = {}  # (scope, name) -> where a `global`/`nonlocal` name binds
 
     def text(self, node: Node | None) -> str:
         return node_text(node, self.src)
@@ -143,18 +145,28 @@ class Extraction:
             scope = next((s for s in scopes(scope) if self.kinds.get(s) == "class"), None)
             if scope is None:
                 return
+        scope = self.outer.get((scope, target), scope)
         self.bindings.setdefault((scope, target), set()).add(name)
 
     def shadow(self, scope: str, target: str) -> None:
         """Record that a name holds something of no stated type in `scope` (a parameter, a loop variable, a
         value a function returned): a binding of the same name further out says nothing about it here."""
         if target:
-            self.bindings.setdefault((scope, target), set()).add("")
+            self.bindings.setdefault((self.outer.get((scope, target), scope), target), set()).add("")
+
+    def anonymous(self, node: Node, scope: str) -> str:
+        """A scope of no name (a lambda, a comprehension, an arrow function passed along): its parameters and
+        loop variables bind there, not in the function around it; its calls are that function's (finish)."""
+        return f"{scope}.<{node.start_byte}>" if scope else f"<{node.start_byte}>"
 
     def receiver_type(self, scope: str, receiver: str) -> str:
         """The one type bound to `receiver` in the nearest scope that binds it ("" when none, several, or a
-        binding of no stated type: see shadow)."""
+        binding of no stated type: see shadow). A class body's names are not in scope in its methods, but in
+        Java, whose fields are."""
         for s in scopes(scope):
+            if s != scope and self.kinds.get(s) == "class" and not receiver.startswith(SELF_NAMES):
+                if not self.fields_in_scope:
+                    continue
             found = self.bindings.get((s, receiver))
             if found:
                 return next(iter(found)) if len(found) == 1 else ""
@@ -171,7 +183,8 @@ class Extraction:
             else:
                 local = any((s, callee) in self.bindings for s in scopes(caller) if s and self.kinds.get(s) != "class")
                 found = LOCAL if local else ""
-            calls.append([caller, callee, root, receiver, found, at])
+            named = ".".join(p for p in caller.split(".") if not p.startswith("<"))  # anonymous scopes left out
+            calls.append([named, callee, root, receiver, found, at])
         self.facts.calls[:] = calls
         return self.facts
 
@@ -271,4 +284,5 @@ def extract(parsed: tuple[Tree, bytes] | None, lang: str) -> Facts:
         return Facts()
     tree, src = parsed
     family = importlib.import_module(f"{__name__}.{FAMILY[lang]}")  # imported here: each family imports this module
-    return _walk(Extraction(src), tree.root_node, _query(lang, family.CAPTURES), family.handle)
+    x = Extraction(src, fields_in_scope=getattr(family, "FIELDS_IN_SCOPE", False))
+    return _walk(x, tree.root_node, _query(lang, family.CAPTURES), family.handle)

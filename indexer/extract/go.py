@@ -19,6 +19,7 @@ CAPTURES = [
     "raw_string_literal",
     "parameter_declaration",
     "short_var_declaration",
+    "range_clause",
     "var_spec",
 ]
 
@@ -41,13 +42,21 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
         for name in node.children_by_field_name("name"):
             if kind is not None:
                 x.bind(scope, x.text(name), x.text(kind))
-    elif t == "short_var_declaration":
+    elif t == "short_var_declaration":  # `s := &Server{}` holds a Server; `a, err := f()` something unstated
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        for name, value in zip(left.named_children if left else [], right.named_children if right else []):
-            if value.type == "unary_expression":
+        names, values = left.named_children if left else [], right.named_children if right else []
+        for i, name in enumerate(names):
+            value = values[i] if len(values) == len(names) else None
+            if value is not None and value.type == "unary_expression":
                 value = value.child_by_field_name("operand") or value
-            if value.type == "composite_literal":
+            if value is not None and value.type == "composite_literal":
                 x.bind(scope, x.text(name), x.text(value.child_by_field_name("type")))
+            else:
+                x.shadow(scope, x.text(name))
+    elif t == "range_clause":  # `for _, h := range hs`: of no stated type
+        left = node.child_by_field_name("left")
+        for name in left.named_children if left is not None else []:
+            x.shadow(scope, x.text(name))
     elif t == "call_expression":
         _call(x, node, scope)
     elif t in ("interpreted_string_literal", "raw_string_literal"):

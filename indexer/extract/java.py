@@ -7,6 +7,8 @@ from tree_sitter import Node
 
 from indexer.extract import Extraction, line, type_name
 
+FIELDS_IN_SCOPE = True  # a field is a name in every method of its class (extract.Extraction.receiver_type)
+
 CAPTURES = [
     "class_declaration",
     "interface_declaration",

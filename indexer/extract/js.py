@@ -25,6 +25,9 @@ CAPTURES = [
     "public_field_definition",
     "required_parameter",
     "optional_parameter",
+    "formal_parameters",
+    "arrow_function",
+    "function_expression",
 ]
 DEFINITIONS = (
     "function_declaration",
@@ -45,10 +48,27 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
             owner = _object_name(x, node.parent)  # `const api = { fetch() {} }`: api.fetch, no file-level fetch
             scope = f"{scope}.{owner}" if scope else owner
         return x.symbol(node, name, kind, scope, node.child_by_field_name("body"))
+    if t in ("arrow_function", "function_expression"):  # one passed along; a named one's scope is its own (below)
+        inner = x.anonymous(node, scope)
+        x.shadow(inner, x.text(node.child_by_field_name("parameter")))  # `s => s.get()`: s is no outer s
+        return inner
+    if t == "formal_parameters":  # typed ones (TypeScript) are bound by their own captures
+        for param in node.named_children:
+            target = param.child_by_field_name("left") if param.type == "assignment_pattern" else param
+            if param.type in ("required_parameter", "optional_parameter"):
+                typed = param.child_by_field_name("type") is not None
+                target = None if typed else param.child_by_field_name("pattern")
+            if target is not None and target.type == "rest_pattern":
+                target = next(iter(target.named_children), None)
+            if target is not None and target.type == "identifier":
+                x.shadow(scope, x.text(target))
+        return None
     if t == "variable_declarator":
         value, name = node.child_by_field_name("value"), node.child_by_field_name("name")
         if value is not None and value.type in FUNCTION_VALUES:
             return x.symbol(node, x.text(name), "function", scope, value.child_by_field_name("body"))
+        if value is not None and value.type == "class":  # `const Api = class { ... }`: a class named Api
+            return x.symbol(node, x.text(name), "class", scope, value.child_by_field_name("body"))
         if value is not None and value.type == "new_expression":
             x.bind(scope, x.text(name), x.text(value.child_by_field_name("constructor")))
         elif value is not None and value.type == "call_expression" and _required(x, value) and name is not None:
@@ -136,7 +156,8 @@ def _require_binding(x: Extraction, pattern: Node, source: str, at: int) -> None
 
 def _object_name(x: Extraction, obj: Node) -> str:
     """What an object literal is called: the variable or property it is assigned to, with the keys it lies
-    under (`const app = { methods: { save() {} } }` -> app.methods); `{}` for an object of no name."""
+    under (`const app = { methods: { save() {} } }` -> app.methods); `{}` at the root of one of no name
+    (`Vue.component("x", { methods: { ... } })` -> {}.methods)."""
     names, node = [], obj
     while node is not None and node.type in ("object", "pair", "parenthesized_expression"):
         if node.type == "pair":
@@ -146,7 +167,9 @@ def _object_name(x: Extraction, obj: Node) -> str:
         names.append(x.text(node.child_by_field_name("name")))
     elif node is not None and node.type == "assignment_expression":
         names.append(x.text(node.child_by_field_name("left")))
-    return ".".join(reversed(names)) if names else "{}"
+    else:  # an object of no name (passed along, returned): `{}` at its root
+        names.append("{}")
+    return ".".join(reversed(names))
 
 
 def _call(x: Extraction, node: Node, scope: str) -> None:

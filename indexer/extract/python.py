@@ -26,6 +26,13 @@ CAPTURES = [
     "lambda_parameters",
     "for_statement",
     "for_in_clause",
+    "lambda",
+    "list_comprehension",
+    "set_comprehension",
+    "dictionary_comprehension",
+    "generator_expression",
+    "global_statement",
+    "nonlocal_statement",
 ]
 ENV_GETTERS = ("os.getenv", "getenv", "os.environ.get", "environ.get", "os.environ.setdefault")
 SETTINGS_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]+$")
@@ -73,6 +80,12 @@ def handle(x: Extraction, node: Node, scope: str) -> str | None:
                 _shadow_names(x, scope, param.child_by_field_name("name") or param)
     elif t in ("for_statement", "for_in_clause"):
         _shadow_names(x, scope, node.child_by_field_name("left"))
+    elif t in ("lambda", "list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"):
+        return x.anonymous(node, scope)  # Python 3 gives each a scope of its own
+    elif t in ("global_statement", "nonlocal_statement"):  # the name binds in the module, or the function around
+        outer = "" if t == "global_statement" else scope.rpartition(".")[0]
+        for name in node.named_children:
+            x.outer[(scope, x.text(name))] = outer
     elif t in ("typed_parameter", "typed_default_parameter"):
         name = node.child_by_field_name("name") or next(
             (c for c in node.named_children if c.type == "identifier"), None
