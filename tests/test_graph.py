@@ -429,6 +429,14 @@ FACT_SAMPLES = [
         {("java.util.List", "", "")},
         {("A.b", "add", "list", "list", "List"), ("A.b", "Box", "Box", "", "")},
     ),
+    (  # definitions inside arrow functions passed along are named as if they were not; their calls likewise
+        "javascript",
+        b'describe("x", () => {\n  function helper() { return 1; }\n  it("y", (s) => helper(s));\n});\n'
+        b"export const f = () => { class K { m() { this.n(); } n() {} } return new K(); };\n",
+        {"helper", "f", "f.K", "f.K.m", "f.K.n"},
+        set(),
+        {("", "helper", "helper", "", ""), ("f.K.m", "n", "this", "this", ""), ("f", "K", "K", "", "")},
+    ),
 ]
 
 

@@ -126,6 +126,7 @@ class Extraction:
         return self.text(node).split("(")[0].split(".")[0] if node is not None else ""
 
     def symbol(self, node: Node, name: str, kind: str, scope: str, body: Node | None, doc: str = "") -> str:
+        scope = named(scope)  # a definition inside an arrow function passed along is named as if it were not
         qualified = f"{scope}.{name}" if scope else name
         end = body.start_byte if body is not None else node.end_byte
         signature = " ".join(self.src[node.start_byte : end].decode("utf-8", "replace").split())
@@ -183,8 +184,7 @@ class Extraction:
             else:
                 local = any((s, callee) in self.bindings for s in scopes(caller) if s and self.kinds.get(s) != "class")
                 found = LOCAL if local else ""
-            named = ".".join(p for p in caller.split(".") if not p.startswith("<"))  # anonymous scopes left out
-            calls.append([named, callee, root, receiver, found, at])
+            calls.append([named(caller), callee, root, receiver, found, at])
         self.facts.calls[:] = calls
         return self.facts
 
@@ -221,6 +221,11 @@ class Extraction:
             receiver = " ".join(self.text(obj).split()) if obj is not None else ""
             return self.text(fn.child_by_field_name(field_name)), self.root(fn), receiver
         return "", "", ""
+
+
+def named(scope: str) -> str:
+    """A scope with its anonymous parts (Extraction.anonymous) left out: what a call's caller says."""
+    return ".".join(p for p in scope.split(".") if not p.startswith("<")) if "<" in scope else scope
 
 
 def scopes(scope: str) -> list[str]:
