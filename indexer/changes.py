@@ -20,7 +20,7 @@ from indexer.ignore import SkipReason
 from indexer.parts import RepoLive, changed_paths
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
-from indexer.resolution import importers, resolve_changes, trees_of
+from indexer.resolution import importers, moved, resolve_changes, trees_of
 from indexer.rows import Tables, add_repo, entry_lookup
 from indexer.scan import RefScan
 from indexer.snapshot import RepoState
@@ -77,17 +77,18 @@ def changes_of(run: Run) -> dict[tuple[str, str], Change]:
     changes = _changes(run, *scope(run.cfg, run.work, run.base), seen)
     t0, answers = time.monotonic(), {}  # the SCIP indexers' answers, run once per repo
     trees = trees_of(run, changes)
-    again = resolve_changes(run, changes, trees, answers=answers)
+    moves = moved(run, changes, trees)  # what the first pass's changes may move: the calls to resolve again
+    again = resolve_changes(run, changes, trees, moves, answers=answers)
     run.report.seconds["resolve"] += time.monotonic() - t0
     if again:
         keys = set(again)
         redo = _changes(run, *scope(run.cfg, [w for w in run.work if w.spec.key in keys], run.base, again), seen)
         changes.update(redo)
         t0 = time.monotonic()
-        resolve_changes(run, changes, trees, only=keys, answers=answers)  # same trees: nothing else moves
+        resolve_changes(run, changes, trees, moves, only=keys, answers=answers)  # same trees: nothing else moves
         run.report.seconds["resolve"] += time.monotonic() - t0
     t0 = time.monotonic()
-    for key, (live, paths, new, state) in importers(run, changes, trees).items():
+    for key, (live, paths, new, state) in importers(run, changes, trees, moves).items():
         changes[key] = Change(live=live, paths=paths, new=new, state=state)
     run.report.seconds["resolve"] += time.monotonic() - t0
     return changes

@@ -5,7 +5,9 @@ repo (a definition moved, a re-export changed), and paths of repos that import a
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+import re
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -30,12 +32,89 @@ def trees_of(run: Run, changes: dict) -> dict[tuple[str, str], dict]:
     return {key: _tree(run, change) for key, change in changes.items()}
 
 
+@dataclass(frozen=True)
+class Moved:
+    """What a run's changes may move in one org: the names whose definitions or imports differ between the
+    changed paths before and after the run (None: any name may move), and the paths written (org, repo, path).
+    A stored call keeps its resolution unless its callee is such a name or it resolved into such a path."""
+
+    names: frozenset[str] | None
+    paths: frozenset[tuple[str, str]]  # (repo, path)
+
+    def touches(self, calls: pa.Table) -> pa.Array | None:
+        """Which call rows may resolve differently now (None: every row may)."""
+        if self.names is None:
+            return None
+        callee = pc.is_in(calls["callee"], value_set=pa.array(sorted(self.names), pa.string()))
+        at = pc.binary_join_element_wise(calls["resolved_repo"], calls["resolved_path"], "\0")
+        into = pc.is_in(at, value_set=pa.array(sorted(f"{r}\0{p}" for r, p in self.paths), pa.string()))
+        return pc.or_(callee, into)
+
+
+def moved(run: Run, changes: dict, trees: dict) -> dict[str, Moved]:
+    """Per org, what the run's changes may move (Moved), worked out once, from the first pass's changes."""
+    found: dict[str, Moved] = {}
+    for org in sorted({org for org, _ in changes}):
+        names: set[str] | None = set()
+        paths = set()
+        for (o, repo), change in changes.items():
+            if o != org:
+                continue
+            paths |= {(repo, p) for p in change.paths or ()}
+            more = _moved_names(run, change, trees[(o, repo)]) if names is not None else None
+            names = None if more is None else names | more
+        found[org] = Moved(None if names is None else frozenset(names), frozenset(paths))
+    return found
+
+
+def _moved_names(run: Run, change: Change, tree: dict) -> set[str] | None:
+    """The names the definitions and imports of a change's paths differ by; None when any name may move: the
+    repo is written whole, a class's own line changed (its bases, so every inherited member), a `*` import
+    changed, or the packages and modules the repo declares changed."""
+    before_state = run.base.manifest.repo(change.state.org, change.state.name) if run.base else None
+    if change.live is None or change.paths is None or before_state is None or not before_state.parts:
+        return None
+    cols = ("path", "name", "qualified_name", "kind", "signature")
+    before, after = (
+        _rows_of(inside(change.live.table("symbols", cols), change.paths), cols),
+        _rows_of(change.new["symbols"], cols),
+    )
+    differ = before ^ after
+    both = {(p, q) for p, _, q, _, _ in before} & {(p, q) for p, _, q, _, _ in after}
+    if any(kind == "class" and (p, q) in both for p, _, q, kind, _ in differ):
+        return None
+    names = {n for _, n, _, _, _ in differ}
+    cols = ("path", "module", "name", "alias")
+    for _, module, what, alias in _rows_of(inside(change.live.table("imports", cols), change.paths), cols) ^ _rows_of(
+        change.new["imports"], cols
+    ):
+        if what == "*":
+            return None
+        names.add(alias or what or re.split(r"[./]", module)[-1])
+    info = _part_info(run, before_state).edge_inputs
+    paths = tree["files"].column("path").to_pylist()
+    now = (sorted(python_packages(paths)), sorted(java_packages(paths)), tree["manifests"])
+    then = (sorted(info.get("packages", {})), sorted(info.get("java", [])), info.get("declared", {}))
+    return names if json.dumps(now, sort_keys=True) == json.dumps(then, sort_keys=True) else None
+
+
+def _rows_of(table: pa.Table, columns: tuple[str, ...]) -> set[tuple]:
+    return set(zip(*(table.column(c).to_pylist() for c in columns)))
+
+
 def resolve_changes(
-    run: Run, changes: dict, trees: dict, only: set | None = None, answers: dict | None = None
+    run: Run,
+    changes: dict,
+    trees: dict,
+    moves: dict[str, Moved],
+    only: set | None = None,
+    answers: dict | None = None,
 ) -> dict[tuple[str, str], set[str]]:
     """Resolve the call rows each change (or those of `only`) writes, against its repo as the run leaves it
     (`trees`) and the org's other repos; returns, per repo, the unchanged paths whose stored calls now resolve
-    differently. `answers` keeps the SCIP indexers' answers per repo between calls (config `scip`)."""
+    differently: of those, only the calls the run's `moves` touch are resolved again (all of them with SCIP's
+    answers, whose type inference follows more than names). `answers` keeps the SCIP indexers' answers per repo
+    between calls (config `scip`)."""
     answers = {} if answers is None else answers
     worlds: dict[str, World] = {}
     stale: dict[tuple[str, str], set[str]] = {}
@@ -52,6 +131,8 @@ def resolve_changes(
         change.new["calls"] = _resolved(change.new["calls"], resolver, precise, trees[key], run.report, key)
         if only is None and change.live is not None and change.paths is not None:
             kept = outside(change.live.table("calls"), change.paths)
+            touched = moves[org].touches(kept) if precise is None else None
+            kept = kept if touched is None else kept.filter(touched)
             again = _resolved(kept, resolver, precise, trees[key])
             if precise is None:  # no SCIP answers this run: a call an earlier run's SCIP resolved keeps them
                 again = _kept_answers(kept, again)
@@ -147,60 +228,80 @@ def _world(run: Run, org: str, trees: dict) -> World:
     return World(load, known)
 
 
-def importers(run: Run, changes: dict, trees: dict) -> dict[tuple[str, str], tuple]:
+def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> dict[tuple[str, str], tuple]:
     """Repos this run leaves as they are whose calls may now resolve elsewhere, because a repo they import or
     call into changed or was removed (a definition moved, a re-export changed, a package went): the paths whose
     calls do are written again, from the base's rows, with their calls resolved anew: key -> (live rows, paths,
-    new rows, state). Looked for in the files that import what a changed or removed repo declares, in those
-    whose calls resolved into one (through a third repo's re-export, say), and in those with an unresolved call
-    of a name the changed paths define."""
+    new rows, state). Looked for in the calls the run's moves touch (a callee of a name that moved, a call
+    resolved into a path written); where any name may have moved, or a repo went, in the files that import
+    what a changed or removed repo declares, those whose calls resolved into one (through a third repo's
+    re-export, say) and those with an unresolved call of a name the changed paths define."""
     base = run.base
     if base is None:
         return {}
     gone = run.removed()
     found: dict[tuple[str, str], tuple] = {}
     for org in sorted({org for org, _ in [*changes, *gone]}):
-        changed = Declared()  # what the changed and removed repos declare, before the run and after it
-        for (o, name), tree in trees.items():
-            if o == org:
-                paths = tree["files"].column("path").to_pylist()
-                changed.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
-        for o, name in [*(k for k in trees if k[0] == org), *(k for k in gone if k[0] == org)]:
-            before = base.manifest.repo(o, name)
-            if before is not None and before.parts:
-                i = _part_info(run, before).edge_inputs
-                changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
-        moved = {name for o, name in [*changes, *gone] if o == org}
-        # names the changed paths define: a call that resolved to nothing may resolve to one now (through a
-        # re-export of a third repo that found nothing before)
-        defined = {n for (o, _), c in changes.items() if o == org for n in c.new["symbols"].column("name").to_pylist()}
+        wide = org not in moves or moves[org].names is None or any(o == org for o, _ in gone)
+        touching = _wide_touching(run, org, changes, trees, gone) if wide else None
         world = None
         for w in run.work:
             state = base.manifest.repo(*w.spec.key)
             if w.spec.org != org or w.spec.key in changes or not w.ok or state is None or not state.parts:
                 continue
             live = RepoLive(base.path, base.manifest, org, w.spec.name)
-            touching = set()
-            if any(_names(changed, m) for m in _part_info(run, state).edge_inputs.get("modules", [])):
-                imports = live.table("imports", ("path", "module"))
-                columns = (imports.column(c).to_pylist() for c in ("path", "module"))
-                touching |= {p for p, m in zip(*columns) if _names(changed, m)}
-            into = live.table("calls", ("path", "resolved_repo", "resolution", "callee"))
-            columns = (into.column(c).to_pylist() for c in ("path", "resolved_repo", "resolution", "callee"))
-            touching |= {p for p, r, how, callee in zip(*columns) if r in moved or (how in LOOSE and callee in defined)}
-            if not touching:
+            if wide:
+                stored = inside(live.table("calls"), touching(state, live))
+            else:
+                calls = live.table("calls")
+                stored = calls.filter(moves[org].touches(calls))
+            if not stored.num_rows:
                 continue
             world = world or _world(run, org, trees)
-            stored = inside(live.table("calls"), touching)
-            again = _kept_answers(stored, resolve_calls(stored, Resolver(world.code(w.spec.name), world)))
-            paths = _differ(stored, again)
+            resolver = Resolver(world.code(w.spec.name), world)
+            paths = _differ(stored, _kept_answers(stored, resolve_calls(stored, resolver)))
             if paths:
+                stored = inside(live.table("calls"), paths)  # every call of those files, as their part holds them
+                again = _kept_answers(stored, resolve_calls(stored, resolver))
                 new = {t: inside(live.table(t), paths) for t in ("paths", "files", *snapshot.FACT_COLUMNS)}
-                new["calls"] = inside(again, paths)
+                new["calls"] = again
                 new["chunks"] = inside(live.table("chunks"), paths).drop_columns(["row", "vector"])
                 state = replace(state, refs=list(state.refs), parts=list(state.parts))
                 found[w.spec.key] = (live, paths, new, state)  # a Change's fields
     return found
+
+
+def _wide_touching(run: Run, org: str, changes: dict, trees: dict, gone: list):
+    """For an org where any name may have moved: a function of an unchanged repo (its state and live rows) to
+    the paths to resolve again (see importers)."""
+    base = run.base
+    changed = Declared()  # what the changed and removed repos declare, before the run and after it
+    for (o, name), tree in trees.items():
+        if o == org:
+            paths = tree["files"].column("path").to_pylist()
+            changed.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
+    for o, name in [*(k for k in trees if k[0] == org), *(k for k in gone if k[0] == org)]:
+        before = base.manifest.repo(o, name)
+        if before is not None and before.parts:
+            i = _part_info(run, before).edge_inputs
+            changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
+    repos = {name for o, name in [*changes, *gone] if o == org}
+    # names the changed paths define: a call that resolved to nothing may resolve to one now (through a
+    # re-export of a third repo that found nothing before)
+    defined = {n for (o, _), c in changes.items() if o == org for n in c.new["symbols"].column("name").to_pylist()}
+
+    def touching(state: RepoState, live: RepoLive) -> set[str]:
+        found = set()
+        if any(_names(changed, m) for m in _part_info(run, state).edge_inputs.get("modules", [])):
+            imports = live.table("imports", ("path", "module"))
+            found |= {
+                p for p, m in zip(*(imports.column(c).to_pylist() for c in ("path", "module"))) if _names(changed, m)
+            }
+        calls = live.table("calls", ("path", "resolved_repo", "resolution", "callee"))
+        rows = zip(*(calls.column(c).to_pylist() for c in ("path", "resolved_repo", "resolution", "callee")))
+        return found | {p for p, r, how, callee in rows if r in repos or (how in LOOSE and callee in defined)}
+
+    return touching
 
 
 def _names(known: Declared, module: str) -> bool:
