@@ -46,6 +46,7 @@ class Report:
     parse_fallbacks: int = 0
     syntax_errors: int = 0
     graph: dict[str, int] = field(default_factory=dict)  # rows per graph table, edges included
+    calls_resolved_again: int = 0  # stored calls of paths the run kept, resolved again: those its changes touch
     notes: list[str] = field(default_factory=list)  # one sentence each: what the run repaired, or why it refused
     # Every snapshot this run published, in order: {snapshot_id, model, tier, seconds since the run began}
     # (a fast-first run publishes the static tier, then the model's own); and the chunks still lacking the
@@ -91,6 +92,7 @@ class Report:
                 "parse_fallbacks": self.parse_fallbacks,
                 "syntax_errors": self.syntax_errors,
                 "graph": self.graph,
+                "calls_resolved_again": self.calls_resolved_again,
             },
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,

@@ -133,6 +133,7 @@ def resolve_changes(
             kept = outside(change.live.table("calls"), change.paths)
             touched = moves[org].touches(kept) if precise is None else None
             kept = kept if touched is None else kept.filter(touched)
+            run.report.calls_resolved_again += kept.num_rows
             again = _resolved(kept, resolver, precise, trees[key])
             if precise is None:  # no SCIP answers this run: a call an earlier run's SCIP resolved keeps them
                 again = _kept_answers(kept, again)
@@ -257,6 +258,7 @@ def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> 
                 stored = calls.filter(moves[org].touches(calls))
             if not stored.num_rows:
                 continue
+            run.report.calls_resolved_again += stored.num_rows
             world = world or _world(run, org, trees)
             resolver = Resolver(world.code(w.spec.name), world)
             paths = _differ(stored, _kept_answers(stored, resolve_calls(stored, resolver)))

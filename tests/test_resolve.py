@@ -661,6 +661,26 @@ def test_a_removed_repo_leaves_no_call_resolved_into_it(tmp_path):
     assert content(cfg.data_dir) == content(fresh_copy(cfg, tmp_path / "fresh").data_dir)
 
 
+def test_a_run_resolves_again_only_the_calls_its_change_may_move(tmp_path):
+    """A function nobody calls added to lib's cli.py moves no call: nothing stored is resolved again, in lib or
+    app; moving `get` (MOVED) resolves again the calls of `get` and those into the files written."""
+    built = build_corpus(tmp_path, {"lib": LIB, "app": APP})
+    repo = Repo(str(tmp_path / "src" / "lib"))
+    unrelated = {**LIB, "src/lib/cli.py": LIB["src/lib/cli.py"] + b"\n\ndef unrelated():\n    return 0\n"}
+    gitrepo.commit(repo, unrelated, message="unrelated", parents=[repo.head()])
+    quiet = run(built.cfg, show_progress=False)
+    assert quiet.calls_resolved_again == 0 and written(built.cfg.data_dir, "lib") == {"src/lib/cli.py"}
+    gitrepo.commit(
+        repo, {**MOVED, "src/lib/cli.py": unrelated["src/lib/cli.py"]}, message="move", parents=[repo.head()]
+    )
+    moving = run(built.cfg, show_progress=False).to_dict()
+    assert moving["totals"]["calls_resolved_again"] > 0
+    assert [r for r in calls(built.cfg.data_dir, ("app",)) if r[2] == 10] == [
+        ("app", "app/main.py", 10, "get", "import", "lib", "src/lib/shortcuts.py", "get")
+    ]
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
+
+
 def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobdex):
     service = Service(python_org.cfg, embedder=HashEmbedder())
 
