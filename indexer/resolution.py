@@ -41,14 +41,19 @@ class Moved:
     names: frozenset[str] | None
     paths: frozenset[tuple[str, str]]  # (repo, path)
 
-    def touches(self, calls: pa.Table) -> pa.Array | None:
-        """Which call rows may resolve differently now (None: every row may)."""
+    def touches(self, calls: pa.Table, imports: pa.Table) -> pa.Array | None:
+        """Which call rows (of a repo whose `imports` rows these are) may resolve differently now (None: every
+        row may): a callee of a moved name, a call resolved into a path written, or any call of a file that
+        imports a moved name (`from m import f as g; g()` calls no `f`)."""
         if self.names is None:
             return None
-        callee = pc.is_in(calls["callee"], value_set=pa.array(sorted(self.names), pa.string()))
+        names = pa.array(sorted(self.names), pa.string())
+        importing = imports.filter(pc.is_in(imports["name"], value_set=names)).column("path").unique()
         at = pc.binary_join_element_wise(calls["resolved_repo"], calls["resolved_path"], "\0")
         into = pc.is_in(at, value_set=pa.array(sorted(f"{r}\0{p}" for r, p in self.paths), pa.string()))
-        return pc.or_(callee, into)
+        return pc.or_(
+            pc.or_(pc.is_in(calls["callee"], value_set=names), into), pc.is_in(calls["path"], value_set=importing)
+        )
 
 
 def moved(run: Run, changes: dict, trees: dict) -> dict[str, Moved]:
@@ -90,7 +95,7 @@ def _moved_names(run: Run, change: Change, tree: dict) -> set[str] | None:
     ):
         if what == "*":
             return None
-        names.add(alias or what or re.split(r"[./]", module)[-1])
+        names |= {n for n in (alias, what, re.split(r"[./]", module)[-1]) if n}
     info = _part_info(run, before_state).edge_inputs
     paths = tree["files"].column("path").to_pylist()
     now = (sorted(python_packages(paths)), sorted(java_packages(paths)), tree["manifests"])
@@ -131,7 +136,8 @@ def resolve_changes(
         change.new["calls"] = _resolved(change.new["calls"], resolver, precise, trees[key], run.report, key)
         if only is None and change.live is not None and change.paths is not None:
             kept = outside(change.live.table("calls"), change.paths)
-            touched = moves[org].touches(kept) if precise is None else None
+            imports = outside(change.live.table("imports", ("path", "name")), change.paths)
+            touched = moves[org].touches(kept, imports) if precise is None else None
             kept = kept if touched is None else kept.filter(touched)
             run.report.calls_resolved_again += kept.num_rows
             again = _resolved(kept, resolver, precise, trees[key])
@@ -255,7 +261,7 @@ def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> 
                 stored = inside(live.table("calls"), touching(state, live))
             else:
                 calls = live.table("calls")
-                stored = calls.filter(moves[org].touches(calls))
+                stored = calls.filter(moves[org].touches(calls, live.table("imports", ("path", "name"))))
             if not stored.num_rows:
                 continue
             run.report.calls_resolved_again += stored.num_rows

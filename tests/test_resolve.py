@@ -637,15 +637,19 @@ def test_a_new_definition_reaches_the_calls_that_found_nothing_before(tmp_path):
     repos = {
         "a": {"pa/__init__.py": b"def other():\n    return 0\n"},
         "b": {"pb/__init__.py": b"from pa import helper\n"},
-        "c": {"pc/__init__.py": b"", "pc/main.py": b"from pb import helper\n\n\ndef go():\n    return helper()\n"},
+        "c": {
+            "pc/__init__.py": b"",
+            "pc/main.py": b"from pb import helper\n\n\ndef go():\n    return helper()\n",
+            "pc/alias.py": b"from pa import helper as h\n\n\ndef go():\n    return h()\n",  # no call named helper
+        },
     }
     built = build_corpus(tmp_path, repos)
-    assert [r[4:] for r in calls(built.cfg.data_dir, ("c",))] == [("name_only", "", "", "")]
+    assert [r[4:] for r in calls(built.cfg.data_dir, ("c",))] == [("name_only", "", "", "")] * 2
     repo = Repo(str(tmp_path / "src" / "a"))
     defined = {"pa/__init__.py": b"def other():\n    return 0\n\n\ndef helper():\n    return 1\n"}
     gitrepo.commit(repo, defined, message="helper", parents=[repo.head()])
     run(built.cfg, show_progress=False)
-    assert [r[4:] for r in calls(built.cfg.data_dir, ("c",))] == [("import", "a", "pa/__init__.py", "helper")]
+    assert [r[4:] for r in calls(built.cfg.data_dir, ("c",))] == [("import", "a", "pa/__init__.py", "helper")] * 2
     assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
 
 
