@@ -259,9 +259,10 @@ def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> 
             live = RepoLive(base.path, base.manifest, org, w.spec.name)
             if wide:
                 stored = inside(live.table("calls"), touching(state, live))
-            else:
-                calls = live.table("calls")
-                stored = calls.filter(moves[org].touches(calls, live.table("imports", ("path", "name"))))
+            else:  # the few columns that say which calls are touched first, then those files' calls whole
+                probe = live.table("calls", ("path", "callee", "resolved_repo", "resolved_path"))
+                mask = moves[org].touches(probe, live.table("imports", ("path", "name")))
+                stored = inside(live.table("calls"), set(probe.filter(mask).column("path").to_pylist()))
             if not stored.num_rows:
                 continue
             run.report.calls_resolved_again += stored.num_rows
