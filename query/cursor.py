@@ -49,7 +49,8 @@ def decode(cursor: str | None, kind: str, snapshot_id: str, request: dict):
         kind_of, snapshot_of, digest_of, position = data["k"], data["s"], data["d"], data["p"]
     except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise CursorError(
-            f"cursor {cursor[:40]!r} is not one blobdex gave (for this index): pass next_cursor from the previous page as it is"
+            f"cursor {cursor[:40]!r} is not one blobdex gave for this index: pass next_cursor from the previous page "
+            f"as it is"
         ) from None
     if kind_of != kind:
         raise CursorError(f"that cursor continues a {kind_of} answer, not a {kind} one")
