@@ -35,8 +35,9 @@ def trees_of(run: Run, changes: dict) -> dict[tuple[str, str], dict]:
 @dataclass(frozen=True)
 class Moved:
     """What a run's changes may move in one org: the names whose definitions or imports differ between the
-    changed paths before and after the run (None: any name may move), and the paths written (org, repo, path).
-    A stored call keeps its resolution unless its callee is such a name or it resolved into such a path."""
+    changed paths before and after the run (None: any name may move), and the paths written (repo, path). A
+    stored call keeps its resolution unless its callee is such a name, its file imports one, or it resolved
+    into such a path (touches)."""
 
     names: frozenset[str] | None
     paths: frozenset[tuple[str, str]]  # (repo, path)
