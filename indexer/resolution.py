@@ -269,12 +269,11 @@ def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> 
             run.report.calls_resolved_again += stored.num_rows
             world = world or _world(run, org, trees)
             resolver = Resolver(world.code(w.spec.name), world)
-            paths = _differ(stored, _kept_answers(stored, resolve_calls(stored, resolver)))
+            again = _kept_answers(stored, resolve_calls(stored, resolver))  # every call of the touched files
+            paths = _differ(stored, again)
             if paths:
-                stored = inside(live.table("calls"), paths)  # every call of those files, as their part holds them
-                again = _kept_answers(stored, resolve_calls(stored, resolver))
                 new = {t: inside(live.table(t), paths) for t in ("paths", "files", *snapshot.FACT_COLUMNS)}
-                new["calls"] = again
+                new["calls"] = inside(again, paths)
                 new["chunks"] = inside(live.table("chunks"), paths).drop_columns(["row", "vector"])
                 state = replace(state, refs=list(state.refs), parts=list(state.parts))
                 found[w.spec.key] = (live, paths, new, state)  # a Change's fields
