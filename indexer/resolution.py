@@ -43,13 +43,16 @@ class Moved:
     paths: frozenset[tuple[str, str]]  # (repo, path)
 
     def touches(self, calls: pa.Table, imports: pa.Table) -> pa.Array | None:
-        """Which call rows (of a repo whose `imports` rows these are) may resolve differently now (None: every
-        row may): a callee of a moved name, a call resolved into a path written, or any call of a file that
-        imports a moved name (`from m import f as g; g()` calls no `f`)."""
+        """Which call rows (of a repo whose `imports` rows, path, module and name, these are) may resolve
+        differently now (None: every row may): a callee of a moved name, a call resolved into a path written,
+        or any call of a file that imports a moved name or a module of one (`from m import f as g; g()` calls
+        no `f`; `import pkg.new as n; n.g()` calls no `new`)."""
         if self.names is None:
             return None
         names = pa.array(sorted(self.names), pa.string())
-        importing = imports.filter(pc.is_in(imports["name"], value_set=names)).column("path").unique()
+        rows = zip(*(imports.column(c).to_pylist() for c in ("path", "module", "name")))
+        importing = {p for p, module, name in rows if name in self.names or _last(module) in self.names}
+        importing = pa.array(sorted(importing), pa.string())
         at = pc.binary_join_element_wise(calls["resolved_repo"], calls["resolved_path"], "\0")
         into = pc.is_in(at, value_set=pa.array(sorted(f"{r}\0{p}" for r, p in self.paths), pa.string()))
         return pc.or_(
@@ -96,12 +99,29 @@ def _moved_names(run: Run, change: Change, tree: dict) -> set[str] | None:
     ):
         if what == "*":
             return None
-        names |= {n for n in (alias, what, re.split(r"[./]", module)[-1]) if n}
+        names |= {n for n in (alias, what, _last(module)) if n}
+    # a file that comes or goes changes the modules there are: its name, and its folder's (a package's
+    # __init__.py, a JS index), move whatever is imported through them
+    were = set(inside(change.live.table("files", ("path",)), change.paths).column("path").to_pylist())
+    are = set(change.new["files"].column("path").to_pylist())
+    for path in were ^ are:
+        folder, _, file = path.rpartition("/")
+        names |= {n for n in (file.split(".")[0], folder.rpartition("/")[2]) if n}
+    # a class of the repo whose bases name a moved name (`class Base(Mx)`, Mx now another class) may now
+    # inherit any member
+    for name, kind, signature in zip(*(tree["symbols"].column(c).to_pylist() for c in ("name", "kind", "signature"))):
+        if kind == "class" and names & (set(re.findall(r"[A-Za-z_$][\w$]*", signature)) - {name}):
+            return None
     info = _part_info(run, before_state).edge_inputs
     paths = tree["files"].column("path").to_pylist()
     now = (sorted(python_packages(paths)), sorted(java_packages(paths)), tree["manifests"])
     then = (sorted(info.get("packages", {})), sorted(info.get("java", [])), info.get("declared", {}))
     return names if json.dumps(now, sort_keys=True) == json.dumps(then, sort_keys=True) else None
+
+
+def _last(module: str) -> str:
+    """The last name of a module path: `pkg.sub` -> sub, `./util` -> util, `github.com/a/b` -> b."""
+    return re.split(r"[./]", module)[-1]
 
 
 def _rows_of(table: pa.Table, columns: tuple[str, ...]) -> set[tuple]:
@@ -137,7 +157,7 @@ def resolve_changes(
         change.new["calls"] = _resolved(change.new["calls"], resolver, precise, trees[key], run.report, key)
         if only is None and change.live is not None and change.paths is not None:
             kept = outside(change.live.table("calls"), change.paths)
-            imports = outside(change.live.table("imports", ("path", "name")), change.paths)
+            imports = outside(change.live.table("imports", ("path", "module", "name")), change.paths)
             touched = moves[org].touches(kept, imports) if precise is None else None
             kept = kept if touched is None else kept.filter(touched)
             run.report.calls_resolved_again += kept.num_rows
@@ -262,7 +282,7 @@ def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> 
                 stored = inside(live.table("calls"), touching(state, live))
             else:  # the few columns that say which calls are touched first, then those files' calls whole
                 probe = live.table("calls", ("path", "callee", "resolved_repo", "resolved_path"))
-                mask = moves[org].touches(probe, live.table("imports", ("path", "name")))
+                mask = moves[org].touches(probe, live.table("imports", ("path", "module", "name")))
                 stored = inside(live.table("calls"), set(probe.filter(mask).column("path").to_pylist()))
             if not stored.num_rows:
                 continue

@@ -653,6 +653,47 @@ def test_a_new_definition_reaches_the_calls_that_found_nothing_before(tmp_path):
     assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
 
 
+MODULES = {
+    "pkg/__init__.py": b"",
+    "pkg/mixins.py": b"class M1:\n    def m(self):\n        return 1\n\n\n"
+    b"class M2:\n    def m(self):\n        return 2\n",
+    "pkg/c.py": b"from .mixins import M1 as Mx\n\n\nclass Base(Mx):\n    pass\n",
+    "pkg/f.py": b"from .c import Base\n\n\nclass Sub(Base):\n    pass\n",
+    "pkg/e.py": b"from pkg.f import Sub\n\n\ndef run():\n    s = Sub()\n    return s.m()\n",
+    "pkg/sub/helper.py": b"def f():\n    return 0\n",
+    "pkg/main.py": b"from pkg.sub import helper\nimport pkg.newmod as nm\n\n\n"
+    b"def go():\n    helper.f()\n    return nm.g()\n",
+    "src/main.js": b"import * as u from './util';\n\nexport function go() {\n  return u.g();\n}\n",
+}
+
+
+def test_modules_that_come_and_a_base_named_anew_reach_every_call_they_move(tmp_path):
+    """Files that come (an empty __init__.py making pkg.sub a package, a module and a JS file that did not
+    exist) move the calls made through them though they define nothing those calls name; a base class named
+    through an alias that now names another class moves every inherited call. Each run equals a rebuild."""
+    built = build_corpus(tmp_path, {"app": MODULES})
+    repo = Repo(str(tmp_path / "src" / "app"))
+    added = {
+        **MODULES,
+        "pkg/sub/__init__.py": b"",
+        "pkg/newmod.py": b"def other():\n    return 0\n",
+        "src/util.js": b"export function other() {\n  return 0;\n}\n",
+    }
+    gitrepo.commit(repo, added, message="modules", parents=[repo.head()])
+    run(built.cfg, show_progress=False)
+    found = {(r[1], r[2], r[3]): r[4:] for r in calls(built.cfg.data_dir)}
+    assert found[("pkg/main.py", 6, "f")] == ("import", "app", "pkg/sub/helper.py", "f")
+    assert found[("pkg/main.py", 7, "g")] == ("name_only", "", "", "")  # a module now: not one outside the index
+    assert found[("src/main.js", 4, "g")] == ("name_only", "", "", "")
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh1").data_dir)
+    realias = {**added, "pkg/c.py": added["pkg/c.py"].replace(b"M1 as Mx", b"M2 as Mx")}
+    gitrepo.commit(repo, realias, message="another base", parents=[repo.head()])
+    run(built.cfg, show_progress=False)
+    found = {(r[1], r[2], r[3]): r[4:] for r in calls(built.cfg.data_dir)}
+    assert found[("pkg/e.py", 6, "m")] == ("receiver", "app", "pkg/mixins.py", "M2.m")
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh2").data_dir)
+
+
 def test_a_removed_repo_leaves_no_call_resolved_into_it(tmp_path):
     built = build_corpus(tmp_path, THREE)
     kept = [spec for spec in built.cfg.repos if spec.name != "a"]
