@@ -243,11 +243,9 @@ class Cluster:
                 self.texts += len(ids)
                 yield ids, vectors
         finally:
-            for ref in running:
-                try:
+            for ref in running:  # a task that ended meanwhile, or one Ray cannot cancel: its result is dropped
+                with contextlib.suppress(Exception):
                     self._ray.cancel(ref)
-                except Exception:  # a task that ended meanwhile, or one Ray cannot cancel: its result is dropped
-                    pass
 
     def summary(self) -> dict | None:
         """What the run did on the cluster (the report's `cluster`), or None when it did all its work here."""

@@ -63,6 +63,19 @@ def stored(cfg, endpoint: str, prefix: str):
     )
 
 
+def published(tmp_path, endpoint: str, prefix: str):
+    """The api corpus indexed, its config given a store under `prefix`, and a run that uploads it: (corpus,
+    config, that run's report)."""
+    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
+    cfg = stored(built.cfg, endpoint, prefix)
+    return built, cfg, run(cfg, embedder=HashEmbedder(), show_progress=False)
+
+
+def change_renew(built, tail: bytes) -> None:
+    """One commit to api: renew.py with `tail` appended."""
+    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + tail})
+
+
 def hits(service: Service) -> list:
     return [
         [(h.repo, h.path, h.line_start, h.score) for _, h in service.search(SearchRequest(query=q, limit=5))[1]]
@@ -71,9 +84,7 @@ def hits(service: Service) -> list:
 
 
 def test_a_publish_uploads_what_the_bucket_lacks_and_a_replica_answers_alike(tmp_path, endpoint, keys):
-    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
-    cfg = stored(built.cfg, endpoint, "first")
-    report = run(cfg, embedder=HashEmbedder(), show_progress=False)  # unchanged, but the bucket has nothing yet
+    built, cfg, report = published(tmp_path, endpoint, "first")  # unchanged, but the bucket had nothing yet
     live = current_id(cfg.data_dir)
     files = snapshot_files(cfg.data_dir, live)
     store = store_for(cfg)
@@ -84,7 +95,7 @@ def test_a_publish_uploads_what_the_bucket_lacks_and_a_replica_answers_alike(tmp
     again = run(cfg, embedder=HashEmbedder(), show_progress=False)
     assert again.store is None  # the bucket has it: nothing to upload
     # one commit: the bucket gets the new part and what of the snapshot changed, not the rest again
-    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# x\n"})
+    change_renew(built, b"# x\n")
     third = run(cfg, embedder=HashEmbedder(), show_progress=False)
     assert third.store["snapshot_id"] == current_id(cfg.data_dir) != live
     assert 0 < third.store["moved_files"] < third.store["files"]
@@ -99,12 +110,10 @@ def test_a_publish_uploads_what_the_bucket_lacks_and_a_replica_answers_alike(tmp
 def test_the_bucket_keeps_what_its_kept_snapshots_name_and_no_more(tmp_path, endpoint, keys, monkeypatch):
     monkeypatch.setattr(store_module, "KEEP_PUBLISHED", 1)
     monkeypatch.setattr(store_module, "OBJECT_GRACE_SECONDS", 0)
-    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
-    cfg = stored(built.cfg, endpoint, "swept")
-    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    built, cfg, _ = published(tmp_path, endpoint, "swept")
     store = store_for(cfg)
     first = set(store.names("objects"))
-    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# y\n"})
+    change_renew(built, b"# y\n")
     run(cfg, embedder=HashEmbedder(), show_progress=False)
     live = current_id(cfg.data_dir)
     assert store.names("published") == [live] and store.names("snapshots") == [f"{live}.json"]
@@ -117,7 +126,7 @@ def test_the_bucket_keeps_what_its_kept_snapshots_name_and_no_more(tmp_path, end
     # an object no listing names yet, as an upload in flight elsewhere leaves, is kept while it is young
     monkeypatch.setattr(store_module, "OBJECT_GRACE_SECONDS", 3600)
     store.put(store.key("objects", "0" * 64), b"in flight")
-    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"# z\n"})
+    change_renew(built, b"# z\n")
     run(cfg, embedder=HashEmbedder(), show_progress=False)
     assert "0" * 64 in store.names("objects")
     # a listing no marker follows (an upload in progress) keeps its objects; a day old (an upload that died)
@@ -137,13 +146,11 @@ def test_the_bucket_keeps_what_its_kept_snapshots_name_and_no_more(tmp_path, end
 def test_an_unreadable_listing_stops_the_sweep_not_the_upload(tmp_path, endpoint, keys, monkeypatch, caplog):
     monkeypatch.setattr(store_module, "KEEP_PUBLISHED", 1)
     monkeypatch.setattr(store_module, "OBJECT_GRACE_SECONDS", 0)
-    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
-    cfg = stored(built.cfg, endpoint, "unreadable")
-    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    built, cfg, _ = published(tmp_path, endpoint, "unreadable")
     store = store_for(cfg)
     store.put(store.key("objects", "4" * 64), b"unnamed")
     store.put(store.key("snapshots", "20200101T000000000000Z-bbbbbb.json"), b"{damaged")
-    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"#\n"})
+    change_renew(built, b"#\n")
     report = run(cfg, embedder=HashEmbedder(), show_progress=False)
     assert not report.failed and report.store["snapshot_id"] == store.newest() == current_id(cfg.data_dir)
     assert "4" * 64 in store.names("objects")  # not knowing what that listing names, nothing was deleted
@@ -175,9 +182,7 @@ FIELDS = {b"sha": SHA_X, b"id": BOGUS.encode()}
 def test_a_replica_keeps_serving_through_a_bad_newest_snapshot(tmp_path, endpoint, keys, listing, error):
     """A listing is the bucket's word: a replica checks every path and object name before it downloads or
     links anything, says what is wrong, and keeps serving what it has."""
-    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
-    cfg = stored(built.cfg, endpoint, f"bad-{tmp_path.name}")
-    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    _, cfg, _ = published(tmp_path, endpoint, f"bad-{tmp_path.name}")
     store = store_for(cfg)
     replica = Replica(store, tmp_path / "replica", poll=60, name="r1")
     replica.step()
@@ -192,9 +197,7 @@ def test_a_replica_keeps_serving_through_a_bad_newest_snapshot(tmp_path, endpoin
 
 
 def test_a_marker_that_is_not_a_snapshot_id_is_refused(tmp_path, endpoint, keys):
-    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
-    cfg = stored(built.cfg, endpoint, "marker")
-    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    _, cfg, _ = published(tmp_path, endpoint, "marker")
     store = store_for(cfg)
     store.put(store.key("published", "~..~evil"), b"x", once=True)  # sorts after every id
     with pytest.raises(StoreError, match="marks '~..~evil' published, which is not a snapshot id"):
@@ -202,9 +205,7 @@ def test_a_marker_that_is_not_a_snapshot_id_is_refused(tmp_path, endpoint, keys)
 
 
 def test_a_replica_serves_through_a_publish_without_a_failed_request(tmp_path, endpoint, keys, blobdex):
-    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
-    cfg = stored(built.cfg, endpoint, "live")
-    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    built, cfg, _ = published(tmp_path, endpoint, "live")
     first = current_id(cfg.data_dir)
     home = tmp_path / "replica"
     home.mkdir()
@@ -260,22 +261,21 @@ def test_one_indexer_publishes_to_a_store_and_never_an_older_snapshot(tmp_path, 
     """A second indexer's sweep could delete an object the first had just reused, and their snapshots would
     take turns being the newest: it is refused, until the store is handed over. A snapshot older than the
     store's newest (a clock behind) would never be served: refused too."""
-    first = build_corpus(tmp_path / "first", {"api": api_files()})
-    cfg = stored(first.cfg, endpoint, "one-publisher")
-    assert run(cfg, embedder=HashEmbedder(), show_progress=False).store is not None
-    published = current_id(cfg.data_dir)
+    _, cfg, report = published(tmp_path, endpoint, "one-publisher")
+    assert report.store is not None
+    first = current_id(cfg.data_dir)
     other = stored(build_corpus(tmp_path / "other", {"tools": tools_files()}).cfg, endpoint, "one-publisher")
     report = run(other, embedder=HashEmbedder(), show_progress=False)
     assert report.store is None and "is published to by another indexer" in report.store_error
     assert "delete one-publisher/publisher in the bucket to hand the store over" in report.store_error
     store = store_for(cfg)
-    assert store.newest() == published
+    assert store.newest() == first
     store.delete(store.key("publisher"))  # handed over: the other indexer publishes from now on
     assert run(other, embedder=HashEmbedder(), show_progress=False).store["snapshot_id"] == store.newest()
-    assert store.newest() == current_id(other.data_dir) > published
+    assert store.newest() == current_id(other.data_dir) > first
     store.delete(store.key("publisher"))  # and back: but the first one's live snapshot is older than the newest
-    with pytest.raises(StoreError, match=f"snapshot {published} is older than {store.newest()}, the newest in"):
-        upload(store, cfg.data_dir, published)
+    with pytest.raises(StoreError, match=f"snapshot {first} is older than {store.newest()}, the newest in"):
+        upload(store, cfg.data_dir, first)
 
 
 def test_a_broken_stream_is_a_store_error(tmp_path, endpoint, keys, monkeypatch):
@@ -292,11 +292,9 @@ def test_a_broken_stream_is_a_store_error(tmp_path, endpoint, keys, monkeypatch)
 
 
 def test_a_replica_goes_back_when_the_newest_is_withdrawn_and_keeps_what_it_served(tmp_path, endpoint, keys):
-    built = build_corpus(tmp_path / "indexer", {"api": api_files()})
-    cfg = stored(built.cfg, endpoint, "withdrawn")
-    run(cfg, embedder=HashEmbedder(), show_progress=False)
+    built, cfg, _ = published(tmp_path, endpoint, "withdrawn")
     before = current_id(cfg.data_dir)
-    gitrepo.commit(Repo(str(built.root / "src" / "api")), {**api_files(), "src/billing/renew.py": RENEW_PY + b"#\n"})
+    change_renew(built, b"#\n")
     run(cfg, embedder=HashEmbedder(), show_progress=False)
     bad = current_id(cfg.data_dir)
     store = store_for(cfg)
