@@ -67,6 +67,19 @@ def cluster_host_port(address: str) -> tuple[str, int] | None:
     return None
 
 
+def store_url_problem(url: str) -> str | None:
+    """What is wrong with a store URL (config `store`, `--store`), or None. One with an '@' is refused without
+    being shown: `s3://KEY:SE/CRET@bucket` parses as no credentials at all, so any '@' may carry them."""
+    if "@" in url:
+        return (
+            "has an '@', refused in case it carries credentials (not shown): write s3://BUCKET/PREFIX and name "
+            'the keys in store_access_key and store_secret_key ("env:NAME" or "file:PATH")'
+        )
+    if not url.startswith("s3://") or not url.removeprefix("s3://").split("/")[0]:
+        return f"is {url!r}; use an s3://BUCKET/PREFIX URL"
+    return None
+
+
 def cluster_address_problem(address: str) -> str | None:
     """What is wrong with a Ray address, or None."""
     if address in ("local", "auto") or cluster_host_port(address):
@@ -218,13 +231,8 @@ def load(
         raise ConfigError(f"{where}: `cluster` {problem}")
     if raw.get("cluster_workers", 0) < 0:
         raise ConfigError(f"{where}: `cluster_workers` is {raw['cluster_workers']}; use 0 (every CPU) or more")
-    if raw.get("store") and "@" in str(raw["store"]):  # not shown: it may carry the keys themselves
-        raise ConfigError(
-            f"{where}: `store` has an '@', refused in case it carries credentials (not shown); write "
-            f's3://BUCKET/PREFIX and name the keys in store_access_key and store_secret_key ("env:NAME" or "file:PATH")'
-        )
-    if raw.get("store") and not str(raw["store"]).startswith("s3://"):
-        raise ConfigError(f"{where}: `store` is {raw['store']!r}; use an s3://BUCKET/PREFIX URL")
+    if raw.get("store") and (problem := store_url_problem(str(raw["store"]))):
+        raise ConfigError(f"{where}: `store` {problem}")
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
         raise ConfigError(f'{where}: `encoder` is {raw["encoder"]!r}; use "onnx" (the default) or "torch"')
     if data_dir is None:

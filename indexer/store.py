@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from indexer.config import store_url_problem
 from indexer.errors import BlobdexError
 from indexer.mirror import MirrorError, resolve_credential
 from indexer.snapshot import MANIFEST, PARTS_DIR, SNAPSHOTS_DIR, Manifest, current_id, parts_dir, snapshots_dir
@@ -81,13 +82,8 @@ class Store:
 
     def __init__(self, url: str, endpoint: str = "", access_key: str = "", secret_key: str = "", region: str = ""):
         parsed = urlparse(url)
-        if "@" in url:  # not shown: `s3://KEY:SE/CRET@bucket` parses as no credentials at all, so any @ is refused
-            raise StoreError(
-                "a store URL with an '@' is refused, in case it carries credentials (not shown): write "
-                's3://BUCKET/PREFIX and name the keys in store_access_key and store_secret_key ("env:NAME")'
-            )
-        if parsed.scheme != "s3" or not parsed.netloc:
-            raise StoreError(f"store {url!r} is not an s3://BUCKET/PREFIX URL")
+        if problem := store_url_problem(url):
+            raise StoreError(f"the store URL {problem}")
         self.url, self.bucket, self.prefix = url.rstrip("/"), parsed.netloc, parsed.path.strip("/")
         self.endpoint = endpoint
         try:
@@ -211,10 +207,12 @@ def store_for(cfg, url: str | None = None) -> Store:
     url = url or cfg.store
     if not url:
         raise StoreError('no store: pass --store s3://BUCKET/PREFIX or set store = "s3://..." in blobdex.toml')
+    if problem := store_url_problem(url):  # before any message names the URL
+        raise StoreError(f"the store URL {problem}")
     try:
         keys = [resolve_credential(getattr(cfg, k)) if getattr(cfg, k) else "" for k in KEY_FIELDS]
     except MirrorError as exc:
-        raise StoreError(f"store {url if '@' not in url else '(URL not shown)'}: {exc}") from exc
+        raise StoreError(f"store {url}: {exc}") from exc
     return Store(url, cfg.store_endpoint, *keys, region=cfg.store_region)
 
 
