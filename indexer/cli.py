@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from indexer import config as configmod
-from indexer import sources
+from indexer import credentials, sources
 from indexer.config import ConfigError, RepoSpec
 
 
@@ -75,13 +75,14 @@ def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
     cfg = cli_config(ctx)
     configmod.check_name("repo", name)
     configmod.check_name("org", org)
-    if credential and not re.match(r"^(env|file):.+", credential):
+    if credential and not credentials.is_reference(credential):
         raise ConfigError(
             "the --credential value is not a reference (it is not shown, in case it is the secret "
             "itself): pass env:NAME or file:PATH, which name where the secret is kept"
         )
     spec = RepoSpec(name=name, url=url, org=org, refs=tuple(refs), credential=credential, username=username)
-    spec = sources.checked(spec, check=not no_check, skip="or pass --no-check to add it without checking")
+    skip = "or pass --no-check to add it without checking"
+    spec = sources.checked(spec, check=not no_check, skip=skip, data_dir=cfg.data_dir)
     configmod.save(configmod.with_repo(cfg, spec))
     click.echo(
         f"added repo {org}/{name} -> {redact(url)}"
@@ -308,7 +309,6 @@ def webhooks(ctx, host: str, port: int, control: bool) -> None:
     import uvicorn
 
     from indexer.listen import bind
-    from indexer.mirror import MirrorError, resolve_credential
     from indexer.observe import serving_logs
     from indexer.surfaces.webhooks import app
 
@@ -318,10 +318,11 @@ def webhooks(ctx, host: str, port: int, control: bool) -> None:
             f'no webhook_secret in {str(cfg.path)!r}: add webhook_secret = "env:NAME" (or "file:PATH") naming the '
             f"secret the forge signs pushes with"
         )
-    try:
-        resolve_credential(cfg.webhook_secret)  # said now, not on the first push
-    except MirrorError as exc:
-        raise ConfigError(f"webhook_secret: {exc}") from exc
+    credentials.resolve(cfg.webhook_secret, "webhook_secret")  # said now, not on the first push
+    if control:
+        from indexer.tokens import check as check_tokens
+
+        check_tokens(cfg.data_dir)  # a damaged token store is said now, not as an error on every request
     sock = bind(host, port)
     serving_logs()
     routes = "/hooks" + (" and the control API at /admin/v1" if control else "")

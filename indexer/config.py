@@ -12,6 +12,7 @@ from pathlib import Path
 import pathspec
 import tomlkit
 
+from indexer import credentials
 from indexer.errors import BlobdexError
 
 CONFIG_NAME = "blobdex.toml"
@@ -48,7 +49,7 @@ KNOWN_KEYS = {
     "store_access_key": ("string", 'store_access_key = "env:NAME" (a reference, never the key)'),
     "store_secret_key": ("string", 'store_secret_key = "env:NAME" (a reference, never the key)'),
     "repo": ("list of tables", "[[repo]] sections"),
-    "jwt_secret": ("string", 'jwt_secret = "..." (or export BLOBDEX_JWT_SECRET)'),
+    "jwt_secret": ("string", 'jwt_secret = "env:NAME" (a reference, never the key; or export BLOBDEX_JWT_SECRET)'),
     "jwt_users": ("list of strings", 'jwt_users = ["alice"]'),
     "jwt_org": ("string", 'jwt_org = "default"'),
     "github_client_id": ("string", 'github_client_id = "..."'),
@@ -70,10 +71,11 @@ def cluster_host_port(address: str) -> tuple[str, int] | None:
 def store_url_problem(url: str) -> str | None:
     """What is wrong with a store URL (config `store`, `--store`), or None. One with an '@' is refused without
     being shown: `s3://KEY:SE/CRET@bucket` parses as no credentials at all, so any '@' may carry them."""
-    if "@" in url:
+    if "@" in url or "?" in url or "#" in url:
         return (
-            "has an '@', refused in case it carries credentials (not shown): write s3://BUCKET/PREFIX and name "
-            'the keys in store_access_key and store_secret_key ("env:NAME" or "file:PATH")'
+            f"has {'an ' + repr('@') if '@' in url else 'a query string'}, refused in case it carries credentials or a "
+            "signature (not shown): write s3://BUCKET/PREFIX and name the keys in store_access_key and "
+            'store_secret_key ("env:NAME" or "file:PATH")'
         )
     if not url.startswith("s3://") or not url.removeprefix("s3://").split("/")[0]:
         return f"is {url!r}; use an s3://BUCKET/PREFIX URL"
@@ -88,6 +90,8 @@ def cluster_address_problem(address: str) -> str | None:
 
 
 STORE_KEYS = ("store", "store_endpoint", "store_region", "store_access_key", "store_secret_key")
+# The file's secret settings: each a reference (env:NAME, file:PATH), resolved by indexer.credentials when used.
+SECRET_KEYS = ("webhook_secret", "store_access_key", "store_secret_key", "jwt_secret")
 REPO_KEYS = {
     "name": ("string", 'name = "api"'),
     "url": ("string", 'url = "https://host/api.git"'),
@@ -216,17 +220,9 @@ def load(
             raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
     if raw.get("backfill_seconds", 0) < 0:
         raise ConfigError(f"{where}: `backfill_seconds` is {raw['backfill_seconds']}; use 0 (no cap) or more")
-    if "webhook_secret" in raw and not re.match(r"^(env|file):.+", raw["webhook_secret"]):
-        raise ConfigError(
-            f"{where}: `webhook_secret` is not a reference (it is not shown, in case it is the secret itself): "
-            f'write webhook_secret = "env:NAME" or "file:PATH", naming where the secret is kept'
-        )
-    for key in ("store_access_key", "store_secret_key"):
-        if key in raw and not re.match(r"^(env|file):.+", raw[key]):
-            raise ConfigError(
-                f"{where}: `{key}` is not a reference (it is not shown, in case it is the key itself): "
-                f'write {key} = "env:NAME" or "file:PATH", naming where it is kept'
-            )
+    for key in SECRET_KEYS:
+        if key in raw and (problem := credentials.literal_problem(key, raw[key])):
+            raise ConfigError(f"{where}: {problem}")
     if raw.get("cluster") and (problem := cluster_address_problem(raw["cluster"])):
         raise ConfigError(f"{where}: `cluster` {problem}")
     if raw.get("cluster_workers", 0) < 0:
@@ -342,6 +338,8 @@ def _repo_spec(where: str, index: int, item: dict) -> RepoSpec:
     missing = [key for key in ("name", "url") if key not in item]
     if missing:
         raise ConfigError(f"{label}: lacks `{missing[0]}`; every repo needs name and url")
+    if "credential" in item and (problem := credentials.literal_problem("credential", item["credential"])):
+        raise ConfigError(f"{label}: {problem}")
     return RepoSpec(
         name=check_name("repo", item["name"]),
         url=item["url"],

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,8 +12,10 @@ from dulwich.client import HTTPUnauthorized, get_transport_and_path
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 from dulwich.repo import Repo
 
+from indexer import credentials
 from indexer.config import RepoSpec
 from indexer.errors import BlobdexError
+from indexer.sources import is_local
 
 log = logging.getLogger(__name__)
 
@@ -65,26 +65,11 @@ def redact(url: str) -> str:
 
 
 def resolve_credential(reference: str) -> str:
-    """Turn a credential reference into the secret it names; the secret is never stored."""
-    kind, _, value = reference.partition(":")
-    if kind == "env" and value:
-        secret = os.environ.get(value)
-        if not secret:
-            raise MirrorError(
-                f"credential reference {reference!r} names environment variable {value!r}, "
-                f"which is unset or empty; export it before 'blobdex index'"
-            )
-        return secret
-    if kind == "file" and value:
-        try:
-            return Path(value).expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise MirrorError(f"credential reference {reference!r}: cannot read {value!r} ({exc.strerror})") from exc
-    raise MirrorError(f"credential reference {reference!r} is not understood; use 'env:NAME' or 'file:PATH'")
-
-
-def _is_local(url: str) -> bool:
-    return url.startswith("file://") or "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+    """The secret a repo's credential reference names (indexer.credentials, the one resolver); never stored."""
+    try:
+        return credentials.resolve(reference)
+    except credentials.CredentialError as exc:
+        raise MirrorError(str(exc)) from exc
 
 
 def open_mirror(path: Path) -> Repo:
@@ -134,12 +119,17 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
         kwargs["password"] = resolve_credential(spec.credential)
         kwargs["username"] = spec.username or "git"
     url = spec.url
-    if _is_local(url):
+    if is_local(url):
         local = url[len("file://") :] if url.startswith("file://") else url
         if not Path(local).exists():
             raise MirrorError(
                 f"cannot fetch repo {spec.name!r}: local path {local!r} does not exist; "
                 f"fix the url with 'blobdex repo add {spec.name} URL'"
+            )
+        if Path(local).resolve().is_relative_to(data_dir.resolve()):  # another org's mirror, or our own state
+            raise MirrorError(
+                f"cannot fetch repo {spec.name!r}: local path {local!r} lies inside the data dir, whose mirrors are "
+                f"copies blobdex keeps; point its url at the repo's own source"
             )
     last: Exception | None = None
     for attempt in range(FETCH_ATTEMPTS):

@@ -12,11 +12,19 @@ from urllib.parse import urlsplit
 from indexer.config import ConfigError, RepoSpec
 
 
-def checked(spec: RepoSpec, check: bool = True, skip: str = "") -> RepoSpec:
-    """`spec` as it is stored: its url checked (source), its refs named as the source has them (remote_refs), or,
-    without `check`, as given (HEAD dropped: the source's default branch is found at fetch time). `skip` says how to
-    add it unchecked."""
-    spec = replace(spec, url=source(spec.name, spec.url))
+SCP_LIKE_RE = re.compile(r"^[\w.-]+@[\w.-]+:")  # git@host:path, an ssh URL without a scheme
+
+
+def is_local(url: str) -> bool:
+    """A local path or a file:// URL (the server's own disk), not a remote."""
+    return url.startswith("file://") or ("://" not in url and not SCP_LIKE_RE.match(url))
+
+
+def checked(spec: RepoSpec, check: bool = True, skip: str = "", data_dir: Path | None = None) -> RepoSpec:
+    """`spec` as it is stored: its url checked (source; never inside `data_dir`), its refs named as the source has
+    them (remote_refs), or, without `check`, as given (HEAD dropped: the source's default branch is found at fetch
+    time). `skip` says how to add it unchecked."""
+    spec = replace(spec, url=source(spec.name, spec.url, data_dir))
     if check:
         return replace(spec, refs=remote_refs(spec, skip))
     if "HEAD" in spec.refs and spec.refs != ("HEAD",):
@@ -27,8 +35,9 @@ def checked(spec: RepoSpec, check: bool = True, skip: str = "") -> RepoSpec:
     return replace(spec, refs=tuple(r for r in spec.refs if r != "HEAD"))
 
 
-def source(name: str, url: str) -> str:
-    """`url` made absolute if it is a local path; refused if it carries a password or token."""
+def source(name: str, url: str, data_dir: Path | None = None) -> str:
+    """`url` made absolute if it is a local path; refused if it carries a password or token, or if it lies inside
+    `data_dir` (a mirror there is another org's copy, or blobdex's own state)."""
     from indexer.mirror import redact
 
     try:
@@ -42,12 +51,18 @@ def source(name: str, url: str) -> str:
             f"text; keep the secret in an environment variable and run 'blobdex repo add {name} "
             f"{redact(url)} --credential env:VAR{user}'"
         )
-    if "://" in url or re.match(r"^[\w.-]+@[\w.-]+:", url):
+    if not is_local(url):
         return url
-    local = Path(url).expanduser()
+    local = Path(url.removeprefix("file://")).expanduser()
     if not local.exists():
         raise ConfigError(f"local repo path {url!r} does not exist; give an existing path or a URL")
-    return str(local.resolve())
+    inside = data_dir is not None and local.resolve().is_relative_to(Path(data_dir).resolve())
+    if inside:
+        raise ConfigError(
+            f"repo {name!r}: {url!r} lies inside blobdex's data dir ({str(data_dir)!r}), whose mirrors are copies "
+            f"blobdex keeps for its repos; add the repo's own source instead"
+        )
+    return url if url.startswith("file://") else str(local.resolve())
 
 
 def remote_refs(spec: RepoSpec, skip: str) -> tuple[str, ...]:

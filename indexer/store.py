@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from indexer import credentials
 from indexer.config import store_url_problem
 from indexer.errors import BlobdexError
-from indexer.mirror import MirrorError, resolve_credential
 from indexer.snapshot import MANIFEST, PARTS_DIR, SNAPSHOTS_DIR, Manifest, current_id, parts_dir, snapshots_dir
 
 log = logging.getLogger(__name__)
@@ -210,8 +210,8 @@ def store_for(cfg, url: str | None = None) -> Store:
     if problem := store_url_problem(url):  # before any message names the URL
         raise StoreError(f"the store URL {problem}")
     try:
-        keys = [resolve_credential(getattr(cfg, k)) if getattr(cfg, k) else "" for k in KEY_FIELDS]
-    except MirrorError as exc:
+        keys = [credentials.resolve(getattr(cfg, k), k) if getattr(cfg, k) else "" for k in KEY_FIELDS]
+    except credentials.CredentialError as exc:
         raise StoreError(f"store {url}: {exc}") from exc
     return Store(url, cfg.store_endpoint, *keys, region=cfg.store_region)
 

@@ -102,21 +102,29 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
         mode=mode,
     )
     service.check_org(org)
+    notes = _notes(req.note, as_json)
     if by_file:
         snapshot_id, files = service.localize(req)
         if as_json:
             records = [render.file_record(f, evidence_in_full=True) for f in files]
-            click.echo(json.dumps({"snapshot_id": snapshot_id, "query": query, "files": records}, indent=2))
+            answer = {"snapshot_id": snapshot_id, "query": req.query, "files": records, **notes}
+            click.echo(json.dumps(answer, indent=2))
         else:
             _echo(render.files_text(files))
         return
     snapshot_id, hits = service.search(req)
     if as_json:
-        click.echo(
-            json.dumps({"snapshot_id": snapshot_id, "query": query, "hits": [h.to_dict() for _, h in hits]}, indent=2)
-        )
+        found = [h.to_dict() for _, h in hits]
+        click.echo(json.dumps({"snapshot_id": snapshot_id, "query": req.query, "hits": found, **notes}, indent=2))
         return
     _echo(render.hits_text([h for _, h in hits], _bold))
+
+
+def _notes(note: str | None, as_json: bool) -> dict:
+    """What an answer did not read in full: a `notes` list for --json, else one line on stderr."""
+    if note and not as_json:
+        click.echo(f"blobdex: note: {note}", err=True)
+    return {"notes": [note]} if note else {}
 
 
 def _service(ctx: click.Context):
@@ -368,7 +376,12 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
 
     if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
         raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
+    from indexer.tokens import check as check_tokens
+    from query.surfaces.cip_auth import load_settings
+
     cfg = cli_config(ctx)
+    cip_settings = load_settings(cfg)  # its secrets resolved and checked now: one sentence, not a key anyone has
+    check_tokens(cfg.data_dir)  # a damaged token store is said now, not as an error on every request
     sock = bind(host, port)
     serving_logs()  # an access line per request, a line per snapshot swap
     if store_url:
@@ -386,7 +399,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
             err=True,
         )
     click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
-    asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos)
+    asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos, cip_settings)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
 
 
@@ -419,9 +432,13 @@ def route_cmd(ctx, task, limit, org, as_json) -> None:
     from query.service import route_dict
     from query.surfaces import render
 
+    from query.search import cut_note
+
     snapshot_id, routes = _service(ctx).route(org, task, limit)
+    notes = _notes(cut_note(len(task)), as_json)
     if as_json:
-        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}, indent=2))
+        repos = [route_dict(r) for r in routes]
+        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": repos, **notes}, indent=2))
         return
     _echo(render.routes_text(routes, _bold))
 
@@ -440,10 +457,17 @@ def token() -> None:
 @click.option(
     "--admin",
     is_flag=True,
-    help="An operator's token for the control API of 'blobdex webhooks --control' (never a read token).",
+    help="An operator's token for the control API of 'blobdex webhooks --control', acting in --org only (never a "
+    "read token).",
+)
+@click.option(
+    "--global",
+    "every_org",
+    is_flag=True,
+    help="With --admin: the token acts in every org and may add repos by local path.",
 )
 @click.pass_context
-def token_mint(ctx, name, org, as_jwt, user, ttl, admin) -> None:
+def token_mint(ctx, name, org, as_jwt, user, ttl, admin, every_org) -> None:
     """Print a new token once. blobdex tokens are kept only as sha256; JWTs are signed, not stored."""
     cfg = cli_config(ctx)
     if as_jwt:
@@ -458,9 +482,11 @@ def token_mint(ctx, name, org, as_jwt, user, ttl, admin) -> None:
         return
     if not name:
         raise click.UsageError("--name is required")
+    if every_org and not admin:
+        raise click.UsageError("--global is for admin tokens: pass --admin --global (a read token acts in one org)")
     from indexer.tokens import ADMIN, READ, mint
 
-    click.echo(mint(cfg.data_dir, name, org, ADMIN if admin else READ))
+    click.echo(mint(cfg.data_dir, name, org, ADMIN if admin else READ, every_org))
 
 
 @token.command("list")
@@ -470,7 +496,8 @@ def token_list(ctx) -> None:
     from indexer.tokens import listing
 
     for row in listing(cli_config(ctx).data_dir):
-        click.echo(f"{row['id']}  {row.get('scope', 'read'):5}  {row['org']}  {row['name']}  {row['created_at']}")
+        org = "every org" if row.get("every_org") else row["org"]
+        click.echo(f"{row['id']}  {row.get('scope', 'read'):5}  {org}  {row['name']}  {row['created_at']}")
 
 
 @token.command("revoke")

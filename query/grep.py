@@ -31,6 +31,21 @@ class GrepMatch:
     text: str
 
 
+def compile_pattern(pattern: str, literal: bool = False, ignore_case: bool = False):
+    """A grep pattern as RE2 reads it (the page marks matches with the same object); GrepError if it is bad."""
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False
+    try:
+        return re2.compile(re2.escape(pattern) if literal else pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise GrepError(
+            f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, "
+            f"or pass literal=true to search for the text as written"
+        ) from exc
+
+
 def grep(
     reader: SnapshotReader,
     pattern: str,
@@ -51,17 +66,7 @@ def grep(
         raise GrepError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
     if not 1 <= limit <= MAX_MATCHES:
         raise GrepError(f"limit {limit} is out of range: use 1 to {MAX_MATCHES}")
-    options = re2.Options()
-    options.case_sensitive = not ignore_case
-    options.log_errors = False
-    try:
-        compiled = re2.compile(re2.escape(pattern) if literal else pattern, options)
-    except re2.error as exc:
-        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise GrepError(
-            f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, "
-            f"or pass literal=true to search for the text as written"
-        ) from exc
+    compiled = compile_pattern(pattern, literal, ignore_case)
     req = SearchRequest(query="grep", org=org, repos=repos, paths=paths, ref=ref)
     validate(req, reader)
     mask = row_mask(req, reader)

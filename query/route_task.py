@@ -117,6 +117,7 @@ def route(
     reader: SnapshotReader, embedder: Embedder, task: str, org: str = "default", limit: int = 5
 ) -> list[RepoRoute]:
     req = SearchRequest(query=task, org=org, limit=min(max(limit, 1), 50))
+    task = req.query  # cut to MAX_QUERY_CHARS: no step below reads more
     validate(req, reader)
     mask = row_mask(req, reader)
     allowed = np.flatnonzero(mask)

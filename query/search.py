@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pathspec
+import re2
 import tantivy
 
 from indexer.embed import Embedder, embed_text, vector_tier
@@ -54,7 +55,10 @@ KINDS = frozenset({"code", "doc", "function", "method", "class", "definition", "
 # stated after a pasted `pip freeze` is found only by its best passage (tests/test_meaning.py). On the
 # `eval issues` texts, which mostly fit the model (medians near 420 characters), it changes nothing.
 PASSAGE_CHARS = 1000
-FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```[ \t]*$", re.M | re.S)
+# RE2 (linear time) for the patterns that scan a whole request text: with Python's engine a lazy fence search
+# restarts at every unclosed fence, and a run of blank lines rescans its tail at each line.
+FENCE_RE = re2.compile(r"(?ms)^```[^\n]*\n.*?^```[ \t]*$")
+PARAGRAPH_BREAK_RE = re2.compile(r"\n\s*\n")
 
 
 class OverlayKey(NamedTuple):
@@ -69,8 +73,21 @@ def _tie(key: int | OverlayKey) -> tuple[int, str]:
     return (0, str(key.index)) if isinstance(key, OverlayKey) else (1, str(key))
 
 
+# A query or task text is read up to MAX_QUERY_CHARS characters: room for a long bug report with its stack trace
+# and logs, while what ranking costs grows with the text (an embedding per PASSAGE_CHARS, a BM25 term per distinct
+# word, a scan per rule in file localization). A longer text is cut, and the native answers say so (cut_note).
+MAX_QUERY_CHARS = 32_000
+
+
 class SearchError(BlobdexError):
     """A search request that cannot be run as given; the message says how to fix it."""
+
+
+def cut_note(length: int) -> str | None:
+    """What an answer says about a query or task text of `length` characters: None when it was read whole."""
+    if length <= MAX_QUERY_CHARS:
+        return None
+    return f"the text was cut to its first {MAX_QUERY_CHARS:,} characters of {length:,}; the rest was not read"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +103,17 @@ class SearchRequest:
     limit: int = 10
     ignore_re: str | None = None  # drop paths this regex matches (built by a facade from its own pattern syntax)
     mode: str = "hybrid"  # hybrid | vector | bm25: single signals exist to measure what fusion adds
+    cut_from: int = 0  # the text's length when it was longer than MAX_QUERY_CHARS and so cut; else 0
+
+    def __post_init__(self):
+        # Every surface builds its request here, so no ranking step ever reads more than the cap.
+        if len(self.query) > MAX_QUERY_CHARS:
+            object.__setattr__(self, "cut_from", len(self.query))
+            object.__setattr__(self, "query", self.query[:MAX_QUERY_CHARS])
+
+    @property
+    def note(self) -> str | None:
+        return cut_note(self.cut_from)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,7 +269,7 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
     elif req.kind:
         mask &= col["kind"] == req.kind
     include, ignore = _globs(req.paths, "path"), _globs(req.ignore, "ignore")
-    drop = re.compile(req.ignore_re) if req.ignore_re else None
+    drop = re2.compile(req.ignore_re) if req.ignore_re else None  # a facade's pattern: linear time, RE2
     if include or ignore or drop:
         candidates = np.flatnonzero(mask)
         verdict: dict[str, bool] = {}
@@ -279,9 +307,9 @@ def passages(text: str, fits=None) -> list[str]:
     title = title[: PASSAGE_CHARS // 4]
     blocks, at = [], 0
     for fence in FENCE_RE.finditer(body):  # a code block stays whole, blank lines and all
-        blocks += re.split(r"\n\s*\n", body[at : fence.start()]) + [fence.group()]
+        blocks += PARAGRAPH_BREAK_RE.split(body[at : fence.start()]) + [fence.group()]
         at = fence.end()
-    blocks += re.split(r"\n\s*\n", body[at:])
+    blocks += PARAGRAPH_BREAK_RE.split(body[at:])
     units = []  # (text, the separator before it)
     for block in (b.strip() for b in blocks if b.strip()):
         if fits(f"{title}\n{block}"):
@@ -446,12 +474,17 @@ def _symbol_ranks(
     return [(r, 1.0) for r in ordered[:depth]]
 
 
+@functools.lru_cache(maxsize=32)  # every hit of a page asks, and a long text takes milliseconds to tokenize
+def _query_words(query: str) -> frozenset[str]:
+    return frozenset(tokens(query)) - STOPWORDS
+
+
 def snippet(text: str, line_start: int, query: str) -> tuple[str, int, int]:
     """The SNIPPET_LINES lines of a chunk that share the most words with the query."""
     lines = text.split("\n")
     if len(lines) <= SNIPPET_LINES:
         return text, line_start, line_start + len(lines) - 1
-    words = set(tokens(query)) - STOPWORDS
+    words = _query_words(query)
     scores = [len(words.intersection(tokens(line))) for line in lines]
     window = [sum(scores[i : i + SNIPPET_LINES]) for i in range(len(lines) - SNIPPET_LINES + 1)]
     best = int(np.argmax(window)) if max(window) > 0 else 0

@@ -63,7 +63,7 @@ def source(tmp_path) -> Path:
         ('cluster = "http://head:8265"\n', ["`cluster` is 'http://head:8265'", '"ray://HOST:PORT"']),
         ("cluster_workers = -1\n", ["`cluster_workers` is -1", "0 (every CPU) or more"]),
         ('store = "bucket"\n', ["`store` is 'bucket'", "s3://BUCKET/PREFIX"]),
-        (f'store = "s3://AKIA:{SECRET}@bucket/p"\n', ["`store` has an '@'", "carries credentials (not shown)"]),
+        (f'store = "s3://AKIA:{SECRET}@bucket/p"\n', ["`store` has an '@'", "carries credentials or a signature (not shown)"]),
     ],
 )
 def test_config_mistakes_are_one_sentence_naming_the_key_and_the_fix(tmp_path, blobdex, body, fragments):
@@ -85,7 +85,7 @@ def test_a_file_with_every_known_setting_loads(tmp_path):
     path = tmp_path / "blobdex.toml"
     path.write_text(
         'data_dir = "d"\nmodel = "m"\nmax_blob_bytes = 10\nkeep_snapshots = 2\nsession_idle_hours = 1\n'
-        'reranker = "r"\njwt_secret = "s"\njwt_users = ["alice"]\njwt_org = "acme"\n'
+        'reranker = "r"\njwt_secret = "env:JWT"\njwt_users = ["alice"]\njwt_org = "acme"\n'
         'github_client_id = "c"\ngithub_authorize_url = "https://a"\ngithub_token_url = "https://t"\n'
         'github_user_url = "https://u"\n\n[[repo]]\nname = "a"\nurl = "/x"\nrefs = "main"\n'
         'org = "acme"\ncredential = "env:T"\nusername = "bob"\n'
@@ -107,7 +107,7 @@ def test_a_file_with_every_known_setting_loads(tmp_path):
 KEPT = f'''# Our index. Ask #platform before changing the model.
 data_dir = "data"  # beside this file
 model = "{HASH_MODEL}"
-jwt_secret = "do-not-lose-me"
+jwt_secret = "file:/etc/blobdex/jwt.key"
 jwt_users = ["alice", "bob"]
 github_client_id = "Iv1.abc"
 
@@ -266,9 +266,10 @@ def test_the_protocol_auth_keys_are_read_through_the_one_config_parser(tmp_path,
     from query.surfaces.cip_auth import load_settings
 
     monkeypatch.delenv("BLOBDEX_JWT_SECRET", raising=False)
+    monkeypatch.setenv("TEST_JWT_KEY", "from-the-file-0123456789abcdef0123")
     path = tmp_path / "blobdex.toml"
     path.write_text(
-        'jwt_secret = "from-the-file-0123456789abcdef0123"\njwt_users = ["alice"]\ngithub_client_id = "cid"\n',
+        'jwt_secret = "env:TEST_JWT_KEY"\njwt_users = ["alice"]\ngithub_client_id = "cid"\n',
         encoding="utf-8",
     )
     settings = load_settings(configmod.load(path))

@@ -185,6 +185,35 @@ def test_bad_types_in_other_bodies_are_400(url, path, raw, message):
     assert r.status_code == 400 and message in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/chunks?ids=" + "1" * 40,
+        "/v1/chunks?ids=1," + "9" * 30,
+        "/v1/references?repo=api&path=src/billing/renew.py&line=" + "1" * 31,
+        "/v1/file?repo=api&path=src/billing/renew.py&start=" + "9" * 25,
+        "/v1/chunks?ids=" + ",".join(["1"] * 51),
+    ],
+)
+def test_huge_integers_and_too_many_ids_are_400_not_500(url, path):
+    r = httpx.get(f"{url}{path}")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
+
+
+@pytest.mark.parametrize(
+    "tool, args, phrase",
+    [
+        ("get_chunk", {"ids": [10**40]}, "ids[0]"),
+        ("find_references", {"repo": "api", "path": "src/billing/renew.py", "line": 10**30}, "line must be between"),
+        ("get_file", {"repo": "api", "path": "src/billing/renew.py", "start_line": 10**20}, "start_line must be"),
+    ],
+)
+def test_huge_integers_are_one_sentence_for_the_model(service, tool, args, phrase):
+    result = mcp_call(service, tool, args)
+    text = result.content[0].text
+    assert result.is_error and phrase in text and "Traceback" not in text and "\n" not in text, text
+
+
 def test_a_native_panic_is_a_json_500(tmp_path):
     # Flipped bytes in Tantivy's term files make every lexical lookup panic (pyo3's PanicException is a
     # BaseException, past `except Exception` and past Starlette's own 500 handler).

@@ -122,13 +122,21 @@ def test_a_signed_github_push_is_queued_a_forged_or_replayed_one_refused(forge):
         assert client.post("/hooks", content=body, headers=forged).status_code == 401
         unsigned = client.post("/hooks", content=body, headers={**headers, "X-GitHub-Delivery": "d-3"})
         assert unsigned.status_code == 401 and unsigned.json()["error"]["code"] == "bad_signature"
-        again = {**headers, "X-GitHub-Delivery": "d-4", "X-Hub-Signature-256": signed(body)}
-        assert client.post("/hooks", content=body, headers=again).json() == {"queued": [], "coalesced": ["default/api"]}
+        # The same signed body under a new delivery id (the id is outside the signature) is a replay too.
+        resent = {**headers, "X-GitHub-Delivery": "d-4", "X-Hub-Signature-256": signed(body)}
+        assert client.post("/hooks", content=body, headers=resent).status_code == 409
+        later = json.dumps({**json.loads(body), "after": "b" * 40}).encode()  # the next push: its own body
+        again = {**headers, "X-GitHub-Delivery": "d-4b", "X-Hub-Signature-256": signed(later)}
+        assert client.post("/hooks", content=later, headers=again).json() == {"queued": [], "coalesced": ["default/api"]}
+        deep = b"[" * 100_000 + b"]" * 100_000
+        nested = {**headers, "X-GitHub-Delivery": "d-4c", "X-Hub-Signature-256": signed(deep)}
+        assert client.post("/hooks", content=deep, headers=nested).status_code == 400
         other = github_push(api_dir, ref="refs/heads/feature")  # a branch the repo does not index
         ignored = {**headers, "X-GitHub-Delivery": "d-5", "X-Hub-Signature-256": signed(other)}
         assert "ignored" in client.post("/hooks", content=other, headers=ignored).json()
-        ping = {**headers, "X-GitHub-Event": "ping", "X-GitHub-Delivery": "d-6", "X-Hub-Signature-256": signed(body)}
-        assert client.post("/hooks", content=body, headers=ping).json()["ignored"] == "a 'ping' event is not a push"
+        zen = b'{"zen": "Keep it logically awesome."}'
+        ping = {**headers, "X-GitHub-Event": "ping", "X-GitHub-Delivery": "d-6", "X-Hub-Signature-256": signed(zen)}
+        assert client.post("/hooks", content=zen, headers=ping).json()["ignored"] == "a 'ping' event is not a push"
         big = b"{" + b" " * (6 * 1024 * 1024) + b"}"
         too_large = {**headers, "X-GitHub-Delivery": "d-7", "X-Hub-Signature-256": signed(big)}
         assert client.post("/hooks", content=big, headers=too_large).status_code == 413
@@ -234,7 +242,7 @@ def test_a_repo_that_keeps_failing_backs_off_and_a_push_during_a_run_runs_it_aga
 def test_the_control_api_needs_an_admin_token_and_manages_repos_queue_and_runs(forge, tmp_path):
     cfg, _ = forge
     run(cfg, show_progress=False)
-    admin = mint(cfg.data_dir, "ops", "default", ADMIN)
+    admin = mint(cfg.data_dir, "ops", "default", ADMIN, every_org=True)  # a global one: it adds a local path
     reader = mint(cfg.data_dir, "ci", "default")
     extra = gitrepo.init(tmp_path / "src" / "extra")
     gitrepo.commit(extra, {"x.py": b"def extra():\n    return 1\n"})

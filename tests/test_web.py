@@ -133,6 +133,18 @@ def test_search_as_you_type_then_follow_a_hit_to_its_highlighted_lines(site, chr
     shot(chrome, "symbol")
 
 
+def test_a_shared_link_to_a_range_past_the_file_marks_the_lines_shown_without_freezing_the_tab(site, chrome):
+    """The script walked every number of `#L1-L300000000` and held the tab for over 30 s (review 2, B13); it now
+    walks the rows the page has. A page that does not finish loading within the timeout fails the test."""
+    url, token, _ = site
+    sign_in(chrome, url, token)
+    chrome.set_page_load_timeout(20)
+    chrome.get(url + "/file/api/src/billing/renew.py#L2-L300000000")
+    rows = [r.get_attribute("id") for r in chrome.find_elements(By.CSS_SELECTOR, "tr[id^='L']")]
+    marked = [r.get_attribute("id") for r in chrome.find_elements(By.CSS_SELECTOR, "tr.hl")]
+    assert len(rows) > 3 and marked == rows[1:]
+
+
 def test_the_repos_page_shows_a_stale_repo_with_its_error_and_the_last_run(site, chrome):
     url, token, _ = site
     sign_in(chrome, url, token)

@@ -2,8 +2,13 @@
 and re-index repos, read the queue and the run history. Every request needs an admin token (`blobdex token mint
 --admin`); read tokens never work here, and the query server never serves these routes.
 
-Adding a repo checks its source as `blobdex repo add` does and writes blobdex.toml the same way; re-indexing
-queues the repo for the next `blobdex index --pending` (or the `--every` loop).
+An admin token acts inside its org: it sees, adds, removes and re-indexes that org's repos, its queue jobs and its
+repos in the run history, and nothing of another org. Only a global one (`--admin --global`) acts in every org and
+may add a repo by a local path (the server's own disk is no org's). Adding a repo checks its source as `blobdex
+repo add` does and writes blobdex.toml the same way, but takes no credential: a request that could name
+`file:PATH` or `env:NAME` could make this process read a file or a variable and send it to a URL of the caller's
+choosing (reliability review 2, B2). A private repo is added by an operator with `blobdex repo add --credential`.
+Re-indexing queues the repo for the next `blobdex index --pending` (or the `--every` loop).
 """
 
 from __future__ import annotations
@@ -27,13 +32,16 @@ from indexer.surfaces.webhooks import HookError, capped_body, error
 
 PREFIX = "/admin/v1"
 MAX_BODY_BYTES = 64 * 1024
-REPO_FIELDS = {"name", "url", "org", "refs", "credential", "username", "check"}
+REPO_FIELDS = {"name", "url", "org", "refs", "check"}
 
 
 def _admin(request: Request) -> dict:
     auth = request.headers.get("authorization", "")
     token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-    grant = tokens.verify(request.app.state.config().data_dir, token, tokens.ADMIN) if token else None
+    try:
+        grant = tokens.verify(request.app.state.config().data_dir, token, tokens.ADMIN) if token else None
+    except tokens.TokenStoreError as exc:
+        raise HookError(503, "token_store", str(exc)) from exc
     if grant is None:
         raise HookError(
             401,
@@ -41,6 +49,25 @@ def _admin(request: Request) -> dict:
             "the control API needs 'Authorization: Bearer ADMIN_TOKEN' from 'blobdex token mint --admin'",
         )
     return grant
+
+
+def _every_org(grant: dict) -> bool:
+    return bool(grant.get("every_org"))
+
+
+def _may(grant: dict, org: str) -> None:
+    """Refuse an org the token does not act in, without saying whether anything of it exists."""
+    if not _every_org(grant) and org != grant["org"]:
+        raise HookError(
+            403,
+            "org_forbidden",
+            f"this admin token acts in org {grant['org']!r} only; an operator mints one that acts in every org "
+            f"with 'blobdex token mint --admin --global'",
+        )
+
+
+def _visible(grant: dict, org: str) -> bool:
+    return _every_org(grant) or org == grant["org"]
 
 
 def endpoint(handler):
@@ -84,12 +111,19 @@ async def list_repos(request: Request, grant: dict):
         indexed = {(r.org, r.name): r for r in manifest.repos}
     except SnapshotError:
         indexed = {}
-    return 200, {"repos": [_repo_row(r, indexed) for r in cfg.repos]}
+    return 200, {"repos": [_repo_row(r, indexed) for r in cfg.repos if _visible(grant, r.org)]}
 
 
 @endpoint
 async def add_repo(request: Request, grant: dict):
     body = await _json(request)
+    if "credential" in body or "username" in body:
+        raise HookError(
+            400,
+            "bad_request",
+            "the control API takes no credential (a reference here could send a file or variable of this server "
+            "to any URL); an operator adds a private repo with 'blobdex repo add NAME URL --credential env:NAME'",
+        )
     unknown = sorted(set(body) - REPO_FIELDS)
     if unknown or not isinstance(body.get("name"), str) or not isinstance(body.get("url"), str):
         raise HookError(
@@ -105,21 +139,25 @@ async def add_repo(request: Request, grant: dict):
     org = body.get("org") or grant["org"]
     configmod.check_name("repo", body["name"])
     configmod.check_name("org", org)
-    credential, username = body.get("credential"), body.get("username")
-    if credential is not None and not (isinstance(credential, str) and credential.startswith(("env:", "file:"))):
-        raise HookError(400, "bad_request", "credential must be a reference (env:NAME or file:PATH), never the secret")
-    if username is not None and not isinstance(username, str):
-        raise HookError(400, "bad_request", "username must be a string")
-    spec = RepoSpec(
-        name=body["name"],
-        url=body["url"],
-        org=org,
-        refs=tuple(refs),
-        credential=credential,
-        username=username,
-    )
+    _may(grant, org)
+    if sources.is_local(body["url"]) and not _every_org(grant):
+        raise HookError(
+            403,
+            "org_forbidden",
+            "a repo by local path or file:// URL reads this server's own disk, which belongs to no org: add it with a "
+            "global admin token ('blobdex token mint --admin --global') or 'blobdex repo add'",
+        )
+    if cfg.repo(body["name"], org) is not None:
+        raise HookError(
+            409,
+            "conflict",
+            f"org {org!r} has a repo {body['name']!r} already; DELETE {PREFIX}/repos/{org}/{body['name']} first, "
+            f"or pick another name",
+        )
+    spec = RepoSpec(name=body["name"], url=body["url"], org=org, refs=tuple(refs))
     check = body.get("check", True) is not False  # asking the source takes a network round trip: off the loop
-    spec = await anyio.to_thread.run_sync(partial(sources.checked, spec, check, 'or send "check": false'))
+    checked = partial(sources.checked, spec, check, 'or send "check": false', cfg.data_dir)
+    spec = await anyio.to_thread.run_sync(checked)
     configmod.save(configmod.with_repo(cfg, spec))
     with Queue(cfg.data_dir) as queue:
         queue.enqueue(spec.org, spec.name)
@@ -129,6 +167,7 @@ async def add_repo(request: Request, grant: dict):
 @endpoint
 async def remove_repo(request: Request, grant: dict):
     org, name = request.path_params["org"], request.path_params["name"]
+    _may(grant, org)
     cfg = request.app.state.config()
     configmod.save(configmod.without_repo(cfg, name, org))
     with Queue(cfg.data_dir) as queue:
@@ -139,6 +178,7 @@ async def remove_repo(request: Request, grant: dict):
 @endpoint
 async def reindex(request: Request, grant: dict):
     org, name = request.path_params["org"], request.path_params["name"]
+    _may(grant, org)
     cfg = request.app.state.config()
     if cfg.repo(name, org) is None:
         raise HookError(404, "not_found", f"no repo {org}/{name} is configured; GET {PREFIX}/repos lists them")
@@ -150,7 +190,7 @@ async def reindex(request: Request, grant: dict):
 @endpoint
 async def queue_jobs(request: Request, grant: dict):
     with Queue(request.app.state.config().data_dir) as queue:
-        return 200, {"jobs": [j.to_dict() for j in queue.jobs()]}
+        return 200, {"jobs": [j.to_dict() for j in queue.jobs() if _visible(grant, j.org)]}
 
 
 @endpoint
@@ -160,7 +200,8 @@ async def run_history(request: Request, grant: dict):
     except ValueError as exc:
         raise HookError(400, "bad_request", "limit must be a whole number") from exc
     found = runs.history(request.app.state.config().data_dir, limit)
-    return 200, {"runs": [runs.summary(r) for r in found]}
+    org = None if _every_org(grant) else grant["org"]
+    return 200, {"runs": [runs.summary(r, org) for r in found]}
 
 
 @endpoint
@@ -168,7 +209,10 @@ async def one_run(request: Request, grant: dict):
     wanted = request.path_params["run_id"]
     for entry in runs.history(request.app.state.config().data_dir, runs.MAX_RUNS):
         if entry["run_id"] == wanted:
-            return 200, entry
+            if _every_org(grant):
+                return 200, entry
+            org = grant["org"]  # the run as its org sees it: its repos, never another org's names or errors
+            return 200, {**runs.summary(entry, org), "repos": [r for r in entry.get("repos", []) if r["org"] == org]}
     raise HookError(404, "not_found", f"no run {wanted!r} in the history; GET {PREFIX}/runs lists them")
 
 
@@ -176,6 +220,8 @@ async def _json(request: Request) -> dict:
     body = await capped_body(request, MAX_BODY_BYTES)
     try:
         value = json.loads(body or b"{}")
+    except RecursionError:
+        raise HookError(400, "bad_json", "the body nests deeper than any request of this API") from None
     except ValueError as exc:
         raise HookError(400, "bad_json", f"the body is not JSON ({exc})") from exc
     if not isinstance(value, dict):

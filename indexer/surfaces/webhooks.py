@@ -23,9 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from indexer import credentials
 from indexer.config import Config, RepoSpec, load
 from indexer.errors import BlobdexError
-from indexer.mirror import MirrorError, resolve_credential
 from indexer.observe import RequestLog, exposition, route_of
 from indexer.queue import Queue
 
@@ -85,6 +85,11 @@ def delivery_id(provider: str, headers, body: bytes) -> str:
     _, ids, _ = PROVIDERS[provider]
     given = next((headers[h] for h in ids if headers.get(h)), None)
     return f"{provider}:{given or hashlib.sha256(body).hexdigest()}"
+
+
+def body_id(provider: str, body: bytes) -> str:
+    """What the signature covers: the body, by its digest (two pushes never share one: each names its commits)."""
+    return f"{provider}:body:{hashlib.sha256(body).hexdigest()}"
 
 
 def normalized(url: str) -> str:
@@ -151,7 +156,10 @@ async def hooks(request: Request) -> Response:
         secret = _secret(cfg)
         check_signature(provider, request.headers, body, secret)
         with Queue(cfg.data_dir) as queue:
-            if queue.seen(delivery_id(provider, request.headers, body)):
+            # The delivery id is a header the signature does not cover: a captured delivery resent under a new id
+            # is the same signed body, so the body's digest is remembered too (both, whichever matched).
+            seen = [queue.seen(key) for key in (delivery_id(provider, request.headers, body), body_id(provider, body))]
+            if any(seen):
                 raise HookError(409, "replay", "this delivery was received before; it is not queued again")
             outcome, answer = _queue(provider, request.headers, body, cfg, queue)
     except HookError as exc:
@@ -166,9 +174,9 @@ def _secret(cfg: Config) -> str:
     if not cfg.webhook_secret:
         raise HookError(503, "no_secret", "no webhook_secret is configured: set one in blobdex.toml")
     try:
-        return resolve_credential(cfg.webhook_secret)
-    except MirrorError as exc:
-        raise HookError(503, "no_secret", f"webhook_secret: {exc}") from exc
+        return credentials.resolve(cfg.webhook_secret, "webhook_secret")
+    except credentials.CredentialError as exc:
+        raise HookError(503, "no_secret", str(exc)) from exc
 
 
 def _queue(provider: str, headers, body: bytes, cfg: Config, queue: Queue) -> tuple[str, dict]:
@@ -177,6 +185,8 @@ def _queue(provider: str, headers, body: bytes, cfg: Config, queue: Queue) -> tu
         return "ignored", {"ignored": f"a {event!r} event is not a push"}
     try:
         payload = json.loads(body)
+    except RecursionError:  # a signed body can still nest a million brackets deep
+        raise HookError(400, "bad_json", "the delivery's body nests deeper than any push does") from None
     except ValueError as exc:
         raise HookError(400, "bad_json", f"the delivery's body is not JSON ({exc})") from exc
     if not isinstance(payload, dict):

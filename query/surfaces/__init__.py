@@ -14,6 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+import anyio
+from anyio.lowlevel import RunVar
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -55,6 +57,33 @@ def endpoint(shape: Shape):
         return run
 
     return wrap
+
+
+# A request's ranking, grep or reading runs in a worker thread, never on the event loop, with a deadline. The caps
+# on what a request may ask (search.MAX_QUERY_CHARS, limits, RE2 patterns) keep its work far below the deadline:
+# it is a backstop, so that no input an audit missed can hold a caller (or a worker) for long.
+REQUEST_SECONDS = 60.0
+# Such work shares HEAVY_THREADS worker threads, apart from anyio's default pool, so health checks and light
+# requests never queue behind it (a thread past its deadline is abandoned, and holds its slot until it ends).
+HEAVY_THREADS = 8
+_heavy: RunVar[anyio.CapacityLimiter] = RunVar("blobdex_heavy_threads")
+
+
+async def offload(fn: Callable, *args, **kwargs):
+    """`fn(*args, **kwargs)` in a heavy-work thread; SurfaceError 503 when it takes longer than REQUEST_SECONDS."""
+    try:
+        limiter = _heavy.get()
+    except LookupError:  # one limiter per event loop (a test runs several servers)
+        limiter = anyio.CapacityLimiter(HEAVY_THREADS)
+        _heavy.set(limiter)
+    with anyio.move_on_after(REQUEST_SECONDS):
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), abandon_on_cancel=True, limiter=limiter)
+    raise SurfaceError(
+        503,
+        f"the request took longer than {REQUEST_SECONDS:.0f} s and was stopped; narrow it (a shorter text, fewer "
+        f"repos, a tighter pattern) or try again when the server is less busy",
+        "timeout",
+    )
 
 
 async def read_body(request: Request, fields: tuple[str, ...] | None = None) -> dict:

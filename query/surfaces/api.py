@@ -15,9 +15,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from indexer.errors import BlobdexError
-from query.search import SearchRequest
+from query.search import SearchRequest, cut_note
 from query.service import Service, route_dict
-from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, payload, read_body
+from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body
 from query.surfaces.guard import current_org, error
 from query.surfaces import render
 from query.surfaces.openapi import document
@@ -55,6 +55,7 @@ SEARCH_FIELDS = (
 GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case", "cursor")
 ROUTE_FIELDS = ("task", "limit")
 SYNC_FIELDS = ("repo", "files", "deleted")
+MAX_CHUNK_IDS = 50  # as MCP get_chunk takes
 FILE_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("ids",)
 CONTEXT_PARAMS = ("symbol", "repo", "name_only", "cursor", "limit")
 REFERENCES_PARAMS = ("symbol", "repo", "path", "line", "name_only", "cursor", "limit")
@@ -118,16 +119,23 @@ def _strs(data: dict, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _notes(notes: list[str]) -> dict:
+    """An answer's `notes` (what it did not read in full), present only when there is one, as `applied` is."""
+    return {"notes": notes} if notes else {}
+
+
 def _int(value, key: str, default: int | None = None) -> int | None:
     if value is None or value == "":
         return default
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
-            return int(value)
+            value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > payload.MAX_INT:  # no id, line or limit is that large; numpy and SQLite overflow on it
+            raise SurfaceError(400, f"'{key}' is out of range: give a whole number up to {payload.MAX_INT}")
+        return value
     raise SurfaceError(400, f"'{key}' must be an integer, got {json.dumps(value)[:80]}")
 
 
@@ -163,12 +171,14 @@ async def search(request: Request):
     if group_by == "file":
         if session_id or cursor:
             raise SurfaceError(400, f"'{'session_id' if session_id else 'cursor'}' applies to group_by 'chunk' only")
-        snapshot_id, files = await anyio.to_thread.run_sync(service.localize, req)
+        snapshot_id, files = await offload(service.localize, req)
+        notes = [req.note] if req.note else []
         if fmt == "markdown":
-            return Response(render.files_markdown(query, files), media_type="text/markdown; charset=utf-8")
-        return {"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}
-    page = await anyio.to_thread.run_sync(service.search_page, req, session_id, cursor, min_score, min_score_diff)
+            return Response(render.files_markdown(query, files, notes), media_type="text/markdown; charset=utf-8")
+        return {"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files], **_notes(notes)}
+    page = await offload(service.search_page, req, session_id, cursor, min_score, min_score_diff)
     snapshot_id, hits, applied = page.snapshot_id, page.hits, page.applied
+    notes = [req.note] if req.note else []
     if fmt == "markdown":
         filters = [
             f"{name}={value}"
@@ -183,12 +193,13 @@ async def search(request: Request):
             )
             if value
         ]
-        markdown = render.hits_markdown(query, snapshot_id, hits, filters + applied, page.next_cursor)
+        markdown = render.hits_markdown(query, snapshot_id, hits, filters + applied + notes, page.next_cursor)
         return Response(markdown, media_type="text/markdown; charset=utf-8")
     return {
         "snapshot_id": snapshot_id,
         "hits": [{"id": c, **h.to_dict()} for c, h in hits],
         **({"applied": applied} if applied else {}),
+        **_notes(notes),
         "next_cursor": page.next_cursor,
     }
 
@@ -199,13 +210,20 @@ async def chunks(request: Request):
     ids = [x for x in _params(request, CHUNKS_PARAMS).get("ids", "").split(",") if x.strip()]
     if not ids:
         raise SurfaceError(400, "give ids=1,2,3 (ids from search hits)")
-    found, errors = [], []
-    for raw in ids:
-        try:
-            found.append(service.get_chunk(org, _int(raw, "ids")).to_dict())
-        except BlobdexError as exc:
-            errors.append({"id": raw, "message": str(exc)})
-    return {"chunks": found, "errors": errors}
+    if len(ids) > MAX_CHUNK_IDS:
+        raise SurfaceError(400, f"give at most {MAX_CHUNK_IDS} ids at a time; you gave {len(ids)}")
+    wanted = [(raw, _int(raw, "ids")) for raw in ids]
+
+    def read() -> dict:
+        found, errors = [], []
+        for raw, clip in wanted:
+            try:
+                found.append(service.get_chunk(org, clip).to_dict())
+            except BlobdexError as exc:
+                errors.append({"id": raw, "message": str(exc)})
+        return {"chunks": found, "errors": errors}
+
+    return await offload(read)
 
 
 @endpoint(shape)
@@ -229,7 +247,7 @@ async def grep(request: Request):
             ignore_case=ignore_case,
         )
 
-    page = await anyio.to_thread.run_sync(run)
+    page = await offload(run)
     return {
         "snapshot_id": page.snapshot_id,
         "matches": [asdict(m) for m in page.matches],
@@ -245,7 +263,7 @@ async def file(request: Request):
     if not q.get("repo") or not q.get("path"):
         raise SurfaceError(400, "give repo and path (and optionally ref, start, end)")
     start, end = _int(q.get("start"), "start"), _int(q.get("end"), "end")
-    f = await anyio.to_thread.run_sync(lambda: service.get_file(org, q["repo"], q["path"], q.get("ref"), start, end))
+    f = await offload(lambda: service.get_file(org, q["repo"], q["path"], q.get("ref"), start, end))
     return {
         **{k: v for k, v in asdict(f).items() if k != "content"},
         "content": f.content.decode("utf-8", "replace"),
@@ -260,7 +278,7 @@ async def files(request: Request):
     if not q.get("repo"):
         raise SurfaceError(400, "give repo (and optionally path_glob, ref, cursor, limit)")
     limit = _int(q.get("limit"), "limit", 200)
-    page = await anyio.to_thread.run_sync(
+    page = await offload(
         lambda: service.list_files(org, q["repo"], q.get("path_glob") or None, q.get("ref"), q.get("cursor"), limit)
     )
     return asdict(page)
@@ -273,7 +291,7 @@ async def outline(request: Request):
     q = _params(request, OUTLINE_PARAMS)
     if not q.get("repo") or not q.get("path"):
         raise SurfaceError(400, "give repo and path (and optionally ref)")
-    found = await anyio.to_thread.run_sync(lambda: service.outline(org, q["repo"], q["path"], q.get("ref")))
+    found = await offload(lambda: service.outline(org, q["repo"], q["path"], q.get("ref")))
     return asdict(found)
 
 
@@ -281,17 +299,17 @@ async def outline(request: Request):
 async def route(request: Request):
     service, org = _service(request), current_org.get()
     d = await read_body(request, ROUTE_FIELDS)
-    snapshot_id, routes = await anyio.to_thread.run_sync(
-        service.route, org, _text(d, "task") or "", _int(d.get("limit"), "limit", 5)
-    )
-    return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes]}
+    task = _text(d, "task") or ""
+    snapshot_id, routes = await offload(service.route, org, task, _int(d.get("limit"), "limit", 5))
+    notes = [n for n in (cut_note(len(task)),) if n]
+    return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes], **_notes(notes)}
 
 
 @endpoint(shape)
 async def context(request: Request):
     q = _params(request, CONTEXT_PARAMS)
     page = _caller_page(q)
-    return await anyio.to_thread.run_sync(
+    return await offload(
         lambda: _service(request).context(current_org.get(), q.get("symbol", ""), q.get("repo"), **page)
     )
 
@@ -306,9 +324,7 @@ async def references(request: Request):
         "path": q.get("path"),
         "line": _int(q.get("line"), "line"),
     }
-    return await anyio.to_thread.run_sync(
-        lambda: _service(request).references(current_org.get(), **asked, **_caller_page(q))
-    )
+    return await offload(lambda: _service(request).references(current_org.get(), **asked, **_caller_page(q)))
 
 
 def _caller_page(q) -> dict:
@@ -325,7 +341,7 @@ async def session_sync(request: Request):
     files = d.get("files") or {}
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise SurfaceError(400, "'files' must be an object of path -> content strings")
-    stored = await anyio.to_thread.run_sync(
+    stored = await offload(
         _service(request).sync_workspace,
         current_org.get(),
         request.path_params["session_id"],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -18,7 +17,7 @@ from starlette.routing import Route
 
 from query.overlays.pushed import PushedChunk
 from query.search import MAX_LIMIT, Overlay, SearchRequest, search, search_overlay
-from query.surfaces import SurfaceError, endpoint, read_body, route_errors
+from query.surfaces import SurfaceError, endpoint, offload, read_body, route_errors
 from query.surfaces import cip_auth
 from query.surfaces.cip_auth import AuthSettings
 
@@ -150,7 +149,7 @@ async def index(request: Request):
         store.delete_paths(org, sp, r["repo"], [r["path"]])
         store.set_state(org, sp, r["repo"], f"shadow:{r['path']}", "1")
     store.replace_paths(org, sp, chunks)  # upsert by (repo, path, symbol): a re-sent file replaces its chunks
-    counts = await anyio.to_thread.run_sync(store.upsert, org, sp, chunks, service.embedder)
+    counts = await offload(store.upsert, org, sp, chunks, service.embedder)
     for repo, path in {(c.repo, c.path) for c in chunks}:
         pending = store.get_state(org, sp, repo, f"pending:{path}")
         if pending:
@@ -188,7 +187,7 @@ async def do_search(request: Request):
             [h for h, _ in search_overlay(embedder, req, overlay)] if alone else search(reader, embedder, req, overlay)
         )
 
-    hits = await anyio.to_thread.run_sync(find)
+    hits = await offload(find)
     results = []
     for h in hits:
         text = h.text if h.uncommitted else reader.row(h.row)["text"]

@@ -13,7 +13,6 @@ import difflib
 import math
 import re
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,7 +22,7 @@ from indexer.errors import BlobdexError
 from query.clips import ClipStore
 from query.search import SearchRequest, similarity_floor
 from query.search import search as hybrid_search
-from query.surfaces import SurfaceError, endpoint, read_body, render, route_errors
+from query.surfaces import SurfaceError, endpoint, offload, read_body, render, route_errors
 from query.surfaces.guard import current_org
 
 TOP_K_MAX = 100
@@ -206,7 +205,7 @@ async def search(request: Request):
         ignore_re=p["ignore_re"],
     )
     reader = service.reader()  # one snapshot for the search and the rows its hits point at
-    hits = await anyio.to_thread.run_sync(hybrid_search, reader, service.embedder_for(reader), req)
+    hits = await offload(hybrid_search, reader, service.embedder_for(reader), req)
     hits, echo = _thresholds(p, hits)
     results = []
     for h in hits:
@@ -247,7 +246,7 @@ async def clip_one(request: Request):
         clip = int(request.path_params["clip"])
     except ValueError:
         raise SurfaceError(400, "the id must be a number from /search") from None
-    return ok(await anyio.to_thread.run_sync(_clip, request, clip, current_org.get()))
+    return ok(await offload(_clip, request, clip, current_org.get()))
 
 
 @endpoint(shape)
@@ -263,9 +262,7 @@ async def clips_batch(request: Request):
     results = []
     for raw in ids:
         try:
-            results.append(
-                {"success": True, **await anyio.to_thread.run_sync(_clip, request, int(raw), current_org.get())}
-            )
+            results.append({"success": True, **await offload(_clip, request, int(raw), current_org.get())})
         except (BlobdexError, ValueError, TypeError) as exc:  # per item: one unreadable clip fails only itself
             message = str(exc) if isinstance(exc, BlobdexError) else "the id must be a number from /search"
             results.append({"id": raw, "success": False, "error": message})
@@ -290,7 +287,7 @@ async def read_range(request: Request):
     wanted_end = end if end is not None else start + MAX_READ_LINES - 1
     capped = min(wanted_end, start + MAX_READ_LINES - 1)
     service, org = request.app.state.service, current_org.get()
-    data = await anyio.to_thread.run_sync(_read, service, org, body.get("filePath"), start, capped)
+    data = await offload(_read, service, org, body.get("filePath"), start, capped)
     return ok({**data, "rangeRequested": {"startLine": start, "endLine": wanted_end}})
 
 

@@ -161,7 +161,11 @@ class Guard:
             token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
             if token is None and page:
                 token = _cookie(headers.get("cookie", ""), SIGN_IN_COOKIE)
-            grant = bearer.verify(self.data_dir, token) if token else None
+            try:
+                grant = bearer.verify(self.data_dir, token) if token else None
+            except bearer.TokenStoreError as exc:
+                log.error("%s", exc)
+                return await error(503, "token_store", str(exc))(scope, receive, send)
             if grant is not None:
                 org = grant["org"]
             elif page and not self._page(path, self.open_pages) and (token or self.require_token):

@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -21,7 +20,7 @@ from starlette.routing import Route
 
 from query.overlays.pushed import PushedChunk
 from query.search import Overlay, SearchRequest, search_overlay
-from query.surfaces import SurfaceError, endpoint, read_body, route_errors
+from query.surfaces import SurfaceError, endpoint, offload, read_body, route_errors
 
 SPACE = "lucos"
 MAX_CHUNKS = 200
@@ -127,9 +126,7 @@ async def upload(request: Request):
     oversized = [c for c in chunks if len(c.content.encode("utf-8")) > MAX_CONTENT_BYTES]
     store = service.pushed
     store.delete_ids(ctx["org"], SPACE, repo_id, deleted)
-    counts = await anyio.to_thread.run_sync(
-        store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder
-    )
+    counts = await offload(store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder)
     counts["failed"] += len(oversized)
     if d.get("commit_sha"):
         store.set_state(ctx["org"], SPACE, repo_id, "commit_sha", str(d["commit_sha"]))
@@ -171,7 +168,7 @@ async def retrieve(request: Request):
     chunks, vectors, meta = service.pushed.overlay(ctx["org"], SPACE, repos)
     overlay = Overlay(session_id=SPACE, shadowed=frozenset(), chunks=chunks, vectors=vectors)
     req = SearchRequest(query=str(d.get("query") or ""), org=ctx["org"], repos=repos, paths=tuple(paths), limit=top_k)
-    found = await anyio.to_thread.run_sync(search_overlay, service.embedder, req, overlay)
+    found = await offload(search_overlay, service.embedder, req, overlay)
     results = []
     for hit, score in found:
         m = meta[hit.chunk_index]  # overlay chunks are numbered in the order meta lists them

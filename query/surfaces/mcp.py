@@ -26,7 +26,7 @@ from indexer.errors import BlobdexError
 from indexer.observe import TOOL_SECONDS
 from query import MAX_LIMIT
 from query.surfaces import render
-from query.surfaces.payload import PayloadError, known_fields
+from query.surfaces.payload import MAX_INT, PayloadError, known_fields
 
 if TYPE_CHECKING:
     from query.service import Service
@@ -219,32 +219,42 @@ def search_code(
             snapshot_id, files = service.localize(req)
         except BlobdexError as exc:
             _fail(exc)
+        notes = [req.note] if req.note else []
         if format == "json":
-            return json.dumps({"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}, indent=1)
-        return render.files_markdown(query, files)
+            return json.dumps(
+                {"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}
+                | ({"notes": notes} if notes else {}),
+                indent=1,
+            )
+        return render.files_markdown(query, files, notes)
     try:
         page = service.search_page(req, session_id, cursor, min_score, min_score_diff)
     except BlobdexError as exc:
         _fail(exc)
     named = (("repos", repos), ("lang", lang), ("paths", paths), ("ignore", ignore), ("kind", kind), ("ref", ref))
     applied = [f"{name}={value}" for name, value in (*named, ("session", session_id)) if value] + page.applied
+    notes = [req.note] if req.note else []
     if format == "json":
         return json.dumps(
             {
                 "snapshot_id": page.snapshot_id,
-                "query": query,
+                "query": req.query,
                 "applied": applied,
+                **({"notes": notes} if notes else {}),
                 "hits": [{"id": c, **h.to_dict()} for c, h in page.hits],
                 "next_cursor": page.next_cursor,
             },
             indent=1,
         )
-    return render.hits_markdown(query, page.snapshot_id, page.hits, applied, page.next_cursor)
+    return render.hits_markdown(query, page.snapshot_id, page.hits, applied + notes, page.next_cursor)
 
 
 def get_chunk(
     ctx: Context,
-    ids: Annotated[list[int], Field(min_length=1, max_length=50, description="Hit ids from search_code.")],
+    ids: Annotated[
+        list[Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]],
+        Field(min_length=1, max_length=50, description="Hit ids from search_code."),
+    ],
 ) -> str:
     """The full text of search hits by id, with repo, path, lines and commit. An unknown id is reported
     in place and does not fail the others."""
@@ -303,8 +313,8 @@ def get_file(
             "to read exactly its lines. Default: the commit that was indexed."
         ),
     ] = None,
-    start_line: Annotated[int | None, Field(ge=1, description="First line, 1-based.")] = None,
-    end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
+    start_line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="First line, 1-based.")] = None,
+    end_line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="Last line, inclusive.")] = None,
 ) -> str:
     """Read a file of any repo at any commit straight from git objects (no clone). At most 500 lines per
     call; the reply says how to continue."""
@@ -372,11 +382,13 @@ def route_task(
     the evidence chunks, coupling edges the evidence touches, and a sparse-checkout plan. Call this first
     for a new task, then search_code inside the top repos."""
     service, org = _scope(ctx)
+    from query.search import cut_note  # once the service exists (see search_code)
+
     try:
         snapshot_id, routes = service.route(org, task, limit)
     except BlobdexError as exc:
         _fail(exc)
-    return render.routes_markdown(task, snapshot_id, routes)
+    return render.routes_markdown(task, snapshot_id, routes, [n for n in (cut_note(len(task)),) if n])
 
 
 def expand_context(
@@ -408,7 +420,7 @@ def find_references(
     ] = None,
     repo: Annotated[str | None, Field(description="With symbol: only definitions in this repo.")] = None,
     path: Annotated[str | None, Field(description="A file, with repo and line: the definition or call there.")] = None,
-    line: Annotated[int | None, Field(ge=1, description="A line of path, 1-based.")] = None,
+    line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="A line of path, 1-based.")] = None,
     name_only: NameOnly = False,
     cursor: Cursor = None,
     limit: CallerLimit = 50,

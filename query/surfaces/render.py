@@ -31,6 +31,15 @@ def fence(text: str) -> str:
     return ticks
 
 
+HEADING_CHARS = 200  # a heading repeats this much of the query: a pasted report is the caller's already
+
+
+def heading(text: str) -> str:
+    """A query or task as an answer's heading repeats it: one line, at most HEADING_CHARS characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= HEADING_CHARS else line[:HEADING_CHARS] + "…"
+
+
 def at(ref: str, commit_id: str) -> str:
     """Where a hit was indexed, as its caption says it: the commit is what get_file reads back exactly."""
     return f" @ {ref} ({commit_id[:12]})" if commit_id else ""
@@ -62,7 +71,7 @@ def hits_markdown(
 ) -> str:
     """search_code's answer: each hit's caption and snippet, then what to call next."""
     lines = [
-        f'# Search: "{query}"',
+        f'# Search: "{heading(query)}"',
         "",
         f"{len(hits)} hit(s) from snapshot {snapshot_id}; " + ("; ".join(applied) if applied else "no filters"),
         "",
@@ -92,9 +101,9 @@ def hits_markdown(
     return "\n".join(lines)
 
 
-def files_markdown(query: str, files: list) -> str:
-    """search_code's answer with group_by='file': files ranked, each with its evidence."""
-    lines = [f'# Files: "{query}"', ""]
+def files_markdown(query: str, files: list, notes: list[str] = ()) -> str:
+    """search_code's answer with group_by='file': files ranked, each with its evidence (and notes: a cut text)."""
+    lines = [f'# Files: "{heading(query)}"', "", *(f"Note: {n}" for n in notes), *([""] if notes else [])]
     for n, f in enumerate(files, 1):
         why = "; ".join(f"{h.symbol or '(file)'} {h.line_start}-{h.line_end}" for h in f.evidence)
         lines.append(f"{n}. {f.repo}:{f.path}{at(f.ref, f.commit_id)} • {f.score:.4f} • {why}")
@@ -160,11 +169,11 @@ def file_rank(signals: dict) -> str:
     return f"best file #{rank}" if rank else "no file in the first 30"
 
 
-def routes_markdown(task: str, snapshot_id: str, routes: list[RepoRoute]) -> str:
+def routes_markdown(task: str, snapshot_id: str, routes: list[RepoRoute], notes: list[str] = ()) -> str:
     """route_task's answer: repos ranked, each with its score broken down, evidence, coupling and checkout."""
     if not routes:
-        return f"No repo matched {task!r}. Check list_repos, or rephrase the task."
-    lines = [f'# Route: "{task}"', "", f"snapshot {snapshot_id}", ""]
+        return f"No repo matched {heading(task)!r}. Check list_repos, or rephrase the task."
+    lines = [f'# Route: "{heading(task)}"', "", f"snapshot {snapshot_id}", *(f"Note: {n}" for n in notes), ""]
     for n, r in enumerate(routes, 1):
         s = r.signals
         lines.append(

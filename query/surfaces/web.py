@@ -13,7 +13,6 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.requests import Request
@@ -25,8 +24,9 @@ from indexer import runs, tokens
 from indexer.errors import BlobdexError
 from indexer.tokenize import tokens as word_tokens
 from query import MAX_LIMIT
-from query.search import KINDS, MODES, STOPWORDS, SearchRequest
-from query.surfaces import highlight
+from query.grep import GrepError, compile_pattern
+from query.search import KINDS, MAX_QUERY_CHARS, MODES, STOPWORDS, SearchRequest, cut_note
+from query.surfaces import highlight, offload
 from query.surfaces.guard import current_org
 
 HERE = Path(__file__).parent
@@ -64,6 +64,11 @@ class Query:
     icase: bool = False
     signals: bool = False
     limit: int = 20
+    cut_from: int = 0  # the length of a `q` longer than MAX_QUERY_CHARS, which is cut (as every surface cuts it)
+
+    @property
+    def note(self) -> str | None:
+        return cut_note(self.cut_from)
 
     @classmethod
     def of(cls, params) -> "Query":
@@ -75,8 +80,10 @@ class Query:
         except ValueError:
             limit = 20
         mode = one("mode") if one("mode") in SEARCH_MODES else "hybrid"
+        q = params.get("q") or ""
         return cls(
-            q=params.get("q") or "",
+            q=q[:MAX_QUERY_CHARS],
+            cut_from=len(q) if len(q) > MAX_QUERY_CHARS else 0,
             mode=mode,
             repo=tuple(r for r in params.getlist("repo") if r),
             lang=tuple(x for x in params.getlist("lang") if x),
@@ -171,15 +178,16 @@ def _results(service, org: str, query: Query) -> dict:
     return {"kind": "hits", "groups": _grouped(hits), "count": len(hits)}
 
 
-def _pattern(query: Query) -> re.Pattern | None:
-    """Python's reading of a grep pattern, to mark what matched (RE2 decided which lines match)."""
+def _pattern(query: Query):
+    """The grep pattern as grep compiled it (RE2: a pattern from the URL must never cost more than linear time),
+    to mark what matched."""
     try:
-        return re.compile(re.escape(query.q) if query.literal else query.q, re.IGNORECASE if query.icase else 0)
-    except re.error:
+        return compile_pattern(query.q, query.literal, query.icase)
+    except GrepError:
         return None
 
 
-def grep_marked(text: str, pattern: re.Pattern | None) -> Markup:
+def grep_marked(text: str, pattern) -> Markup:
     if pattern is None:
         return escape(text)
     out, last = [], 0
@@ -226,10 +234,10 @@ async def search(request: Request) -> Response:
     partial_results = request.query_params.get("partial") == "results"
     context = {"query": query, "words": query_words(query.q)}
     if not partial_results:
-        context.update(await anyio.to_thread.run_sync(_choices, service, org))
+        context.update(await offload(_choices, service, org))
     if query.q.strip():
         try:
-            context["results"] = await anyio.to_thread.run_sync(_results, service, org, query)
+            context["results"] = await offload(_results, service, org, query)
         except BlobdexError as exc:
             return _failed(request, exc, "results.html" if partial_results else "search.html", **context)
     return page(request, "results.html" if partial_results else "search.html", **context)
@@ -248,16 +256,14 @@ async def file_view(request: Request) -> Response:
         start = ((marked_lines[0] - 1) // PAGE_LINES) * PAGE_LINES + 1 if marked_lines else 1
     context = {"repo": repo, "path": path, "ref": ref, "hl": marked_lines}
     try:
-        found = await anyio.to_thread.run_sync(
-            partial(service.get_file, org, repo, path, ref, start, start + PAGE_LINES - 1)
-        )
+        found = await offload(partial(service.get_file, org, repo, path, ref, start, start + PAGE_LINES - 1))
     except BlobdexError as exc:
         return _failed(request, exc, "file.html", **context)
     text = found.content.decode("utf-8", "replace")
     if text.endswith("\n"):
         text = text[:-1]
     rows = highlight.page(found.blob_id, path, found.line_start, text)
-    definitions = await anyio.to_thread.run_sync(_definitions, service, org, repo, path, found.blob_id)
+    definitions = await offload(_definitions, service, org, repo, path, found.blob_id)
     pages = {
         "prev": file_page(repo, path, ref, max(start - PAGE_LINES, 1)) if start > 1 else None,
         "next": file_page(repo, path, ref, found.line_end + 1) if found.line_end < found.total_lines else None,
@@ -302,7 +308,7 @@ def _definitions(service, org: str, repo: str, path: str, blob_id: str) -> dict[
 
 async def repos(request: Request) -> Response:
     service, org = request.app.state.service, current_org.get()
-    found = await anyio.to_thread.run_sync(service.status, org)
+    found = await offload(service.status, org)
     last = runs.last(service.cfg.data_dir)
     report = None
     if last is not None:
@@ -320,10 +326,11 @@ async def repos(request: Request) -> Response:
 async def route(request: Request) -> Response:
     service, org = request.app.state.service, current_org.get()
     task = request.query_params.get("task") or ""
-    context = {"task": task, "routes": None}
+    context = {"task": task[:MAX_QUERY_CHARS], "routes": None, "note": cut_note(len(task))}
+    task = context["task"]
     if task.strip():
         try:
-            _, context["routes"] = await anyio.to_thread.run_sync(service.route, org, task)
+            _, context["routes"] = await offload(service.route, org, task)
         except BlobdexError as exc:
             return _failed(request, exc, "route.html", **context)
     return page(request, "route.html", **context)
@@ -336,7 +343,7 @@ async def symbol(request: Request) -> Response:
     context = {"name": name, "repo": repo, "context": None}
     if name:
         try:
-            context["context"] = await anyio.to_thread.run_sync(service.context, org, name, repo)
+            context["context"] = await offload(service.context, org, name, repo)
         except BlobdexError as exc:
             return _failed(request, exc, "symbol.html", **context)
     return page(request, "symbol.html", **context)
@@ -350,7 +357,10 @@ async def signin(request: Request) -> Response:
     form = await request.form()
     token = str(form.get("token") or "").strip()
     target = _local(str(form.get("next") or target))
-    grant = tokens.verify(request.app.state.service.cfg.data_dir, token) if token else None
+    try:
+        grant = tokens.verify(request.app.state.service.cfg.data_dir, token) if token else None
+    except tokens.TokenStoreError as exc:
+        return page(request, "signin.html", status=503, next=target, error=str(exc))
     if grant is None:
         return page(
             request,

@@ -56,10 +56,10 @@ function markLines() {
     const m = /^#L(\d+)(?:-L?(\d+))?$/.exec(location.hash);
     if (!m) return;
     const a = Number(m[1]), b = Number(m[2] || m[1]);
-    for (const row of code.querySelectorAll("tr.hl")) row.classList.remove("hl");
-    for (let n = a; n <= b; n++) {
-      const row = document.getElementById("L" + n);
-      if (row) row.classList.add("hl");
+    // The rows on the page are walked, never the numbers between a and b: a shared link may say #L1-L300000000.
+    for (const row of code.querySelectorAll("tr[id^='L']")) {
+      const n = Number(row.id.slice(1));
+      row.classList.toggle("hl", n >= a && n <= b);
     }
     const first = document.getElementById("L" + a);
     if (first) first.scrollIntoView({ block: "center" });
