@@ -150,8 +150,8 @@ def repo_remove(ctx, name: str, org: str) -> None:
 @click.option(
     "--every",
     metavar="DURATION",
-    help="Keep running: index every repo every DURATION (90s, 5m, 1h; +-10% jitter) and queued pushes in "
-    "between, until SIGTERM or Ctrl-C (the run in progress finishes first).",
+    help="Keep running: index every repo every DURATION (90s, 5m, 1h: a unit, at least 30s; +-10% jitter) and "
+    "queued pushes in between, until SIGTERM or Ctrl-C (the run in progress finishes first).",
 )
 @click.option(
     "--dry-run",
@@ -287,6 +287,8 @@ def runs(ctx, limit: int, as_json: bool) -> None:
     for entry in found:
         s = history.summary(entry)
         what = s["outcome"] + (f" {s['snapshot_id']}" if s["outcome"] == "published" else "")
+        if s["repeats"] > 1:
+            what += f" ({s['repeats']} runs in a row since {s['first_started_at']})"
         failed = f", {s['repos_failed']} repo(s) failed" if s["repos_failed"] else ""
         embedded = f", {s['chunks_embedded']} chunks embedded" if s["chunks_embedded"] else ""
         click.echo(f"{s['started_at']}  {s['seconds']:>8.1f} s  {what}{failed}{embedded}")

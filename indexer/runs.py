@@ -2,8 +2,10 @@
 `blobdex runs`, `blobdex status` and the control API.
 
 A run that published, found nothing to do, or failed is recorded alike (a failed run with its one-sentence
-error); a run refused because another held the lock is not a run and is not recorded. Each record is written
-whole (temporary file, then rename): a reader never sees half of one.
+error); a run refused because another held the lock is not a run and is not recorded. Runs that found nothing to
+do one after another, with the same repos failing, are one record (`repeats`: how many, `first_started_at`): an
+`--every 5m` loop would otherwise push the last run that did something out of the history within a day. Each
+record is written whole (temporary file, then rename): a reader never sees half of one.
 """
 
 from __future__ import annotations
@@ -41,12 +43,28 @@ def record(data_dir: Path, started: datetime, report: dict, error: str | None = 
     }
     root = runs_dir(data_dir)
     root.mkdir(parents=True, exist_ok=True)
+    newest = last(data_dir)
+    repeated = newest is not None and _quiet(newest) and _quiet(entry) and _failing(newest) == _failing(entry)
+    if repeated:
+        entry["repeats"] = newest.get("repeats", 1) + 1
+        entry["first_started_at"] = newest.get("first_started_at", newest["started_at"])
     tmp = root / f".{rid}.tmp"
     tmp.write_text(json.dumps(entry, indent=1), encoding="utf-8")
     os.replace(tmp, root / f"{rid}.json")
+    if repeated and newest["run_id"] != rid:  # the streak's record is this one now
+        (root / f"{newest['run_id']}.json").unlink(missing_ok=True)
     for old in _ids(data_dir)[MAX_RUNS:]:
         (root / f"{old}.json").unlink(missing_ok=True)
     return rid
+
+
+def _quiet(entry: dict) -> bool:
+    """A run that changed nothing: it found the snapshot current and did not fail as a whole."""
+    return bool(entry.get("unchanged")) and not entry.get("error") and not entry.get("published")
+
+
+def _failing(entry: dict) -> set[tuple[str, str]]:
+    return {(r.get("org"), r.get("name")) for r in entry.get("repos", []) if r.get("status") != "ok"}
 
 
 def _ids(data_dir: Path) -> list[str]:
@@ -100,6 +118,8 @@ def summary(entry: dict, org: str | None = None) -> dict:
         "repos_failed": totals.get("repos_failed", 0),
         "chunks_embedded": totals.get("chunks_embedded", 0),
         "error": entry.get("error"),
+        "repeats": entry.get("repeats", 1),  # unchanged runs in a row, kept as this one record
+        "first_started_at": entry.get("first_started_at", entry["started_at"]),
     }
 
 

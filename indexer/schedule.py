@@ -22,16 +22,28 @@ log = logging.getLogger(__name__)
 
 QUEUE_POLL_SECONDS = 5.0  # how soon a queued push is indexed between scheduled runs
 JITTER = 0.1  # +- this share of the interval: many indexers started together do not fetch together
-DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)?$")
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The shortest --every: a run fetches every repo, and pushes reach the queue (drained every QUEUE_POLL_SECONDS)
+# sooner than any schedule would; a bare `5` meant five seconds, which nobody meant.
+MIN_EVERY_SECONDS = 30
 
 
 def seconds(text: str) -> float:
-    """A duration as `--every` takes it: 90, 90s, 5m, 1.5h, 1d."""
+    """A duration as `--every` takes it: 90s, 5m, 1.5h, 1d (a unit is required), at least MIN_EVERY_SECONDS."""
     found = DURATION_RE.match(text.strip())
     if not found or float(found.group(1)) <= 0:
-        raise ConfigError(f"{text!r} is not a duration: give a positive number with s, m, h or d, like 5m or 1h")
-    return float(found.group(1)) * UNITS[found.group(2)]
+        raise ConfigError(
+            f"{text!r} is not a duration: give a number with its unit, s, m, h or d, like 5m or 1h"
+            + (f" ({text.strip()}s or {text.strip()}m?)" if text.strip().isdigit() else "")
+        )
+    value = float(found.group(1)) * UNITS[found.group(2)]
+    if value < MIN_EVERY_SECONDS:
+        raise ConfigError(
+            f"--every {text.strip()} is too often: runs are at least {MIN_EVERY_SECONDS}s apart (pushes reach "
+            f"the queue at once; 'blobdex webhooks' receives them)"
+        )
+    return value
 
 
 def worker_id() -> str:

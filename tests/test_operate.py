@@ -9,6 +9,7 @@ import hmac
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from indexer import runs
 from indexer.build import run
 from indexer.config import RepoSpec, load
 from indexer.queue import Queue
-from indexer.schedule import drain, seconds
+from indexer.schedule import drain, every, seconds
 from indexer.snapshot import current_id, open_manifest, read_graph
 from indexer.surfaces.webhooks import app as webhooks_app
 from indexer.surfaces.webhooks import normalized
@@ -127,7 +128,8 @@ def test_a_signed_github_push_is_queued_a_forged_or_replayed_one_refused(forge):
         assert client.post("/hooks", content=body, headers=resent).status_code == 409
         later = json.dumps({**json.loads(body), "after": "b" * 40}).encode()  # the next push: its own body
         again = {**headers, "X-GitHub-Delivery": "d-4b", "X-Hub-Signature-256": signed(later)}
-        assert client.post("/hooks", content=later, headers=again).json() == {"queued": [], "coalesced": ["default/api"]}
+        coalesced = client.post("/hooks", content=later, headers=again).json()
+        assert coalesced == {"queued": [], "coalesced": ["default/api"]}
         deep = b"[" * 100_000 + b"]" * 100_000
         nested = {**headers, "X-GitHub-Delivery": "d-4c", "X-Hub-Signature-256": signed(deep)}
         assert client.post("/hooks", content=deep, headers=nested).status_code == 400
@@ -339,35 +341,51 @@ def _wait_ready(base: str, proc) -> None:
     raise AssertionError("the server never became ready")
 
 
-def test_the_every_loop_survives_a_failing_repo_and_stops_on_sigterm(two_repos, tmp_path):
+def test_the_every_loop_survives_a_failing_repo_and_keeps_one_record_per_quiet_streak(two_repos):
     cfg, _, _ = two_repos
     shutil.move(cfg.repos[1].url, cfg.repos[1].url + "-gone")  # every run fails this repo
+    reports, stop = [], threading.Event()
+
+    def seen(report):
+        reports.append(report)
+        if len(reports) >= 4:
+            stop.set()
+
+    loop = threading.Thread(target=every, args=(cfg, 0.2, stop, seen), kwargs={"show_progress": False})
+    loop.start()  # the interval is the function's: the command's --every has a floor (test below)
+    loop.join(120)
+    assert not loop.is_alive() and len(reports) >= 4
+    assert all(r.failed for r in reports)  # every run went on past the failure
+    assert reports[0].published and not any(r.published for r in reports[2:])
+    listed = runs.history(cfg.data_dir, 10)  # the quiet runs after the first failure are one record
+    assert len(listed) <= 3 and listed[0]["repeats"] >= 2 and listed[-1]["published"]
+    assert runs.summary(listed[0])["first_started_at"] <= listed[0]["started_at"]
+
+
+def test_index_every_reports_each_run_and_stops_on_sigterm(two_repos, tmp_path):
+    cfg, _, _ = two_repos
     env = {**os.environ, "BLOBDEX_CONFIG": str(cfg.path)}
     metrics = tmp_path / "index.prom"
     proc = subprocess.Popen(
-        [BLOBDEX, "index", "--every", "1s", "--json", "--metrics-file", str(metrics)],
+        [BLOBDEX, "index", "--every", "30s", "--json", "--metrics-file", str(metrics)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while len(runs.history(cfg.data_dir, 10)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    first = json.loads(proc.stdout.readline())  # the first run starts at once
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and err.strip().endswith("stopped")
-    reports = [json.loads(line) for line in out.splitlines()]
-    assert len(reports) >= 3 and all(not r["ok"] for r in reports)  # every run went on past the failure
-    assert reports[0]["published"] and reports[-1]["repos"][0]["status"] == "ok"
+    assert proc.returncode == 0 and err.strip().endswith("stopped") and first["published"] and first["ok"]
     figures = {s.name: s.value for f in text_string_to_metric_families(metrics.read_text()) for s in f.samples}
-    assert figures["blobdex_index_last_run_ok"] == 0 and figures["blobdex_index_repos_failed"] == 1
+    assert figures["blobdex_index_last_run_ok"] == 1 and figures["blobdex_index_repos_failed"] == 0
 
 
-def test_durations_for_every():
-    assert [seconds(x) for x in ("90", "90s", "5m", "1.5h", "1d")] == [90, 90, 300, 5400, 86400]
-    with pytest.raises(Exception, match="is not a duration"):
-        seconds("soon")
+def test_durations_for_every_need_a_unit_and_are_at_least_30_seconds():
+    assert [seconds(x) for x in ("90s", "5m", "1.5h", "1d")] == [90, 300, 5400, 86400]
+    for bad, phrase in (("soon", "is not a duration"), ("5", "(5s or 5m?)"), ("10s", "too often")):
+        with pytest.raises(Exception, match=re.escape(phrase)):
+            seconds(bad)
 
 
 def test_a_dry_run_says_what_a_run_would_do_and_writes_nothing(two_repos, blobdex):
