@@ -67,14 +67,21 @@ def repo() -> None:
     is_flag=True,
     help="Do not contact the source to check that it is a reachable git repo with these refs (offline setup).",
 )
+@click.option("--replace", is_flag=True, help="Replace the repo of this name (its URL, refs and credential).")
 @click.pass_context
-def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
-    """Add (or replace) a repo: https, ssh, file:// URLs or local paths."""
+def repo_add(ctx, name, url, refs, org, credential, username, no_check, replace) -> None:
+    """Add a repo: https, ssh, file:// URLs or local paths (--replace to change one that exists)."""
     from indexer.mirror import redact
 
     cfg = cli_config(ctx)
     configmod.check_name("repo", name)
     configmod.check_name("org", org)
+    before = cfg.repo(name, org)
+    if before is not None and not replace:
+        raise ConfigError(
+            f"org {org!r} has a repo {name!r} already ({redact(before.url)}); pass --replace to replace it, or "
+            f"pick another name"
+        )
     if credential and not credentials.is_reference(credential):
         raise ConfigError(
             "the --credential value is not a reference (it is not shown, in case it is the secret "
@@ -85,8 +92,9 @@ def repo_add(ctx, name, url, refs, org, credential, username, no_check) -> None:
     spec = sources.checked(spec, check=not no_check, skip=skip, data_dir=cfg.data_dir)
     configmod.save(configmod.with_repo(cfg, spec))
     click.echo(
-        f"added repo {org}/{name} -> {redact(url)}"
+        f"{'replaced' if before else 'added'} repo {org}/{name} -> {redact(url)}"
         + (f" refs {', '.join(spec.refs)}" if spec.refs else " (default branch)")
+        + (f" (was {redact(before.url)} refs {', '.join(before.refs) or 'default branch'})" if before else "")
     )
 
 

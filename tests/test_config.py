@@ -63,7 +63,10 @@ def source(tmp_path) -> Path:
         ('cluster = "http://head:8265"\n', ["`cluster` is 'http://head:8265'", '"ray://HOST:PORT"']),
         ("cluster_workers = -1\n", ["`cluster_workers` is -1", "0 (every CPU) or more"]),
         ('store = "bucket"\n', ["`store` is 'bucket'", "s3://BUCKET/PREFIX"]),
-        (f'store = "s3://AKIA:{SECRET}@bucket/p"\n', ["`store` has an '@'", "carries credentials or a signature (not shown)"]),
+        (
+            f'store = "s3://AKIA:{SECRET}@bucket/p"\n',
+            ["`store` has an '@'", "carries credentials or a signature (not shown)"],
+        ),
     ],
 )
 def test_config_mistakes_are_one_sentence_naming_the_key_and_the_fix(tmp_path, blobdex, body, fragments):
@@ -128,8 +131,16 @@ def test_repo_add_and_remove_keep_the_rest_of_the_file_byte_for_byte(tmp_path, b
     assert path.read_text() == KEPT + added
     assert blobdex("--config", path, "repo", "remove", "extra").code == 0
     assert path.read_text() == KEPT
-    # Replacing a repo edits its table where it stands: the comments around it stay.
-    assert blobdex("--config", path, "repo", "add", "api", source, "--ref", "dev").code == 0
+    # A name that exists is refused without --replace; replacing edits its table where it stands (comments stay).
+    refused = blobdex("--config", path, "repo", "add", "api", source, "--ref", "dev")
+    assert refused.code == 2 and "has a repo 'api' already (/src/api); pass --replace" in refused.err
+    assert path.read_text() == KEPT
+    replaced = blobdex("--config", path, "repo", "add", "api", source, "--ref", "dev", "--replace")
+    assert (
+        replaced.code == 0
+        and "replaced repo default/api" in replaced.out
+        and "(was /src/api refs main)" in replaced.out
+    )
     assert path.read_text() == KEPT.replace('url = "/src/api"\nrefs = ["main"]', f'url = "{source}"\nrefs = ["dev"]')
     assert blobdex("--config", path, "repo", "remove", "api").code == 0
     assert path.read_text() == KEPT[: KEPT.index("[[repo]]")]  # the comment above the table stays

@@ -204,8 +204,8 @@ def test_huge_integers_and_too_many_ids_are_400_not_500(url, path):
     "tool, args, phrase",
     [
         ("get_chunk", {"ids": [10**40]}, "ids[0]"),
-        ("find_references", {"repo": "api", "path": "src/billing/renew.py", "line": 10**30}, "line must be between"),
-        ("get_file", {"repo": "api", "path": "src/billing/renew.py", "start_line": 10**20}, "start_line must be"),
+        ("find_references", {"repo": "api", "path": "src/billing/renew.py", "line": 10**30}, "line should be less than or equal to"),
+        ("get_file", {"repo": "api", "path": "src/billing/renew.py", "start_line": 10**20}, "start_line should be less than or equal"),
     ],
 )
 def test_huge_integers_are_one_sentence_for_the_model(service, tool, args, phrase):

@@ -73,7 +73,7 @@ def argument_error(tool: str, exc: ValidationError, schema: dict) -> str:
     prop = schema.get("properties", {}).get(loc[0], {})
     limits = [prop, *prop.get("anyOf", [])]
     low = next((x["minimum"] for x in limits if "minimum" in x), None)
-    high = next((x["maximum"] for x in limits if "maximum" in x), None)
+    high = next((x["maximum"] for x in limits if "maximum" in x and x["maximum"] < MAX_INT), None)  # MAX_INT: no range
     if e["type"] == "missing":
         what = f"{tool} needs the argument {name}"
     elif e["type"] in BOUNDS and low is not None and high is not None and len(loc) == 1:
