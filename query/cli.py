@@ -114,7 +114,7 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
         return
     snapshot_id, hits = service.search(req)
     if as_json:
-        found = [h.to_dict() for _, h in hits]
+        found = [{"id": c, **h.to_dict()} for c, h in hits]
         click.echo(json.dumps({"snapshot_id": snapshot_id, "query": req.query, "hits": found, **notes}, indent=2))
         return
     _echo(render.hits_text([h for _, h in hits], _bold))
@@ -141,6 +141,32 @@ def _bold(text: str) -> str:
 def _echo(lines: list[str]) -> None:
     if lines:
         click.echo("\n".join(lines))
+
+
+@cli.command("chunk")
+@click.argument("ids", nargs=-1, required=True, type=click.IntRange(-(2**53), 2**53))
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help='Print {"chunks": [...], "errors": [...]} as JSON.')
+@click.pass_context
+def chunk_cmd(ctx, ids, org, as_json) -> None:
+    """Print whole chunks by the ids 'search --json' gives (as /v1/chunks and MCP get_chunk read them)."""
+    service, found, errors = _service(ctx), [], []
+    for clip in ids:
+        try:
+            found.append(service.get_chunk(org, clip))
+        except BlobdexError as exc:
+            errors.append({"id": clip, "message": str(exc)})
+    if as_json:
+        click.echo(json.dumps({"chunks": [c.to_dict() for c in found], "errors": errors}, indent=2))
+    else:
+        for c in found:
+            h = c.hit
+            click.echo(_bold(f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}") + f" @ {h.ref} ({h.commit_id[:12]})")
+            click.echo(c.text)
+        for e in errors:
+            click.echo(f"blobdex: error: {e['message']}", err=True)
+    if errors:
+        sys.exit(EXIT_BAD_INPUT)
 
 
 @cli.command("get-file")

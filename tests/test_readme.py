@@ -135,6 +135,18 @@ def test_failed_repo_gives_exit_code_1_and_previous_content_keeps_serving(workdi
         (root / "remote" / "tools-gone.git").rename(root / "remote" / "tools.git")
 
 
+def test_a_cli_hit_id_reads_the_whole_chunk_back(workdir, in_workdir):
+    hit = json.loads(in_workdir("search", "drain_queue", "--json", "--repo", "tools").out)["hits"][0]
+    read = in_workdir("chunk", str(hit["id"]), "--json")
+    (chunk,) = json.loads(read.out)["chunks"]
+    assert (
+        read.code == 0 and chunk["id"] == hit["id"] and (chunk["path"], chunk["symbol"]) == (hit["path"], "drain_queue")
+    )
+    assert "fn drain_queue" in chunk["text"] and "drain_queue" in in_workdir("chunk", str(hit["id"])).out
+    missing = in_workdir("chunk", "999999")
+    assert missing.code == 2 and "no chunk with id 999999" in missing.err
+
+
 def test_readme_mcp_config_starts_a_working_stdio_server(workdir):
     import asyncio
 
