@@ -290,8 +290,15 @@ def secrets(ctx, org, repo, as_json) -> None:
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV with a header.")
+@click.option(
+    "--max-width",
+    default=60,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Cut table cells at this many characters, marked with …; 0: never cut (--json and --csv never cut).",
+)
 @click.pass_context
-def sql(ctx, query, as_json, as_csv) -> None:
+def sql(ctx, query, as_json, as_csv, max_width) -> None:
     """Run read-only SQL (DuckDB) over the live snapshot's tables: files, symbols, imports, calls,
     routes, env_keys, tasks, url_literals, edges, and chunks (text, no vectors)."""
     _, columns, rows = _service(ctx).sql(query)
@@ -304,11 +311,17 @@ def sql(ctx, query, as_json, as_csv) -> None:
         writer.writerow(columns)
         writer.writerows(rows)
     else:
-        click.echo(_table(columns, rows))
+        click.echo(_table(columns, rows, max_width))
+
+
+def _cell(value, max_width: int) -> str:
+    """A value as one table cell: on one line, cut at `max_width` characters with … saying so (0: whole)."""
+    text = "" if value is None else str(value).replace("\n", " ")
+    return text if not max_width or len(text) <= max_width else text[: max_width - 1] + "…"
 
 
 def _table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
-    cells = [[("" if v is None else str(v)).replace("\n", " ")[:max_width] for v in row] for row in rows]
+    cells = [[_cell(v, max_width) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
     def line(values: list[str]) -> str:

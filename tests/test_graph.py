@@ -378,6 +378,9 @@ def test_sql_and_context_commands(services, blobdex):
     assert out.code == 0 and json.loads(out.out) == [{"name": "showCart"}]
     csv = blobdex(*where, "sql", "SELECT kind, key FROM edges WHERE kind = 'task'", "--csv")
     assert csv.code == 0 and csv.out.splitlines() == ["kind,key", "task,orders.send_receipt"]
+    long = "SELECT repeat('x', 70) AS v"
+    assert blobdex(*where, "sql", long).out.splitlines()[2] == "x" * 59 + "…"  # a cut cell says so
+    assert blobdex(*where, "sql", long, "--max-width", "0").out.splitlines()[2] == "x" * 70
     bad = blobdex(*where, "sql", "DROP TABLE edges; SELEC")
     assert bad.code == 2 and bad.err.startswith("blobdex: error: query failed:")
     ctx = blobdex(*where, "context", "lookup").out
