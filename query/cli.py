@@ -516,7 +516,7 @@ def token_mint(ctx, name, org, as_jwt, user, ttl, admin, every_org) -> None:
         if not user:
             raise click.UsageError("--jwt needs --user NAME")
         if not settings.secret:
-            raise click.ClickException("no JWT secret: set BLOBDEX_JWT_SECRET or jwt_secret in blobdex.toml")
+            raise BlobdexError('no JWT secret: export BLOBDEX_JWT_SECRET, or set jwt_secret = "env:NAME" in the config')
         click.echo(mint_jwt(settings.secret, user, ttl))
         return
     if not name:
@@ -547,7 +547,7 @@ def token_revoke(ctx, token_id) -> None:
     from indexer.tokens import revoke
 
     if not revoke(cli_config(ctx).data_dir, token_id):
-        raise click.ClickException(f"no token with id {token_id!r}; see 'blobdex token list'")
+        raise BlobdexError(f"no token with id {token_id!r}; 'blobdex token list' shows the ids")
     click.echo(f"revoked {token_id}")
 
 

@@ -27,6 +27,13 @@ def test_a_token_id_is_random_and_no_part_of_the_token(tmp_path):
     assert stat.S_IMODE((tmp_path / TOKENS_FILE).stat().st_mode) == 0o600  # replaced whole, still owner-only
 
 
+def test_revoking_an_unknown_id_is_one_sentence_and_exit_2(two_repos, blobdex):
+    cfg, _, _ = two_repos
+    said = blobdex("--config", cfg.path, "token", "revoke", "nope")
+    assert said.code == 2
+    assert said.err == "blobdex: error: no token with id 'nope'; 'blobdex token list' shows the ids\n"
+
+
 def test_a_damaged_token_store_is_one_sentence_at_start_and_a_503_while_serving(two_repos, blobdex):
     cfg, _, _ = two_repos
     run(cfg, show_progress=False)
