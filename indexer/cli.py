@@ -12,6 +12,7 @@ import click
 from indexer import config as configmod
 from indexer import credentials, sources
 from indexer.config import ConfigError, RepoSpec
+from indexer.observe import say
 
 
 def cli_config(ctx: click.Context, must_exist: bool = False) -> configmod.Config:
@@ -202,7 +203,7 @@ def index(ctx, full, as_json, quiet, fast_first, backfill_seconds, wait, pending
         report = drain(cfg, full=full, show_progress=not quiet, wait=wait)
         if report is None:
             if not quiet:
-                click.echo("nothing queued", err=True)
+                say("nothing queued")
             return
     else:
         report = run(cfg, full=full, show_progress=not quiet, wait=wait)
@@ -246,7 +247,7 @@ def _index_every(ctx, cfg, every: str, out: Output, load_config, wait) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    click.echo(f"indexing every {every} (and queued pushes in between); stop with SIGTERM", err=True)
+    say(f"indexing every {every} (and queued pushes in between); stop with SIGTERM")
     out.lines = True
     loop(
         cfg,
@@ -257,7 +258,7 @@ def _index_every(ctx, cfg, every: str, out: Output, load_config, wait) -> None:
         show_progress=False,
         wait=wait,
     )
-    click.echo("stopped", err=True)
+    say("stopped")
 
 
 @click.command()
@@ -336,7 +337,7 @@ def webhooks(ctx, host: str, port: int, control: bool) -> None:
     sock = bind(host, port)
     serving_logs()
     routes = "/hooks" + (" and the control API at /admin/v1" if control else "")
-    click.echo(f"receiving webhooks on http://{host}:{port}{routes}", err=True)
+    say(f"receiving webhooks on http://{host}:{port}{routes}")
     asgi = app(ctx.obj["config"], ctx.obj["data_dir"], control)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
 

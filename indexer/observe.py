@@ -43,9 +43,29 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
+_format = {"now": "text"}  # the process's --log-format, for say()
+
+
+def say(line: str, level: str = "info", message: str | None = None) -> None:
+    """A line for the person running a command (a banner, an error, a note), on stderr: `line` as written, or under
+    `--log-format json` a JSON record of `message` (else `line`) like every log line, so a collector that parses each
+    line alone never meets plain text."""
+    if _format["now"] == "json":
+        record = logging.LogRecord("blobdex", getattr(logging, level.upper()), "", 0, message or line, None, None)
+        line = JsonFormatter().format(record)
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def log_format() -> str:
+    """The process's --log-format: "text" or "json"."""
+    return _format["now"]
+
+
 def setup_logging(fmt: str = "text", verbose: bool = False) -> None:
     """Logs to stderr (stdout carries data: a report, JSON, MCP), as `blobdex: LEVEL: message` or JSON lines;
     blobdex's own details at debug with `verbose`, the libraries' never."""
+    _format["now"] = fmt
     root = logging.getLogger()
     ours = [h for h in root.handlers if getattr(h, "blobdex", False)]
     if ours or not root.handlers:  # a handler someone else installed (a test's capture) is left alone

@@ -1,9 +1,12 @@
-"""Progress for long stages: a redrawn line on a terminal, plain periodic lines in CI logs (stderr)."""
+"""Progress for long stages: a redrawn line on a terminal, plain periodic lines in CI logs (stderr), JSON records
+under --log-format json."""
 
 from __future__ import annotations
 
 import sys
 import time
+
+from indexer.observe import log_format, say
 
 PLAIN_EVERY_SECONDS = 15.0  # CI logs: one line per stage this often, plus start and end
 
@@ -13,12 +16,15 @@ class Progress:
         self.label, self.total, self.done = label, total, 0
         self.stream = stream or sys.stderr
         self.enabled = enabled and total > 0
-        self.tty = self.enabled and self.stream.isatty()
+        self.json = log_format() == "json" and self.stream is sys.stderr
+        self.tty = self.enabled and self.stream.isatty() and not self.json
         self.started = self.last = time.monotonic()
         if self.enabled and not self.tty:
             self._line(f"{label}: {total} to do")
 
     def _line(self, text: str) -> None:
+        if self.json:
+            return say(text)
         self.stream.write(text + "\n")
         self.stream.flush()
 
@@ -51,8 +57,11 @@ class Progress:
         else:
             self.done = self.total
             text = f"{self.label}: {self.total} done in {elapsed:.1f}s"
-        self.stream.write(("\r\033[K" + text + "\n") if self.tty else text + "\n")
-        self.stream.flush()
+        if self.tty:
+            self.stream.write("\r\033[K" + text + "\n")
+            self.stream.flush()
+        else:
+            self._line(text)
 
     def __enter__(self) -> "Progress":
         return self

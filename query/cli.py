@@ -14,7 +14,7 @@ from indexer.cli import COMMANDS, cli_config
 from indexer.config import DEFAULT_ORG
 from indexer.errors import BlobdexError
 from indexer.listen import bind
-from indexer.observe import LOG_FORMATS, serving_logs, setup_logging
+from indexer.observe import LOG_FORMATS, log_format, say, serving_logs, setup_logging
 from query.eval.cli import eval_group, tune_cmd
 
 # Exit codes: 0 ok; 1 a repo failed or the disk is full (the run's own report says which);
@@ -123,7 +123,7 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
 def _notes(note: str | None, as_json: bool) -> dict:
     """What an answer did not read in full: a `notes` list for --json, else one line on stderr."""
     if note and not as_json:
-        click.echo(f"blobdex: note: {note}", err=True)
+        say(f"blobdex: note: {note}", "warning", note)
     return {"notes": [note]} if note else {}
 
 
@@ -164,7 +164,7 @@ def chunk_cmd(ctx, ids, org, as_json) -> None:
             click.echo(_bold(f"{h.repo}:{h.path}:{h.line_start}-{h.line_end}") + f" @ {h.ref} ({h.commit_id[:12]})")
             click.echo(c.text)
         for e in errors:
-            click.echo(f"blobdex: error: {e['message']}", err=True)
+            say(f"blobdex: error: {e['message']}", "error", e["message"])
     if errors:
         sys.exit(EXIT_BAD_INPUT)
 
@@ -432,12 +432,9 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     service = Service(cfg)
     service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):
-        click.echo(
-            f"blobdex: warning: binding {host} without --require-token: anyone who can reach it can read "
-            f"every indexed repo",
-            err=True,
-        )
-    click.echo(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)", err=True)
+        warning = f"binding {host} without --require-token: anyone who can reach it can read every indexed repo"
+        say(f"blobdex: warning: {warning}", "warning", warning)
+    say(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)")
     asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos, cip_settings)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
 
@@ -561,21 +558,24 @@ def main() -> None:
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        say("aborted", "warning")
         code = 130
     except click.ClickException as exc:
-        exc.show()
+        if log_format() == "json":
+            say("", "error", exc.format_message())
+        else:
+            exc.show()
         code = exc.exit_code
     except BlobdexError as exc:
-        click.echo(f"blobdex: error: {exc}", err=True)
+        say(f"blobdex: error: {exc}", "error", str(exc))
         code = getattr(exc, "exit_code", EXIT_BAD_INPUT)  # LockBusy: 75, DiskFull: 1
     except Exception as exc:  # a bug: one sentence and its own exit code, the traceback only when asked for
         if logging.getLogger("query").isEnabledFor(logging.DEBUG):
             click.echo(traceback.format_exc(), err=True, nl=False)
-        click.echo(
-            f"blobdex: internal error: {type(exc).__name__}: {exc}; this is a bug in blobdex: run the "
-            f"command again with -v to see the traceback, and report it",
-            err=True,
+        bug = (
+            f"internal error: {type(exc).__name__}: {exc}; this is a bug in blobdex: run the command again with -v "
+            f"to see the traceback, and report it"
         )
+        say(f"blobdex: {bug}", "error", bug)
         code = EXIT_INTERNAL
     sys.exit(code or 0)

@@ -323,10 +323,24 @@ def test_json_logs_and_a_line_when_the_served_snapshot_changes(two_repos, tmp_pa
         finally:
             proc.terminate()
             proc.wait(10)
-    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in log_path.read_text().splitlines()]  # every line, the banner too
     access = [x for x in lines if x.get("path") == "/v1/search"]
     assert access and access[0]["status"] == 200 and access[0]["request_id"] and access[0]["level"] == "info"
     assert any(x["message"].startswith("swapped snapshot") for x in lines)
+    assert lines[0]["message"].startswith("serving snapshot ")
+
+
+def test_under_json_logs_an_error_and_a_runs_progress_are_json_lines(two_repos, blobdex):
+    cfg, _, _ = two_repos
+    indexed = blobdex("--log-format", "json", "--config", cfg.path, "index")
+    said = [json.loads(line) for line in indexed.err.splitlines()]
+    assert indexed.code == 0 and any(x["message"].startswith("embed: ") for x in said)
+    failed = blobdex("--log-format", "json", "--config", cfg.path, "search", "renew", "--org", "nope")
+    (line,) = [json.loads(x) for x in failed.err.splitlines()]
+    assert failed.code == 2 and line["level"] == "error" and "org 'nope'" in line["message"]
+    bad = blobdex("--log-format", "json", "--config", cfg.path, "search")  # click's own usage error
+    assert bad.code == 2 and json.loads(bad.err.splitlines()[-1])["message"].startswith("Missing argument")
+    blobdex("--config", cfg.path, "status")  # the log format is the process's: back to text for the next test
 
 
 def _wait_ready(base: str, proc) -> None:
