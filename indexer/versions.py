@@ -34,7 +34,9 @@ TOKENIZER_VERSION = 2
 # 3: Python parameters, loop variables and values of no stated type shadow a type bound further out (a bare
 #    call of one has receiver_type `(local)`); a Go method of a generic type belongs to the type
 #    (`Stack.Push`, not `T.Push`); a JS object literal's methods are named under it (`api.fetch`).
-EXTRACTOR_VERSION = 3
+# 4: a signature ends at the last token before the body (`def f(x) -> int:`): a comment after the colon or
+#    the brace belongs to the body.
+EXTRACTOR_VERSION = 4
 
 # indexer/resolve.py: which definition each call row resolves to. Not part of a cached blob's key: resolution
 # reads the whole repo, so a change reruns it over cached facts.

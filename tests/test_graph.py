@@ -452,6 +452,23 @@ def test_facts_per_language(lang, source, symbols, imports, calls):
     assert {tuple(c[:5]) for c in facts.calls} >= calls
 
 
+@pytest.mark.parametrize(
+    "lang, source, signatures",
+    [
+        (
+            "python",
+            "def renew(sub, days=30) -> int:  # grace period\n    # why\n    return days\n\nclass A(B):  # base\n    x = 1\n",
+            ["def renew(sub, days=30) -> int", "class A(B)"],
+        ),
+        ("javascript", "function f(a, b) { // note\n  return a\n}\n", ["function f(a, b)"]),
+        ("go", "package p\n\nfunc F(a int) int { // note\n\treturn a\n}\n", ["func F(a int) int"]),
+    ],
+)
+def test_a_signature_ends_before_the_body_and_its_comments(lang, source, signatures):
+    _, _, parsed = chunk_and_parse(source, lang)
+    assert [s[4] for s in extract(parsed, lang).symbols] == signatures
+
+
 def test_syntax_errors_keep_what_can_be_recovered():
     _, _, parsed = chunk_and_parse("def ok():\n    os.getenv('KEY_A')\n\ndef broken(:\n    pass\n", "python")
     facts = extract(parsed, "python")

@@ -128,7 +128,10 @@ class Extraction:
     def symbol(self, node: Node, name: str, kind: str, scope: str, body: Node | None, doc: str = "") -> str:
         scope = named(scope)  # a definition inside an arrow function passed along is named as if it were not
         qualified = f"{scope}.{name}" if scope else name
-        end = body.start_byte if body is not None else node.end_byte
+        end = node.end_byte
+        if body is not None:  # up to the last token before the body: a comment after `:` or `{` is the body's
+            head = [c.end_byte for c in node.children if c.end_byte <= body.start_byte and c.type != "comment"]
+            end = max(head, default=body.start_byte)
         signature = " ".join(self.src[node.start_byte : end].decode("utf-8", "replace").split())
         self.facts.symbols.append(
             [name, qualified, kind, scope, signature.rstrip(":{ ")[:300], doc, line(node), node.end_point[0] + 1]
