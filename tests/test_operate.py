@@ -328,6 +328,9 @@ def test_json_logs_and_a_line_when_the_served_snapshot_changes(two_repos, tmp_pa
     assert access and access[0]["status"] == 200 and access[0]["request_id"] and access[0]["level"] == "info"
     assert any(x["message"].startswith("swapped snapshot") for x in lines)
     assert lines[0]["message"].startswith("serving snapshot ")
+    said = "\n".join(x["message"] for x in lines[:5])  # once, for whoever started it
+    assert f"claude mcp add --transport http blobdex {base}/mcp" in said and f"{base}/ (search" in said
+    assert str(cfg.data_dir) in said
 
 
 def test_under_json_logs_an_error_and_a_runs_progress_are_json_lines(two_repos, blobdex):
