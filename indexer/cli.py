@@ -15,7 +15,12 @@ from indexer.config import ConfigError, RepoSpec
 from indexer.observe import say
 
 
-def cli_config(ctx: click.Context, must_exist: bool = False) -> configmod.Config:
+def cli_config(ctx: click.Context, must_exist: bool | None = None) -> configmod.Config:
+    """The command's config. A command needs one (found as git finds a repository: configmod.resolve_config_path)
+    unless it names its data dir (--data-dir, BLOBDEX_DATA_DIR: a replica or a copy serves without one);
+    `must_exist` says otherwise (init and repo add write the file)."""
+    if must_exist is None:
+        must_exist = ctx.obj["data_dir"] is None
     return configmod.load(ctx.obj["config"], ctx.obj["data_dir"], must_exist=must_exist)
 
 
@@ -32,7 +37,7 @@ def _toplevel(start: Path) -> Path | None:
 @click.pass_context
 def init(ctx: click.Context, force: bool, no_repo: bool) -> None:
     """Write blobdex.toml; inside a git checkout, the checkout becomes the first repo."""
-    path = configmod.resolve_config_path(ctx.obj["config"])
+    path = configmod.resolve_config_path(ctx.obj["config"], discover=False)  # here, not a folder above
     if path.exists() and not force:
         raise ConfigError(f"{str(path)!r} exists already; edit it, use 'blobdex repo add', or pass --force")
     cfg = configmod.Config(path=path, data_dir=Path(configmod.DEFAULT_DATA_DIR))
@@ -74,7 +79,7 @@ def repo_add(ctx, name, url, refs, org, credential, username, no_check, replace)
     """Add a repo: https, ssh, file:// URLs or local paths (--replace to change one that exists)."""
     from indexer.mirror import redact
 
-    cfg = cli_config(ctx)
+    cfg = cli_config(ctx, must_exist=False)  # the first repo added writes the file
     configmod.check_name("repo", name)
     configmod.check_name("org", org)
     before = cfg.repo(name, org)

@@ -182,12 +182,29 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
-def resolve_config_path(config: str | os.PathLike | None) -> Path:
+def resolve_config_path(config: str | os.PathLike | None, discover: bool = True) -> Path:
+    """The config file: `config` (--config), else BLOBDEX_CONFIG, else the first blobdex.toml in the working
+    folder or a folder above it, as git finds its repository (`discover`); without one, ./blobdex.toml."""
     if config:
         return Path(config)
     if os.environ.get("BLOBDEX_CONFIG"):
         return Path(os.environ["BLOBDEX_CONFIG"])
-    return Path.cwd() / CONFIG_NAME
+    here = Path.cwd()
+    if discover:
+        for folder in (here, *here.parents):
+            if (folder / CONFIG_NAME).is_file():
+                return folder / CONFIG_NAME
+    return here / CONFIG_NAME
+
+
+def missing_config(path: Path, named: bool) -> ConfigError:
+    """The one sentence every command says when it finds no config (`named`: --config or BLOBDEX_CONFIG named it)."""
+    if named:
+        return ConfigError(f"no config at {str(path)!r}: run 'blobdex init' there first, or pass --config FILE")
+    return ConfigError(
+        f"no {CONFIG_NAME} in {str(path.parent)!r} or any folder above it: run 'blobdex init' in your project's "
+        f"folder, or pass --config FILE (or set BLOBDEX_CONFIG)"
+    )
 
 
 def load(
@@ -204,7 +221,7 @@ def load(
     if path.exists():
         raw = _read(path)[1]
     elif must_exist:
-        raise ConfigError(f"no config at {str(path)!r}: run 'blobdex init' first, or pass --config FILE")
+        raise missing_config(path, named=bool(config or os.environ.get("BLOBDEX_CONFIG")))
     where = f"config {str(path)!r}"
     _check_keys(where, raw, KNOWN_KEYS)
     _check_types(where, raw, KNOWN_KEYS)

@@ -28,7 +28,7 @@ EXIT_INTERNAL = 70
     "--config",
     envvar="BLOBDEX_CONFIG",
     type=click.Path(dir_okay=False),
-    help="Config file (default ./blobdex.toml; env BLOBDEX_CONFIG).",
+    help="Config file (default: blobdex.toml in this folder or the nearest folder above; env BLOBDEX_CONFIG).",
 )
 @click.option(
     "--data-dir",
@@ -50,11 +50,9 @@ EXIT_INTERNAL = 70
 def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool, log_format: str) -> None:
     """blobdex: one code index over many git repositories, keyed by git blob id."""
     setup_logging(log_format, verbose)  # our own details only under -v; the libraries' debug output is noise
+    # Each command reads the config itself (cli_config), so `--help` works whatever state the config is in, and
+    # a command that finds none says so first.
     ctx.obj = {"config": config, "data_dir": data_dir}
-    # A config named explicitly (--config, BLOBDEX_CONFIG) that does not exist is a mistake, not an empty
-    # config: reading on would only fail later, about a data dir beside it. Only init and repo write one.
-    if config and ctx.invoked_subcommand not in ("init", "repo"):
-        cli_config(ctx, must_exist=True)
 
 
 for command in COMMANDS:

@@ -307,3 +307,63 @@ def test_a_local_model_directory_is_relative_to_the_file_and_has_one_id(tmp_path
     monkeypatch.chdir(tmp_path)
     assert model_id_for("models/tuned") == model_id_for("./models/tuned/") == str(tmp_path / "models" / "tuned")
     assert model_id_for("models/tuned+int8") == str(tmp_path / "models" / "tuned") + "+int8@1"
+
+
+# Every command that reads the config, with arguments enough to reach that point.
+NEEDS_CONFIG = [
+    ("search", "x"),
+    ("status",),
+    ("repo", "list"),
+    ("index",),
+    ("verify",),
+    ("runs",),
+    ("secrets",),
+    ("get-file", "a", "b"),
+    ("files", "a"),
+    ("outline", "a", "b"),
+    ("route", "x"),
+    ("context", "x"),
+    ("chunk", "1"),
+    ("sql", "select 1"),
+    ("token", "list"),
+    ("serve", "--port", "1"),
+    ("webhooks", "--port", "1"),
+    ("mcp",),
+]
+
+
+def test_the_config_is_found_in_a_folder_above_as_git_finds_its_repository(tmp_path, blobdex, monkeypatch, source):
+    monkeypatch.delenv("BLOBDEX_CONFIG", raising=False)
+    monkeypatch.delenv("BLOBDEX_DATA_DIR", raising=False)
+    (tmp_path / "project" / "deep" / "er").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "project")
+    assert blobdex("init", "--no-repo").code == 0
+    assert blobdex("repo", "add", "src", source).code == 0
+    monkeypatch.chdir(tmp_path / "project" / "deep" / "er")
+    listed = blobdex("repo", "list", "--json")
+    assert listed.code == 0 and [r["name"] for r in json.loads(listed.out)["repos"]] == ["src"]
+    indexed = blobdex("index", "--quiet")
+    assert indexed.code == 0 and (tmp_path / "project" / ".blobdex" / "CURRENT").exists()  # beside the file
+
+
+@pytest.mark.parametrize("args", NEEDS_CONFIG, ids=lambda a: " ".join(a))
+def test_without_a_config_every_command_says_so_first_in_one_sentence(tmp_path, blobdex, monkeypatch, args):
+    monkeypatch.delenv("BLOBDEX_CONFIG", raising=False)
+    monkeypatch.delenv("BLOBDEX_DATA_DIR", raising=False)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    said = blobdex(*args)
+    expected = f"no blobdex.toml in '{tmp_path / 'elsewhere'}' or any folder above it: run 'blobdex init'"
+    assert said.code == 2 and said.err.startswith(f"blobdex: error: {expected}") and said.err.count("\n") == 1
+
+
+def test_help_works_whatever_state_the_config_is_in(tmp_path, blobdex, monkeypatch):
+    from query.cli import cli
+
+    monkeypatch.setenv("BLOBDEX_CONFIG", str(tmp_path / "missing.toml"))
+    names = [[]] + [[name] for name in cli.commands] + [["eval", n] for n in cli.commands["eval"].commands]
+    for name in names:
+        shown = blobdex(*name, "--help")
+        assert shown.code == 0 and shown.out.startswith("Usage: "), (name, shown)
+    (tmp_path / "missing.toml").write_text("modle = 1\n")  # a broken one: help still works
+    assert blobdex("index", "--help").code == 0
