@@ -9,6 +9,7 @@ KERNEL = frozenset(
     {
         "errors",  # the error base class every surface turns into one sentence
         "config",  # blobdex.toml
+        "credentials",  # every secret setting (the CIP key, webhook and store keys, git credentials) resolved one way
         "snapshot",  # the format: layout, schemas, manifest, CURRENT; the only reader of its files
         "tokenize",  # queries are tokenized as their snapshot was
         "embed",  # queries are embedded by the snapshot's model

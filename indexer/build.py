@@ -33,7 +33,7 @@ from indexer.snapshot import Manifest
 from indexer.assemble import carried_from, publish_snapshot, totals
 from indexer.changes import Change, changes_of
 from indexer.vectors import backfill, fast_tier, missing_vectors
-from indexer.verify import open_check
+from indexer.verify import check_oldest, open_check
 from indexer.versions import TOOLS
 
 log = logging.getLogger(__name__)
@@ -238,11 +238,11 @@ def _run(
         )
         return report
     if not full and prev is not None and _unchanged(cfg, prev, work, model_id):
-        problem = open_check(prev_path, prev)
+        problem = open_check(prev_path, prev) or check_oldest(cfg.data_dir, prev_path, prev)
         if problem is None:
             report.unchanged = True
             report.snapshot_id = prev.snapshot_id
-            _fill_from_manifest(report, prev)
+            _fill_from_manifest(report, prev, work)
             return report
         _note(report, f"rebuilding: nothing changed upstream, but snapshot {prev.snapshot_id} is damaged ({problem})")
         base = None
@@ -279,6 +279,11 @@ def _run(
             cluster.close()
         if cache.moved_aside is not None:  # the cache logged it already
             report.notes.append(cache.moved_aside)
+        if cache.damaged_entries:  # logged one by one
+            report.notes.append(
+                f"{cache.damaged_entries} damaged cache entries (failed their checksum, or vectors not of unit "
+                f"length) were computed again; nothing damaged was published"
+            )
         cache.close()
 
 
@@ -371,7 +376,7 @@ def at_base(manifest: Manifest, w: RepoWork) -> bool:
         before is not None
         and bool(before.parts)
         and [(r.ref, r.commit_id) for r in before.refs] == w.refs
-        and (before.include, before.exclude) == (list(w.spec.include), list(w.spec.exclude))
+        and (before.include, before.exclude, before.releases) == w.spec.prepared_as
     )
 
 
@@ -384,23 +389,31 @@ def _unchanged(cfg: Config, prev: Manifest, work: list[RepoWork], model_id: str)
         return False
     for w in work:
         before = prev.repo(*w.spec.key)
-        if not w.ok or before.status != "ok" or before.url != w.report.url:
+        if before.url != w.report.url:
             return False
-        if (before.include, before.exclude) != (list(w.spec.include), list(w.spec.exclude)):
+        if not w.ok:  # failing again: a rebuild would keep it as `prev` holds it, already stale
+            if before.status != "stale":
+                return False  # its first failure publishes, so that status shows it stale
+            continue
+        if before.status != "ok":
+            return False
+        if (before.include, before.exclude, before.releases) != w.spec.prepared_as:
             return False
         if [(r.ref, r.commit_id) for r in before.refs] != w.refs:
             return False
     return True
 
 
-def _fill_from_manifest(report: Report, prev: Manifest) -> None:
+def _fill_from_manifest(report: Report, prev: Manifest, work: list[RepoWork]) -> None:
+    """The report of an unchanged run: what `prev` holds, with this run's error for a repo that failed again."""
+    errors = {w.spec.key: w.report.error for w in work if not w.ok}
     report.repos = [
         RepoReport(
             org=r.org,
             name=r.name,
             url=r.url,
             status=r.status,
-            error=r.error,
+            error=errors.get((r.org, r.name), r.error),
             refs=[{"ref": x.ref, "commit_id": x.commit_id} for x in r.refs],
             files=r.files,
             files_indexed=r.files_indexed,

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from indexer import mirror, snapshot
-from indexer.cache import Cache
 from indexer.config import Config
 from indexer.ignore import SkipReason
 from indexer.parts import RepoLive, changed_paths
 from indexer.prepare import BlobEntry, prepare
 from indexer.progress import Progress
 from indexer.resolution import importers, moved, resolve_changes, trees_of
-from indexer.rows import Tables, add_repo, entry_lookup
+from indexer.rows import Tables, add_repo, entry_key, entry_lookup
 from indexer.scan import RefScan
 from indexer.snapshot import RepoState
 
@@ -46,7 +45,8 @@ class Change:
 
 def scope(cfg: Config, work: list[RepoWork], base: Base | None, again: dict | None = None) -> tuple[dict, dict]:
     """What each scanned repo changes against the base: key -> (its live rows there, the paths it rewrites (None:
-    every path), its scans cut to those paths); and every blob those paths hold: cache key -> where to read it.
+    every path), its scans cut to those paths); and every blob those paths hold: cache key -> where to read it
+    (mirror, blob_id, lang, the fingerprints of the lines released at its path).
     `again`: key -> unchanged paths to write again all the same (their calls resolve differently now)."""
     scoped, wanted = {}, {}
     for w in work:
@@ -55,17 +55,19 @@ def scope(cfg: Config, work: list[RepoWork], base: Base | None, again: dict | No
         before = base.manifest.repo(*w.spec.key) if base else None
         live = RepoLive(base.path, base.manifest, *w.spec.key) if before is not None and before.parts else None
         paths = None
-        if live is not None and (before.include, before.exclude) == (list(w.spec.include), list(w.spec.exclude)):
+        if live is not None and (before.include, before.exclude, before.releases) == w.spec.prepared_as:
             paths = changed_paths(live.table("files"), _scanned_files(w.scans))
             if paths is not None and again:
                 paths |= again.get(w.spec.key, set())
         scans = w.scans if paths is None else [_only(s, paths) for s in w.scans]
         scoped[w.spec.key] = (live, paths, scans)
+        released = w.spec.released()
         for scan in scans:
             for f in scan.files:
                 if f.skip is None:
-                    key = Cache.blob_key(f.blob_id, f.lang, cfg.max_blob_bytes)
-                    wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang))
+                    lines = released.get(f.path, frozenset())
+                    key = entry_key(f.blob_id, f.lang, cfg.max_blob_bytes, lines)
+                    wanted.setdefault(key, (w.mirror_path, f.blob_id, f.lang, lines))
     return scoped, wanted
 
 
@@ -97,15 +99,16 @@ def changes_of(run: Run) -> dict[tuple[str, str], Change]:
 def _changes(run: Run, scoped: dict, wanted: dict, seen: set[str]) -> dict[tuple[str, str], Change]:
     seen.update(wanted)
     run.report.blobs = len(seen)
-    entry_of = entry_lookup(_chunk_stage(run, wanted), run.cfg.max_blob_bytes)
+    entries = _chunk_stage(run, wanted)
     changes = {}
     for w in run.work:
         if w.spec.key not in scoped:
             continue
         live, paths, scans = scoped[w.spec.key]
         tables = Tables()
+        entry_of = entry_lookup(entries, run.cfg.max_blob_bytes, w.spec.released())
         state = add_repo(tables, w.spec.org, w.spec.name, w.report.url, scans, entry_of, snapshot.now_iso())
-        state.include, state.exclude = list(w.spec.include), list(w.spec.exclude)
+        state.include, state.exclude, state.releases = w.spec.prepared_as
         every = {f.path for s in w.scans for f in s.files}
         new = tables.arrow(sorted(every if paths is None else paths))
         changes[w.spec.key] = Change(live=live, paths=paths, new=new, state=state)
@@ -149,15 +152,15 @@ def _chunk_stage(run: Run, wanted: dict[str, tuple[Path, str, str]]) -> dict[str
 
 
 def prepare_batch(
-    items: list[tuple[str, bytes, str]], max_bytes: int, seconds: dict | None = None
+    items: list[tuple], max_bytes: int, seconds: dict | None = None
 ) -> tuple[list[tuple[str, BlobEntry]], list[str]]:
-    """Each (cache key, bytes, lang) blob's entry, and what went wrong: a blob that fails to prepare (a parser
-    or extractor bug on hostile content) is marked unreadable, never aborts a repo, and is said in a sentence
-    the run logs (on a Ray worker the worker's own log is not the run's)."""
+    """Each (cache key, bytes, lang[, released lines]) blob's entry, and what went wrong: a blob that fails to
+    prepare (a parser or extractor bug on hostile content) is marked unreadable, never aborts a repo, and is said
+    in a sentence the run logs (on a Ray worker the worker's own log is not the run's)."""
     out, problems = [], []
-    for key, data, lang in items:
+    for key, data, lang, *released in items:  # released lines: optional, none when left out
         try:
-            out.append((key, prepare(data, lang, max_bytes, seconds=seconds)))
+            out.append((key, prepare(data, lang, max_bytes, seconds=seconds, released=frozenset(*released))))
         except Exception as exc:
             problems.append(f"cannot chunk blob {key} ({lang}): {exc}")
             out.append((key, BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)))
@@ -165,21 +168,22 @@ def prepare_batch(
 
 
 def _read_blobs(wanted: dict, keys: list[str], entries: dict) -> Iterator[tuple[str, bytes, str]]:
-    """(cache key, bytes, lang) of each blob, mirror by mirror; one that cannot be read is marked unreadable."""
+    """(cache key, bytes, lang, released lines) of each blob, mirror by mirror; one that cannot be read is marked
+    unreadable."""
     by_mirror: dict[Path, list[str]] = defaultdict(list)
     for key in keys:
         by_mirror[wanted[key][0]].append(key)
     for mirror_path, keys_ in by_mirror.items():
         with mirror.open_mirror(mirror_path) as repo:
             for key in keys_:
-                _, blob_id, lang = wanted[key]
+                _, blob_id, lang, released = wanted[key]
                 try:
                     data = repo.object_store[blob_id.encode()].as_raw_string()
                 except Exception as exc:  # a missing or damaged object
                     log.warning("cannot read blob %s (%s): %s", blob_id, lang, exc)
                     entries[key] = BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)
                     continue
-                yield key, data, lang
+                yield key, data, lang, released
 
 
 def _batches(items: Iterator, size: int) -> Iterator[list]:

@@ -48,7 +48,7 @@ class ClusterError(BlobdexError):
     """The cluster cannot be reached or used; the message says which and what to do."""
 
 
-def _prepare_batch(items: list[tuple[str, bytes, str]], max_bytes: int) -> tuple[str, list, list[str]]:
+def _prepare_batch(items: list[tuple], max_bytes: int) -> tuple[str, list, list[str]]:
     """On a worker: the tools it prepares with (the driver refuses entries of other versions), each blob's
     entry and what went wrong, as the run's chunk stage prepares them here."""
     from indexer.changes import prepare_batch
@@ -160,8 +160,8 @@ class Cluster:
         except self._ray.exceptions.RayError as exc:
             raise ClusterError(f"the Ray cluster failed to {what}: {_first_line(exc)}") from exc
 
-    def prepare(self, batches: Iterator[list[tuple[str, bytes, str]]], max_bytes: int) -> Iterator[tuple]:
-        """(entries, problems) for batches of (cache key, bytes, lang), as each batch lands (in any order)."""
+    def prepare(self, batches: Iterator[list[tuple]], max_bytes: int) -> Iterator[tuple]:
+        """(entries, problems) for batches of (cache key, bytes, lang[, released lines]), as each lands (any order)."""
         ray = self._connect()
         remote = ray.remote(max_retries=RETRIES)(_prepare_batch)
         pending: list = []

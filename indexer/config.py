@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 import tomllib
@@ -49,6 +50,7 @@ KNOWN_KEYS = {
     "store_access_key": ("string", 'store_access_key = "env:NAME" (a reference, never the key)'),
     "store_secret_key": ("string", 'store_secret_key = "env:NAME" (a reference, never the key)'),
     "repo": ("list of tables", "[[repo]] sections"),
+    "release": ("list of tables", "[[release]] sections (a secret-detector false positive, released)"),
     "jwt_secret": ("string", 'jwt_secret = "env:NAME" (a reference, never the key; or export BLOBDEX_JWT_SECRET)'),
     "jwt_users": ("list of strings", 'jwt_users = ["alice"]'),
     "jwt_org": ("string", 'jwt_org = "default"'),
@@ -102,6 +104,16 @@ REPO_KEYS = {
     "include": ("list of strings", 'include = ["src/", "*.py"]'),
     "exclude": ("list of strings", 'exclude = ["docs/generated/", "*.fixture.json"]'),
 }
+# A `[[release]]` table lets one line the secret detector holds back be indexed and served after all
+# (indexer/secrets.py): named by its fingerprint, never by its text, with the reason a reviewer accepted.
+RELEASE_KEYS = {
+    "repo": ("string", 'repo = "api"'),
+    "org": ("string", 'org = "default"'),
+    "path": ("string", 'path = "docs/setup.md"'),
+    "line": ("string", "line = \"3f9a0c1d2b4e5f60\" (the fingerprint 'blobdex secrets' prints for the line)"),
+    "reason": ("string", 'reason = "the vendor\'s documented example key"'),
+}
+FINGERPRINT_RE = re.compile(r"^[0-9a-f]{16}$")  # indexer/secrets.py fingerprint: 16 hex characters
 PROTOCOL_AUTH_PREFIXES = ("jwt_", "github_")
 # Secrets that query/surfaces/cip.py takes only from the environment, so that a file never holds them.
 ENV_ONLY_KEYS = {"github_client_secret": "BLOBDEX_GITHUB_CLIENT_SECRET"}
@@ -112,6 +124,18 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 class ConfigError(BlobdexError):
     """A configuration file or value that cannot be used; the message says how to fix it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    """A line the secret detector holds back that a reviewer released: in `repo`, at `path`, the line whose
+    fingerprint is `line`, for `reason`."""
+
+    repo: str
+    path: str
+    line: str
+    reason: str
+    org: str = DEFAULT_ORG
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,10 +150,37 @@ class RepoSpec:
     username: str | None = None
     include: tuple[str, ...] = ()  # gitignore-style globs: when given, only matching paths are indexed
     exclude: tuple[str, ...] = ()  # gitignore-style globs: matching paths are skipped as `excluded`
+    releases: tuple[Release, ...] = ()  # the [[release]] tables that name this repo (not a [[repo]] key)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.org, self.name)
+
+    def released(self) -> dict[str, frozenset[str]]:
+        """path -> the fingerprints of the lines released there."""
+        out: dict[str, set[str]] = {}
+        for r in self.releases:
+            out.setdefault(r.path, set()).add(r.line)
+        return {path: frozenset(lines) for path, lines in out.items()}
+
+    @property
+    def prepared_as(self) -> tuple[list[str], list[str], str]:
+        """(include, exclude, releases digest): what a snapshot's RepoState records of how the repo was scanned and
+        prepared; when it differs, every path of the repo is prepared again."""
+        return list(self.include), list(self.exclude), self.releases_digest
+
+    @property
+    def releases_digest(self) -> str:
+        """What a snapshot records of the repo's releases ("" for none, as before releases existed): a run
+        prepares the repo again when it changes."""
+        return release_digest({(r.path, r.line) for r in self.releases})
+
+
+def release_digest(released) -> str:
+    """A short digest of what is released (a path's fingerprints, or a repo's (path, fingerprint) pairs); "" for
+    nothing, so a repo or a blob without releases keeps the state and the cache key it always had."""
+    items = sorted(released)
+    return hashlib.sha256(repr(items).encode()).hexdigest()[:16] if items else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +216,7 @@ class Config:
     # The Codebase Index Protocol's jwt_* / github_* keys as the file has them (checked like the rest);
     # query/surfaces/cip.py `load_settings` lays the environment over them.
     protocol_auth: dict = field(default_factory=dict)
+    releases: tuple[Release, ...] = ()  # every [[release]] table, also those naming no configured repo
 
     def repo(self, name: str, org: str = DEFAULT_ORG) -> RepoSpec | None:
         return next((r for r in self.repos if r.name == name and r.org == org), None)
@@ -225,7 +277,11 @@ def load(
     where = f"config {str(path)!r}"
     _check_keys(where, raw, KNOWN_KEYS)
     _check_types(where, raw, KNOWN_KEYS)
-    repos = tuple(_repo_spec(where, i, item) for i, item in enumerate(_repo_tables(where, raw)))
+    releases = tuple(_release(where, i, item) for i, item in enumerate(_tables(where, raw, "release")))
+    repos = tuple(
+        replace(spec, releases=tuple(r for r in releases if (r.org, r.repo) == spec.key))
+        for spec in (_repo_spec(where, i, item) for i, item in enumerate(_repo_tables(where, raw)))
+    )
     keys = [r.key for r in repos]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
@@ -270,6 +326,7 @@ def load(
         cluster=raw.get("cluster", ""),
         cluster_workers=raw.get("cluster_workers", 0),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
+        releases=releases,
     )
 
 
@@ -342,6 +399,42 @@ def _repo_tables(where: str, raw: dict) -> list[dict]:
             f"`[[repo]]` section with name and url, or use 'blobdex repo add NAME URL'"
         )
     return value
+
+
+def _tables(where: str, raw: dict, key: str) -> list[dict]:
+    """The `[[key]]` tables of the file (none when absent)."""
+    value = raw.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ConfigError(f"{where}: `{key}` is a {_toml_type(value)}; write each as a `[[{key}]]` section")
+    return value
+
+
+def _release(where: str, index: int, item: dict) -> Release:
+    label = f"{where}, [[release]] number {index + 1}"
+    _check_keys(label, item, RELEASE_KEYS)
+    _check_types(label, item, RELEASE_KEYS)
+    missing = [key for key in ("repo", "path", "line", "reason") if key not in item]
+    if missing:
+        raise ConfigError(f"{label}: lacks `{missing[0]}`; every release needs repo, path, line and reason")
+    if not FINGERPRINT_RE.match(item["line"]):
+        raise ConfigError(
+            f"{label}: `line` is not a line's fingerprint; copy the 16 hex characters 'blobdex secrets' prints "
+            f"beside the line"
+        )
+    path = item["path"]
+    if not path or path.startswith("/") or "\\" in path or ".." in path.split("/") or path != path.strip():
+        raise ConfigError(
+            f"{label}: `path` {path!r} is not a repo-relative path; write it as 'blobdex secrets' prints it"
+        )
+    if not item["reason"].strip():
+        raise ConfigError(f"{label}: `reason` is empty; say why the line is not a secret, for the next reviewer")
+    return Release(
+        repo=check_name("repo", item["repo"]),
+        org=check_name("org", item.get("org", DEFAULT_ORG)),
+        path=path,
+        line=item["line"],
+        reason=item["reason"],
+    )
 
 
 def _repo_spec(where: str, index: int, item: dict) -> RepoSpec:
@@ -474,7 +567,10 @@ def save(cfg: Config) -> None:
             doc["repo"] = tomlkit.aot()
         for spec in added:
             table = _repo_table(spec)
-            table.trivia.indent = "" if tomlkit.dumps(doc).endswith("\n\n") else "\n"  # one blank line before
+            before = doc["repo"][-1].as_string() if len(doc["repo"]) else tomlkit.dumps(doc)
+            table.trivia.indent = "" if before.endswith("\n\n") else "\n"  # one blank line before
+            if list(doc)[-1] != "repo":  # tables follow ([[release]]): one blank line before them too
+                table.add(tomlkit.nl())
             doc["repo"].append(table)
     out = tomlkit.dumps(doc)
     if not text.endswith("\n\n"):  # the blank line before a removed last table goes with it

@@ -1,4 +1,5 @@
-"""The base of every error a person should see as one sentence (what, which, why, what to do).
+"""The base of every error a person should see as one sentence (what, which, why, what to do), and the words each
+surface uses for what to do next.
 
 Each subclass lives beside the code that raises it (dulwich's advice); this is the tree, with the HTTP
 status a surface answers for it (`status`, 400 unless a class says otherwise):
@@ -18,8 +19,92 @@ status a surface answers for it (`status`, 400 unless a class says otherwise):
     + SurfaceError                        its own  (query/surfaces/: a request a contract refuses)
 """
 
+import re
+
+# Each surface speaks its own words: the CLI names commands and flags, MCP tools and arguments, HTTP endpoints and
+# fields, the page its pages. A message names what the reader can do next as an action, ⟦name⟧, and `said`
+# words it for the surface that answers; str() is the CLI's wording (the terminal, logs). An operator's step
+# ('blobdex index') is the same command everywhere; an agent is told to ask its user to take it.
+SURFACES = ("cli", "mcp", "http", "web")
+ACTIONS = {
+    "list_repos": (
+        "'blobdex status' lists them",
+        "list_repos lists them",
+        "GET /v1/repos lists them",
+        "the repos page (/repos) lists them",
+    ),
+    "add_repo": (
+        "add it with 'blobdex repo add' and run 'blobdex index'",
+        "list_repos lists the indexed repos",
+        "GET /v1/repos lists the indexed repos",
+        "the repos page (/repos) lists the indexed repos",
+    ),
+    "list_files": (
+        "'blobdex files REPO' lists the repo's files",
+        "list_files lists the repo's files",
+        "GET /v1/files?repo=REPO lists the repo's files",
+        "a search for its name finds the file",
+    ),
+    "find_it": (
+        "search for it with 'blobdex search'",
+        "find it with search_code or grep",
+        "find it with POST /v1/search or POST /v1/grep",
+        "search for it on the search page",
+    ),
+    "outline": (
+        "'blobdex outline REPO PATH' lists the file's definitions and their lines",
+        "outline lists the file's definitions and their lines",
+        "GET /v1/outline lists the file's definitions and their lines",
+        "the file's page marks its definitions",
+    ),
+    "search_again": ("run 'blobdex search' again", "run search_code again", "POST /v1/search again", "search again"),
+    "ref": ("pass one with --ref", "pass one as ref_or_commit", "pass one as ref", "pick one as the ref"),
+    "check_ref": ("check --ref", "check ref_or_commit", "check ref", "check the ref"),
+    "literal": (
+        "search for the text as written",
+        "pass literal=true to search for the text as written",
+        'send "literal": true to search for the text as written',
+        "tick literal to search for the text as written",
+    ),
+    "backlog": (
+        "'blobdex status' shows how many are left",
+        "index_status shows how many are left",
+        "GET /v1/status shows how many are left",
+        "the repos page shows how many are left",
+    ),
+    "sync": (
+        "sessions hold an agent's edits; the CLI searches the commits",
+        "sync_workspace creates one",
+        "POST /v1/sessions/SESSION_ID/sync creates one",
+        "sessions hold an agent's edits; the page searches the commits",
+    ),
+}
+ACTION_RE = re.compile(r"⟦(\w+)⟧")
+OPERATOR_STEP_RE = re.compile(r"\b(run|rebuild with) '(blobdex [^']*)'")
+
+
+def said(message: str, surface: str = "cli") -> str:
+    """`message` in `surface`'s words: each ⟦action⟧ as that surface names it."""
+    where = SURFACES.index(surface)
+    text = ACTION_RE.sub(lambda m: ACTIONS[m.group(1)][where], message)
+    if surface == "mcp":  # the calling model cannot run the operator's commands: its user can
+        text = OPERATOR_STEP_RE.sub(r"ask the user to \1 '\2'", text)
+    return text
+
 
 class BlobdexError(Exception):
-    """Raised for bad input or a failed operation whose message is written for the user."""
+    """Raised for bad input or a failed operation whose message is written for the user (in the CLI's words; a
+    surface answers with `said(surface)`)."""
 
     status = 400  # the HTTP status every surface answers with; a subclass names another (404, 403, 413)
+
+    @property
+    def message(self) -> str:
+        """The message as raised, its actions unworded (for an error that wraps this one)."""
+        return str(self.args[0]) if self.args else ""
+
+    def said(self, surface: str) -> str:
+        return said(self.message, surface)
+
+    def __str__(self) -> str:
+        return said(self.message)

@@ -107,6 +107,42 @@ def language_for(path: str) -> str:
     return "text"
 
 
+# A script without an extension names its language on its first line (`#!/usr/bin/env python3`): the
+# interpreter's name, version digits dropped, to the language its grammar parses.
+INTERPRETERS = {
+    "python": "python",
+    "pypy": "python",
+    "node": "javascript",
+    "nodejs": "javascript",
+    "deno": "typescript",
+    "bun": "javascript",
+    "ts-node": "typescript",
+    "tsx": "typescript",
+    "sh": "bash",
+    "bash": "bash",
+    "dash": "bash",
+    "ksh": "bash",
+    "zsh": "bash",
+    "ruby": "ruby",
+    "php": "php",
+}
+SHEBANG_BYTES = 256  # a #! line longer than this names no interpreter we know
+
+
+def script_language(data: bytes) -> str | None:
+    """The language a script's `#!` line names (`#!/usr/bin/env python3`, `#!/bin/sh`, `#!/usr/bin/env -S node
+    --flag`), or None."""
+    if not data.startswith(b"#!"):
+        return None
+    words = data[2:SHEBANG_BYTES].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if words and words[0].rsplit("/", 1)[-1] == "env":
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]  # env's flags and VAR=value
+    if not words:
+        return None
+    name = words[0].rsplit("/", 1)[-1].rstrip("0123456789.")
+    return INTERPRETERS.get(name)
+
+
 def is_test_file(path: str) -> bool:
     """Test code by the conventions of the common test runners (tests/, testdata/, *_test.go, *.spec.ts,
     test_*.py, FooTest.java, conftest.py); a workflow or requirements file named `tests.yaml` is not, nor

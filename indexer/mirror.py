@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -166,12 +167,40 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
                 redact(url),
                 attempt + 1,
                 FETCH_ATTEMPTS,
-                exc,
+                network_reason(exc),
             )
+            log.debug("fetch of %s failed", spec.name, exc_info=True)
     raise MirrorError(
         f"cannot fetch repo {spec.name!r} from {redact(url)} after {FETCH_ATTEMPTS} attempts: "
-        f"{last}; check the url and the network, then run 'blobdex index' again"
+        f"{network_reason(last)}; check the url and the network, then run 'blobdex index' again"
     ) from last
+
+
+# What a failed connection's text says, in a few words: urllib3's own text runs to ~300 characters of pool and
+# retry detail (`HTTPConnectionPool(host=..., port=...): Max retries exceeded with url: ... (Caused by ...)`).
+NETWORK_REASONS = (
+    ("Name or service not known", "the host name is unknown"),
+    ("nodename nor servname", "the host name is unknown"),
+    ("Temporary failure in name resolution", "the host name cannot be resolved now"),
+    ("Connection refused", "the connection was refused"),
+    ("timed out", "the connection timed out"),
+    ("Network is unreachable", "the network is unreachable"),
+    ("No route to host", "there is no route to the host"),
+    ("certificate verify failed", "the server's TLS certificate is not trusted"),
+    ("Connection reset", "the connection was reset"),
+)
+
+
+def network_reason(exc: BaseException | None) -> str:
+    """Why talking to a remote failed, in a few words; the library's whole text is logged under -v."""
+    text = str(exc)
+    for needle, words in NETWORK_REASONS:
+        if needle in text:
+            return words
+    if isinstance(exc, HangupException):
+        return "the remote hung up"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(exc).__name__}: {first[:120]}"
 
 
 def _repack_if_needed(path: Path) -> None:
@@ -225,15 +254,30 @@ def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
 
 
 def sweep(data_dir: Path) -> list[str]:
-    """Delete what interrupted fetches left in the mirrors (temporary packs, packs without an index); call
-    only under the index lock, which every writer of a mirror holds."""
+    """Delete what interrupted fetches left in the mirrors (git lock files, temporary packs, packs without an
+    index); call only under the index lock, which every writer of a mirror holds."""
     removed = []
-    for objects in sorted((data_dir / MIRRORS_DIR).glob("*/*.git/objects")):
+    for mirror in sorted((data_dir / MIRRORS_DIR).glob("*/*.git")):
+        removed += [str(p.relative_to(data_dir)) for p in _sweep_locks(mirror)]
+        objects = mirror / "objects"
         before = {*objects.glob("tmp_pack_*"), *(objects / "pack").glob("*.pack")}
         try:
-            with open_mirror(objects.parent) as repo:
+            with open_mirror(mirror) as repo:
                 repo.object_store.prune(grace_period=0)
         except MirrorError:
             continue  # the fetch reports a broken mirror, with advice
         removed += [str(p.relative_to(data_dir)) for p in sorted(before) if not p.exists()]
     return removed
+
+
+def _sweep_locks(mirror: Path) -> list[Path]:
+    """Delete the `.lock` files a killed writer left in a mirror (dulwich writes every ref, packed-refs, HEAD,
+    config, pack index and loose object to `<name>.lock` and renames it over `<name>`): each one makes every
+    later write of its file fail with FileLocked, so the repo would stay stale forever. Nothing else is named
+    so: git refuses ref names ending in `.lock`, and objects and packs are named by their ids."""
+    found = []
+    for folder, _, names in os.walk(mirror):
+        found += [Path(folder, n) for n in names if n.endswith(".lock")]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return sorted(found)

@@ -130,12 +130,13 @@ def plan(cfg: Config, wait: float = 0.0, embedder: Embedder | None = None) -> Pl
 
 
 def _publishes(cfg: Config, result: Plan, prev, model_id: str) -> bool:
-    """Whether the run would publish: a repo changed, came or went, a stale one is in the live snapshot (every run
-    republishes then), or the vectors change model."""
+    """Whether the run would publish: a repo changed, came or went, one fails for the first time or recovers (a
+    repo that fails again is left stale as the live snapshot holds it), or the vectors change model."""
     if prev is None or prev.model_id != model_id or any(r.status in ("changed", "new") for r in result.repos):
         return True
+    failed = {(r.org, r.name) for r in result.repos if r.status == "failed"}
     return {r.key for r in cfg.repos} != {(r.org, r.name) for r in prev.repos} or any(
-        r.status != "ok" for r in prev.repos
+        (r.status != "ok") != ((r.org, r.name) in failed) for r in prev.repos
     )
 
 
@@ -150,12 +151,12 @@ def _estimate(cfg: Config, result: Plan, wanted: dict, model_id: str) -> list[st
         sampled_bytes, sampled_chunks, sampled_texts, sizes = 0, 0, [], {}
         deadline = time.monotonic() + SAMPLE_SECONDS
         for key in new:
-            path, blob_id, lang = wanted[key]
+            path, blob_id, lang, released = wanted[key]
             with mirror.open_mirror(path) as repo:
                 data = repo.object_store[blob_id.encode()].as_raw_string()
             sizes[key] = len(data)
             if time.monotonic() < deadline:
-                entry = prepare(data, lang, cfg.max_blob_bytes)
+                entry = prepare(data, lang, cfg.max_blob_bytes, released=released)
                 result.blobs_sampled += 1
                 sampled_bytes += len(data)
                 sampled_chunks += len(entry.chunks)

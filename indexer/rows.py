@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from indexer.cache import Cache
+from indexer.config import release_digest
 from indexer.prepare import BlobEntry
 from indexer.scan import RefScan
 from indexer.snapshot import (
@@ -84,7 +85,7 @@ def _fact_table(table: str, columns: dict[str, list]) -> pa.Table:
 def add_repo(
     tables: Tables, org: str, name: str, url: str, scans: list[RefScan], entry_of, indexed_at: str
 ) -> RepoState:
-    """Append one scanned repo's rows; `entry_of(blob_id, lang)` gives a blob's cache entry."""
+    """Append one scanned repo's rows; `entry_of(blob_id, lang, path)` gives a blob's cache entry."""
     refs = [RefState(ref=s.ref, commit_id=s.commit_id) for s in scans]
     state = RepoState(org=org, name=name, url=url, status="ok", error=None, indexed_at=indexed_at, refs=refs)
     refs_of: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -93,7 +94,7 @@ def add_repo(
     files = tables.files
     for scan in scans:
         for f in scan.files:
-            entry = entry_of(f.blob_id, f.lang) if f.skip is None else None
+            entry = entry_of(f.blob_id, f.lang, f.path) if f.skip is None else None
             skip = f.skip.value if f.skip is not None else entry.skip
             state.files += 1
             if skip:
@@ -108,7 +109,7 @@ def add_repo(
                 ("ref", scan.ref),
                 ("path", f.path),
                 ("blob_id", f.blob_id),
-                ("lang", f.lang),
+                ("lang", (entry.lang if entry else None) or f.lang),  # a script's #! line names its language
                 ("bytes", entry.size if entry else None),
                 ("sha256", entry.sha256 if entry else None),
                 ("skip", skip),
@@ -124,8 +125,8 @@ def add_repo(
     counts: Counter = Counter()
     chunks = tables.chunks
     for (path, blob_id), refs in refs_of.items():
-        lang = lang_of[(path, blob_id)]
-        entry: BlobEntry = entry_of(blob_id, lang)
+        entry: BlobEntry = entry_of(blob_id, lang_of[(path, blob_id)], path)
+        lang = entry.lang or lang_of[(path, blob_id)]
         state.secrets_held_back += entry.secrets_held_back
         state.parse_fallbacks += entry.fallback is not None
         state.syntax_errors += entry.syntax_error
@@ -168,5 +169,13 @@ def add_repo(
     return state
 
 
-def entry_lookup(entries: dict[str, BlobEntry], max_bytes: int):
-    return lambda blob_id, lang: entries[Cache.blob_key(blob_id, lang, max_bytes)]
+def entry_key(blob_id: str, lang: str, max_bytes: int, released: frozenset[str] = frozenset()) -> str:
+    """A blob's cache key. A blob at a path with released lines is prepared with them (indexer/secrets.py), so
+    their digest joins its key; elsewhere the key is the cache's own, as it always was."""
+    key = Cache.blob_key(blob_id, lang, max_bytes)
+    return f"{key}:r{release_digest(released)}" if released else key
+
+
+def entry_lookup(entries: dict[str, BlobEntry], max_bytes: int, released: dict[str, frozenset[str]]):
+    """`entry_of(blob_id, lang, path)`: a blob's entry as prepared at that path (`released`: path -> fingerprints)."""
+    return lambda blob_id, lang, path: entries[entry_key(blob_id, lang, max_bytes, released.get(path, frozenset()))]

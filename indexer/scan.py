@@ -54,21 +54,18 @@ def _peel_to_commit(repo: Repo, object_id: bytes, what: str) -> Commit:
     return obj
 
 
-def resolve_ref(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
-    """(full ref name or pinned commit_id, commit_id) for a branch, tag, full ref, commit id or the default."""
+def resolve_ref(repo: Repo, ref: str | None, repo_name: str, fix: str | None = None) -> tuple[str, str]:
+    """(full ref name or pinned commit_id, commit_id) for a branch, tag, full ref, commit id or the default.
+    `fix` is what the message tells to do about a ref that is not there: by default the operator's step (the
+    configured ref is wrong); a reader asking for a ref passes its own (`⟦ref⟧`)."""
+    fix = fix or f"fix the repo's ref with 'blobdex repo add {repo_name} URL --ref BRANCH --replace'"
     if not ref:
         try:
             target = repo.refs.follow(b"HEAD")[0][-1]
         except (KeyError, IndexError) as exc:
-            raise ScanError(
-                f"repo {repo_name!r} has no default branch (HEAD) in its mirror; "
-                f"name one with 'blobdex repo add {repo_name} URL --ref BRANCH'"
-            ) from exc
+            raise ScanError(f"repo {repo_name!r} has no default branch (HEAD) in its mirror; {fix}") from exc
         if target not in repo.refs:
-            raise ScanError(
-                f"repo {repo_name!r}: HEAD points at {target.decode()!r}, which does not exist; "
-                f"name a branch with --ref"
-            )
+            raise ScanError(f"repo {repo_name!r}: HEAD points at {target.decode()!r}, which does not exist; {fix}")
         commit = _peel_to_commit(repo, repo.refs[target], f"ref {target.decode()!r} of repo {repo_name!r}")
         return target.decode(), commit.id.decode()
     if HEX40_RE.match(ref):
@@ -83,7 +80,7 @@ def resolve_ref(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
     tags = sorted(n.decode()[len("refs/tags/") :] for n in repo.refs.keys() if n.startswith(b"refs/tags/"))
     raise ScanError(
         f"ref {ref!r} not found in repo {repo_name!r} (branches: {', '.join(branches[:10]) or 'none'}; "
-        f"tags: {', '.join(tags[:10]) or 'none'}); fix it with 'blobdex repo add {repo_name} URL --ref REF'"
+        f"tags: {', '.join(tags[:10]) or 'none'}); {fix}"
     )
 
 

@@ -74,7 +74,7 @@ def remote_refs(spec: RepoSpec, skip: str) -> tuple[str, ...]:
     from dulwich.client import HTTPUnauthorized
     from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 
-    from indexer.mirror import MirrorError, client_for, quiet_retries, redact, resolve_credential
+    from indexer.mirror import MirrorError, client_for, network_reason, quiet_retries, redact, resolve_credential
     from indexer.scan import HEX40_RE
 
     where = f"cannot add repo {spec.name!r} from {redact(spec.url)}"
@@ -97,7 +97,7 @@ def remote_refs(spec: RepoSpec, skip: str) -> tuple[str, ...]:
         ) from exc
     except (GitProtocolError, HangupException, OSError, ValueError) as exc:
         raise ConfigError(
-            f"{where}: the source cannot be reached ({exc}); check the url and the network, {skip}"
+            f"{where}: the source cannot be reached ({network_reason(exc)}); check the url and the network, {skip}"
         ) from exc
     names = {n.decode("utf-8", "replace") for n in result.refs if n != b"HEAD" and not n.endswith(b"^{}")}
     branches = sorted(n[len("refs/heads/") :] for n in names if n.startswith("refs/heads/"))

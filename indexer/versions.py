@@ -14,13 +14,20 @@ from dataclasses import asdict, dataclass
 # 1: initial chunker.
 # 2: comments directly above a definition (JSDoc, Javadoc, Go and Rust docs) belong to it; the
 #    `class` keyword no longer counts as a member, which split every JS/TS class header off alone.
-CHUNKER_VERSION = 2
+# 3: a file whose name names no language but whose `#!` line does (`bin/deploy`: `#!/usr/bin/env python3`) is
+#    chunked and parsed as that language, and says so (BlobEntry.lang).
+CHUNKER_VERSION = 3
 
 # indexer/ignore.py and indexer/secrets.py: which bytes are skipped, which chunks and facts are held back.
 # 1: initial policy.
 # 2: private key blocks held back whole, random-looking assigned literals held back, facts of held-back
 #    spans and facts holding credentials dropped (cached entries from 1 may hold key bodies).
-POLICY_VERSION = 2
+# 3: credential references and placeholders (`env:NAME`, `${VAR}`, `vault:…`, `<your-token>`) and dummy values
+#    (`password123`) are not secrets; webhook URLs (Slack, Discord, Teams), Azure keys, npm and PyPI tokens,
+#    marker-less key bodies of 60-80 columns, random literals in lists and call arguments, connection-string and
+#    prose passwords are; a key block without its END marker ends with its key lines, not the file; lines the
+#    config releases are kept (their digest joins a blob's cache key).
+POLICY_VERSION = 3
 
 # indexer/tokenize.py: the lexical index's tokens (a query against an older snapshot uses its version).
 # 1: whole identifiers and dotted paths, plus their snake_case / camelCase / dotted parts.

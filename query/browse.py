@@ -74,7 +74,7 @@ def where(data_dir: Path, manifest: Manifest, org: str, repo: str, ref: str | No
     if state is None:
         known = sorted(r.name for r in manifest.repos if r.org == org)
         raise BrowseError(
-            f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(known) or 'none'}; list_repos shows them"
+            f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(known) or 'none'}; ⟦list_repos⟧"
         )
     for x in state.refs:
         short = x.ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
@@ -84,7 +84,7 @@ def where(data_dir: Path, manifest: Manifest, org: str, repo: str, ref: str | No
         with open_mirror(mirror_dir(data_dir, org, repo)) as git:
             full, commit_id = _resolve(git, ref, repo)
     except MirrorError as exc:
-        raise BrowseError(str(exc)) from exc
+        raise BrowseError(exc.message) from exc
     return Where(ref=full, commit_id=commit_id, indexed=False)
 
 
@@ -174,10 +174,7 @@ def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: s
     if spot.indexed:
         files = [f for f in _indexed_files(reader, org, repo, spot.ref) if f["path"] == clean]
         if not files:
-            raise BrowseError(
-                f"no file {clean!r} in repo {repo!r} at {spot.ref} ({spot.commit_id[:12]}); "
-                f"list_files shows the repo's files"
-            )
+            raise BrowseError(f"no file {clean!r} in repo {repo!r} at {spot.ref} ({spot.commit_id[:12]}); ⟦list_files⟧")
         blob_id, lang = files[0]["blob_id"], files[0]["lang"]
         table = read_graph(reader.path, "symbols", {(org, repo)}, filters=[("path", "=", clean)])
         table = table.filter(pc.equal(table["blob_id"], blob_id))
@@ -187,6 +184,7 @@ def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: s
         found = get_file(data_dir, repo, clean, spot.commit_id, org)
         blob_id, lang = found.blob_id, language_for(clean)
         entry = prepare(found.content, lang, MAX_OUTLINE_BYTES)
+        lang = entry.lang or lang  # a script's #! line names its language
         if entry.skip is not None:
             raise BrowseError(f"{clean!r} in repo {repo!r} at {spot.ref} is not parsed for an outline: {entry.skip}")
         columns = FACT_COLUMNS["symbols"]

@@ -7,6 +7,7 @@ import logging
 import socket
 import sys
 import traceback
+from dataclasses import asdict
 
 import click
 
@@ -271,16 +272,37 @@ def status(ctx, org, as_json, replicas, store_url) -> None:
 @click.pass_context
 def secrets(ctx, org, repo, as_json) -> None:
     """Where the live snapshot held chunks back as credentials: repo, ref, path, lines and the kind of
-    credential, never its text. Rotate what is real; the rest stays out of search either way."""
-    snapshot_id, rows = _service(ctx).held_back(org, repo)
+    credential, never its text; under each chunk the lines that triggered, with the fingerprint a
+    [[release]] table in blobdex.toml names to release a line that is not a secret; then the releases in
+    effect. Rotate what is real; the rest stays out of search until released."""
+    service = _service(ctx)
+    snapshot_id, rows = service.held_back(org, repo, lines=True)
+    configured = {r.key for r in service.cfg.repos}
+    releases = [
+        {**asdict(r), "repo_configured": (r.org, r.repo) in configured}
+        for r in service.cfg.releases
+        if (not org or r.org == org) and (not repo or r.repo == repo)
+    ]
     if as_json:
-        click.echo(json.dumps({"snapshot_id": snapshot_id, "held_back": rows}, indent=2))
+        click.echo(json.dumps({"snapshot_id": snapshot_id, "held_back": rows, "releases": releases}, indent=2))
         return
     click.echo(f"snapshot {snapshot_id}: {len(rows)} chunk(s) held back")
     for r in rows:
         click.echo(
             f"{r['org']}/{r['repo']}:{r['path']}:{r['line_start']}-{r['line_end']}  {r['kind']}  "
             f"{r['ref']}@{r['commit_id'][:12]}"
+        )
+        for line in r["lines"]:
+            mark = line["fingerprint"] or "(key material: never released)"
+            click.echo(f"    line {line['line']}  {line['kind']}  {mark}")
+    click.echo(f"releases in effect: {len(releases)}")
+    for r in releases:
+        unknown = "" if r["repo_configured"] else "  (no such repo is configured: it releases nothing)"
+        click.echo(f"  {r['org']}/{r['repo']}:{r['path']}  {r['line']}  {r['reason']}{unknown}")
+    if any(line["fingerprint"] for r in rows for line in r["lines"]):
+        click.echo(
+            'to release a line that is not a secret, add a [[release]] table to blobdex.toml with repo = "…", '
+            'path = "…", line = "<its fingerprint>" and reason = "…", then run \'blobdex index\''
         )
 
 

@@ -167,7 +167,7 @@ def _definitions(path: Path, manifest: Manifest, org: str, symbol: str, repo: st
         raise ContextError(
             f"no definition of {symbol!r} in org {org!r}"
             + (f" repo {repo!r}" if repo else "")
-            + "; search for it with 'blobdex search' and pass the symbol a hit shows"
+            + "; ⟦find_it⟧ and pass the symbol a hit shows"
         )
     return definitions
 
@@ -199,10 +199,7 @@ def _at(path: Path, manifest: Manifest, org: str, repo: str, file: str, line: in
     around = [d for d in defs if d["line"] <= line <= d["line_end"]]
     if around:
         return max(around, key=lambda d: d["line"])  # the innermost
-    raise ContextError(
-        f"nothing is defined or called at {repo}:{file}:{line} in org {org!r}; outline shows the file's "
-        f"definitions and their lines"
-    )
+    raise ContextError(f"nothing is defined or called at {repo}:{file}:{line} in org {org!r}; ⟦outline⟧")
 
 
 def _callers(

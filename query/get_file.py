@@ -163,10 +163,10 @@ def known_repos(data_dir: Path, org: str) -> list[str]:
 
 def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
     try:
-        return resolve_ref(repo, ref, repo_name)
+        return resolve_ref(repo, ref, repo_name, "⟦ref⟧")
     except ScanError as exc:
         if not ref:
-            raise GetFileError(str(exc)) from exc
+            raise GetFileError(exc.message) from exc
         try:  # abbreviated commit ids and revision expressions (`main~1`)
             if SHORT_HEX_RE.match(ref):
                 matches = list(repo.object_store.iter_prefix(ref.encode()))
@@ -180,7 +180,7 @@ def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
         except GetFileError:
             raise
         except Exception:
-            raise GetFileError(str(exc)) from exc
+            raise GetFileError(exc.message) from exc
         if not isinstance(obj, Commit):
             raise GetFileError(f"{ref!r} in repo {repo_name!r} is not a commit") from exc
         return ref, obj.id.decode()
@@ -188,7 +188,7 @@ def _resolve(repo: Repo, ref: str | None, repo_name: str) -> tuple[str, str]:
 
 def _too_large(clean: str, repo_name: str, size: int) -> FileTooLarge:
     return FileTooLarge(
-        f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte cap of get_file; "
+        f"{clean!r} in repo {repo_name!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte cap of a file read; "
         "read it with git from a clone"
     )
 
@@ -201,8 +201,7 @@ def _blob_at(repo, commit_id: str, clean: str, repo_name: str, full_ref: str) ->
     for n, part in enumerate(parts):
         if not isinstance(tree, Tree) or part.encode() not in tree:
             raise GetFileError(
-                f"no file {clean!r} in repo {repo_name!r} at {full_ref} ({commit_id[:12]}); "
-                f"search for it with 'blobdex search' or check the ref"
+                f"no file {clean!r} in repo {repo_name!r} at {full_ref} ({commit_id[:12]}); ⟦find_it⟧ or ⟦check_ref⟧"
             )
         mode, sha = tree[part.encode()]
         if stat.S_ISLNK(mode) or mode & 0o170000 == 0o160000:
@@ -247,14 +246,14 @@ def get_file(
     org: str = "default",
     start: int | None = None,
     end: int | None = None,
+    releases: tuple = (),
 ) -> FileText:
+    """`releases`: the config's `[[release]]` tables (config.Release); a line they release at this path is served
+    as the index keeps it."""
     mirror = mirror_dir(data_dir, org, repo_name)
     if "/" in repo_name or repo_name.startswith(".") or not mirror.exists():
         known = ", ".join(known_repos(data_dir, org)) or "none"
-        raise GetFileError(
-            f"unknown repo {repo_name!r} in org {org!r} (known: {known}); "
-            f"add it with 'blobdex repo add' and run 'blobdex index'"
-        )
+        raise GetFileError(f"unknown repo {repo_name!r} in org {org!r} (known: {known}); ⟦add_repo⟧")
     clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
     if clean is None:
         raise BadRequest(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
@@ -263,7 +262,7 @@ def get_file(
     try:
         repo = open_mirror(mirror)
     except MirrorError as exc:
-        raise GetFileError(str(exc)) from exc
+        raise GetFileError(exc.message) from exc
     with repo:
         full_ref, commit_id = _resolve(repo, ref, repo_name)
         blob = _blob_at(repo, commit_id, clean, repo_name, full_ref)
@@ -286,7 +285,8 @@ def get_file(
     # What the index holds back as credentials is not served here either: such a line is replaced by a
     # marker of the same line, so line numbers stay true and the reply says which lines were withheld.
     text_lines = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
-    held = withheld_lines(text_lines, first, last)
+    released = frozenset(r.line for r in releases if (r.org, r.repo, r.path) == (org, repo_name, clean))
+    held = withheld_lines(text_lines, first, last, released)
     for n, kind in held.items():
         ending = b"\n" if lines[n - 1].endswith(b"\n") else b""
         lines[n - 1] = f"{WITHHELD_MARKER} ({kind})".encode() + ending

@@ -8,7 +8,7 @@ import numpy as np
 import re2
 
 from indexer.errors import BlobdexError
-from query.reader import SnapshotReader
+from query.reader import SnapshotReader, text_of
 from query.search import SearchRequest, row_mask, validate
 
 MAX_MATCHES = 500
@@ -41,8 +41,7 @@ def compile_pattern(pattern: str, literal: bool = False, ignore_case: bool = Fal
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise GrepError(
-            f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, "
-            f"or pass literal=true to search for the text as written"
+            f"bad regular expression {pattern!r}: {reason}; RE2 has no backreferences or lookaround, or ⟦literal⟧"
         ) from exc
 
 
@@ -61,7 +60,7 @@ def grep(
     """Matching lines (the first `limit` from `after`, a (row position, line offset) a page ended at), and
     where the next page starts (None: nothing is left)."""
     if not pattern:
-        raise GrepError("the pattern is empty: give a regular expression (RE2 syntax) or a literal with literal=true")
+        raise GrepError("the pattern is empty: give a regular expression (RE2 syntax), or ⟦literal⟧")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise GrepError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
     if not 1 <= limit <= MAX_MATCHES:
@@ -75,7 +74,7 @@ def grep(
     first_row, first_line = after or (0, 0)
     rows = np.flatnonzero(mask)
     for row in rows[np.searchsorted(rows, first_row) :]:
-        text = texts[int(row)].as_py()
+        text = text_of(texts[int(row)])
         if not compiled.search(text):
             continue
         r = reader.row(int(row))

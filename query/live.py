@@ -25,6 +25,7 @@ class LiveSnapshot:
         self.model_ids = model_ids
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None  # (snapshot id, when) of the last one refused
+        self._damaged: set[str] = set()  # snapshots a query found damaged: never served again
         self._opening = threading.Lock()  # one request at a time opens a new snapshot
 
     @property
@@ -36,22 +37,54 @@ class LiveSnapshot:
         """The snapshot CURRENT names, opened once; a request holds on to the one it got, so a swap
         never disturbs it. While one request opens a new snapshot the others keep using the old one.
         A new snapshot that cannot be opened is refused (logged) and the old one keeps serving; at start-up,
-        the newest kept snapshot that opens serves instead (logged), and CURRENT's is retried later."""
+        the newest kept snapshot that opens serves instead (logged), and CURRENT's is retried later. A snapshot
+        that a query found damaged (DamagedSnapshot) is left for the newest older kept one that opens (logged)."""
         live = current_id(self.data_dir)
         current = self._reader
         if current is not None:
-            if live == current.snapshot_id or self._refused_lately(live):
+            if not self._leaving(current) and self._keeps(current, live):
                 return current
             if not self._opening.acquire(blocking=False):
                 return current
         else:
             self._opening.acquire()
         try:
-            if self._reader is not None and self._reader.snapshot_id == live:
-                return self._reader
+            current = self._reader
+            if current is not None and self._leaving(current):
+                return self._fall_back(current)
+            if current is not None and self._keeps(current, live):
+                return current
             return self._swap(live)
         finally:
             self._opening.release()
+
+    def _keeps(self, current: SnapshotReader, live: str | None) -> bool:
+        """Whether `current` goes on serving: CURRENT names it, or nothing, or one refused lately or found damaged."""
+        return live in (current.snapshot_id, None) or live in self._damaged or self._refused_lately(live)
+
+    def _leaving(self, reader: SnapshotReader) -> bool:
+        return reader.damaged is not None and reader.snapshot_id not in self._damaged
+
+    def _fall_back(self, damaged: SnapshotReader) -> SnapshotReader:
+        """Serve the newest older kept snapshot that opens instead of `damaged`; `damaged` itself when none does."""
+        self._damaged.add(damaged.snapshot_id)
+        older = open_kept(self.data_dir, self.model_ids(), before=damaged.snapshot_id)
+        if older is None:
+            log.error(
+                "snapshot %s is damaged (%s) and no older kept snapshot opens: it serves what it still can; "
+                "run 'blobdex index' to rebuild it",
+                damaged.snapshot_id,
+                damaged.damaged,
+            )
+            return damaged
+        log.error(
+            "serving the older snapshot %s: a query found snapshot %s damaged (%s); run 'blobdex index' to rebuild it",
+            older.snapshot_id,
+            damaged.snapshot_id,
+            damaged.damaged,
+        )
+        self._reader = older
+        return older
 
     def _refused_lately(self, live: str | None) -> bool:
         return bool(
@@ -68,11 +101,19 @@ class LiveSnapshot:
                 fresh = open_kept(self.data_dir, self.model_ids())
                 if fresh is None:
                     raise
-                log.error(
-                    "serving the older snapshot %s: the snapshot CURRENT names cannot be served: %s",
-                    fresh.snapshot_id,
-                    exc,
-                )
+                if live is None:
+                    log.error(
+                        "serving snapshot %s, the newest kept: CURRENT in %r is missing or empty; the next "
+                        "'blobdex index' writes it again",
+                        fresh.snapshot_id,
+                        str(self.data_dir),
+                    )
+                else:
+                    log.error(
+                        "serving the older snapshot %s: the snapshot CURRENT names cannot be served: %s",
+                        fresh.snapshot_id,
+                        exc,
+                    )
                 self._reader, self._refused = fresh, (live, time.monotonic())
                 return fresh
             log.error("keeping snapshot %s: the new one is refused: %s", self._reader.snapshot_id, exc)

@@ -9,6 +9,7 @@ that changed one repo costs the server that repo's new part, not the corpus.
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -161,6 +162,44 @@ class Vectors:
         return out
 
 
+class DamagedSnapshot(SnapshotError):
+    """A query met damaged bytes in a snapshot that opened: Tantivy panics on a damaged term dictionary, and only
+    on the terms it holds (walking every dictionary at open, as `blobdex verify` does, took 0.22 s at 108k chunks:
+    too slow for every swap). One sentence, never a 500; the server then serves an older kept snapshot."""
+
+    status = 503
+
+
+class LexicalSearcher:
+    """A snapshot's Tantivy searcher: what Tantivy raises when it panics (pyo3's PanicException, a BaseException
+    that `except Exception` misses) marks the reader damaged and is a DamagedSnapshot."""
+
+    def __init__(self, searcher, reader: "SnapshotReader"):
+        self._searcher, self._reader = searcher, reader
+
+    def __getattr__(self, name: str):
+        found = getattr(self._searcher, name)
+        return self._guarded(found) if callable(found) else found
+
+    def _guarded(self, method):
+        @functools.wraps(method)
+        def call(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            except BaseException as exc:
+                if type(exc).__name__ != "PanicException":  # named: pyo3 exposes no module to import it from
+                    raise
+                reason = (str(exc).strip().splitlines() or [""])[0]
+                self._reader.damaged = reason
+                raise DamagedSnapshot(
+                    f"the lexical index of snapshot {self._reader.snapshot_id} is damaged ({reason}); run "
+                    f"'blobdex verify', then 'blobdex index' to rebuild it (a server answers from an older kept "
+                    f"snapshot meanwhile)"
+                ) from exc
+
+        return call
+
+
 class SnapshotReader:
     """Everything a query needs from one snapshot, loaded once (the parts `previous` has open are taken over).
 
@@ -189,7 +228,8 @@ class SnapshotReader:
         empty = chunk_schema(self.manifest.dim).empty_table().drop_columns(["vector"])
         self.rows = pa.concat_tables([p.rows for p in self.parts]) if self.parts else empty
         self.vectors = Vectors([p.vectors for p in self.parts], self.offsets, self.manifest.dim)
-        self.searcher = self.lexical.searcher()
+        self.damaged: str | None = None  # why a query failed on damaged bytes (LexicalSearcher)
+        self.searcher = LexicalSearcher(self.lexical.searcher(), self)
         self.schema = self.lexical.schema
         # Columns used for filtering, as codes into their distinct values (Labels); a superseded row's org is None.
         self.col = {name: Labels.joined([p.labels[name] for p in self.parts]) for name in LABELLED}
@@ -272,7 +312,11 @@ class SnapshotReader:
 
     def row(self, row: int) -> dict:
         part, _, local = self._locate(row)
-        return part.rows.slice(local, 1).to_pylist()[0]
+        one = part.rows.slice(local, 1)
+        try:
+            return one.to_pylist()[0]
+        except UnicodeDecodeError:  # damaged bytes in the mapped file: `text_of` each string
+            return {name: text_of(one.column(name)[0]) for name in one.column_names}
 
     def row_id(self, row: int) -> int:
         """The id of the row at a position: kept by every later snapshot while its chunk lives (search hit ids)."""
@@ -289,7 +333,7 @@ class SnapshotReader:
             raise SnapshotError(
                 f"cannot use snapshot {self.manifest.snapshot_id} with {model_ids[0]!r}: it holds the static vectors "
                 f"{self.manifest.model_id!r} published while {self.manifest.backfill_model_id!r}'s own are embedded "
-                f"(blobdex status shows how many are left); run 'blobdex index' to finish, then ask again"
+                f"(⟦backlog⟧); run 'blobdex index' to finish, then ask again"
             )
         raise SnapshotError(
             f"cannot serve snapshot {str(self.path)!r}: built with model {self.manifest.model_id!r} "
@@ -312,6 +356,17 @@ class SymbolRows:
         return found or list(default)
 
 
+def text_of(value: pa.Scalar):
+    """A string of a mapped column as Python reads it, with bytes that are not UTF-8 (damage, which verify names and
+    the next run repairs) read as U+FFFD instead of failing the request; any other value as it is."""
+    try:
+        return value.as_py()
+    except UnicodeDecodeError:
+        if pa.types.is_list(value.type):  # refs
+            return [text_of(v) for v in value.values]
+        return value.as_buffer().to_pybytes().decode("utf-8", "replace")
+
+
 def _without(labels: Labels, rows: np.ndarray) -> Labels:
     """`labels` with `rows` reading None."""
     if not rows.any():
@@ -322,9 +377,12 @@ def _without(labels: Labels, rows: np.ndarray) -> Labels:
     return Labels(codes, values)
 
 
-def open_kept(data_dir: Path, model_ids: tuple[str, ...]) -> SnapshotReader | None:
-    """The newest snapshot kept before CURRENT's that opens and serves one of `model_ids`, or None."""
+def open_kept(data_dir: Path, model_ids: tuple[str, ...], before: str | None = None) -> SnapshotReader | None:
+    """The newest snapshot kept before CURRENT's (and before `before`, when given) that opens and serves one of
+    `model_ids`, or None."""
     for snapshot_id in kept(data_dir):
+        if before is not None and snapshot_id >= before:
+            continue
         try:
             reader = SnapshotReader(data_dir, snapshot_id)
             reader.check_model(model_ids)

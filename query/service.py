@@ -13,6 +13,9 @@ import logging
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
+from itertools import groupby
+from operator import itemgetter
+from pathlib import Path
 
 from indexer import runs
 from indexer.config import Config
@@ -36,6 +39,8 @@ from query.cursor import encode as cursor_encode
 from query.search import Hit, Overlay, SearchRequest, candidates, check_org, chunk_hit, keep_similar, validate
 from query.sql import run as run_sql
 from query.status import RepoStatus, held_back, repo_status, vector_status
+from indexer.mirror import mirror_dir, open_mirror
+from indexer.secrets import triggered
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +251,7 @@ class Service:
             if found is None:
                 raise ChunkNotFound(
                     f"no chunk with id {clip}: a negative id is a session hit this server remembers for a while; "
-                    f"run search_code with the session again"
+                    f"⟦search_again⟧ with the session"
                 )
             hit, text, snapshot_id = found
             return ChunkText(id=clip, hit=hit, text=text, snapshot_id=snapshot_id)
@@ -256,7 +261,7 @@ class Service:
         if row is None or row["org"] != org:
             raise ChunkNotFound(
                 f"no chunk with id {clip} in snapshot {reader.snapshot_id}: ids come from search results, and a "
-                f"chunk's id ends when its file changes; run search_code again"
+                f"chunk's id ends when its file changes; ⟦search_again⟧"
             )
         return ChunkText(
             id=clip, hit=chunk_hit(reader, position, row), text=row["text"], snapshot_id=reader.snapshot_id
@@ -285,7 +290,7 @@ class Service:
         store = self.overlays
         store.check_id(session_id)
         if not store.touch(org, session_id):
-            raise SessionNotFound(f"no session {session_id!r}: call sync_workspace first (idle sessions expire)")
+            raise SessionNotFound(f"no session {session_id!r}: ⟦sync⟧ (idle sessions expire)")
         chunks, vectors = store.chunks(org, session_id)
         return Overlay(
             session_id=session_id, shadowed=frozenset(store.shadowed(org, session_id)), chunks=chunks, vectors=vectors
@@ -325,9 +330,9 @@ class Service:
         """A file's lines at `ref`; without one, at the commit that was indexed (see indexed_ref), so the
         lines of a search hit read back exactly as the hit shows them."""
         if ref:
-            return get_file(self.cfg.data_dir, repo, path, ref, org, start, end)
+            return get_file(self.cfg.data_dir, repo, path, ref, org, start, end, self.cfg.releases)
         name, commit_id = indexed_ref(self.cfg, self._manifest(), org, repo)
-        found = get_file(self.cfg.data_dir, repo, path, commit_id or name, org, start, end)
+        found = get_file(self.cfg.data_dir, repo, path, commit_id or name, org, start, end, self.cfg.releases)
         return replace(found, ref=name) if commit_id else found
 
     def _manifest(self) -> Manifest | None:
@@ -372,9 +377,18 @@ class Service:
         the table readers then open CURRENT's themselves."""
         return self.reader().snapshot_id if self.live.serving is not None else None
 
-    def held_back(self, org: str | None, repo: str | None) -> tuple[str, list[dict]]:
-        """Where the live snapshot held chunks back as credentials (never their text)."""
-        return held_back(self.cfg, org, repo)
+    def held_back(self, org: str | None, repo: str | None, lines: bool = False) -> tuple[str, list[dict]]:
+        """Where the live snapshot held chunks back as credentials (never their text). `lines`: each row also
+        gets `lines`, the lines that triggered with their kind and fingerprint (what a `[[release]]` names), read
+        from the mirror as get_file reads it; for the operator's CLI only, never an HTTP or MCP answer."""
+        snapshot_id, rows = held_back(self.cfg, org, repo)
+        if lines:
+            for where, group in groupby(rows, key=itemgetter("org", "repo", "commit_id", "path")):
+                text = _blob_text(self.cfg.data_dir, *where)
+                for row in group:
+                    found = triggered(text, row["line_start"], min(row["line_end"], len(text))) if text else []
+                    row["lines"] = [{"line": n, "kind": k, "fingerprint": f} for n, k, f in found]
+        return snapshot_id, rows
 
     def sql(self, query: str) -> tuple[str, list[str], list[tuple]]:
         """(snapshot_id, columns, rows) of one read-only SQL query over the live snapshot's tables."""
@@ -422,3 +436,15 @@ def route_dict(r: RepoRoute) -> dict:
     for e in d["evidence"]:
         e.pop("row", None)
     return d
+
+
+def _blob_text(data_dir: Path, org: str, repo: str, commit_id: str, path: str) -> list[str]:
+    """The lines of `path` at `commit_id` in the repo's mirror ([] when the mirror or the file is gone)."""
+    from dulwich.object_store import tree_lookup_path
+
+    try:
+        with open_mirror(mirror_dir(data_dir, org, repo)) as git:
+            _, blob_id = tree_lookup_path(git.__getitem__, git[commit_id.encode()].tree, path.encode())
+            return git[blob_id].as_raw_string().decode("utf-8", "replace").split("\n")
+    except (BlobdexError, KeyError, OSError):
+        return []

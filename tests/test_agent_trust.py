@@ -221,7 +221,7 @@ def test_a_rejected_argument_is_one_sentence_naming_it(service, tool, args, mess
     "tool,args,advice",
     [
         ("get_file", {"repo": "mini", "path": "nope.py"}, "find it with search_code or grep or check ref_or_commit"),
-        ("get_file", {"repo": "nope", "path": "m.py"}, "list_repos shows the indexed repos"),
+        ("get_file", {"repo": "nope", "path": "m.py"}, "list_repos lists the indexed repos"),
         ("get_file", {"repo": "mini", "path": "m.py", "ref_or_commit": "nosuchref"}, "pass one as ref_or_commit"),
         ("expand_context", {"symbol": "no_such_symbol"}, "find it with search_code or grep"),
     ],

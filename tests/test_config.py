@@ -218,7 +218,7 @@ def test_repo_add_refuses_a_missing_ref_a_dangling_head_a_non_git_dir_and_an_unr
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/x.git"
     run = blobdex("--config", path, "repo", "add", "u", url)
-    assert_one_sentence_error(run, "cannot be reached", "--no-check")
+    assert_one_sentence_error(run, "cannot be reached (the connection was refused)", "--no-check")
     assert "Retrying" not in caplog.text  # urllib3's own retry warnings would add lines above the sentence
     assert not path.exists()  # nothing was written
     for name, where in [("p", plain), ("u", url), ("a", source)]:

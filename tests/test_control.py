@@ -27,7 +27,7 @@ PROBE = "PROBE-FILE-CONTENT-42"
 
 
 @pytest.fixture
-def orgs(forge, tmp_path):
+def orgs(forge, tmp_path):  # noqa: F811 (forge is the fixture imported above)
     """The forge's two repos in org default, plus `pay` in org beta, indexed once: (cfg, tmp_path)."""
     cfg, _ = forge
     pay = gitrepo.init(tmp_path / "src" / "pay")

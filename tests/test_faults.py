@@ -4,6 +4,7 @@ import errno
 import json
 import logging
 import os
+import re
 import shutil
 from dataclasses import replace
 
@@ -62,8 +63,36 @@ def first_part(snap):
     return snapshot.parts_dir(snap.parent.parent) / manifest.repos[0].parts[0]
 
 
-# The damage the reliability review did to a live snapshot (its section 9), each of which a plain
-# 'blobdex index' used to answer with "unchanged, ok"; and a part's own files.
+def first_chunks(snap):
+    part = first_part(snap)
+    return snapshot.read_part_chunks(snapshot.PartRef(part.name, part, frozenset()))
+
+
+def flip_vector(snap):
+    """Flip bytes inside the first chunk's vector: the Arrow file still opens, the vector is no longer unit."""
+    needle = snapshot.vector_matrix(first_chunks(snap))[0].tobytes()
+    flip_in_file(first_part(snap) / snapshot.CHUNKS_ARROW, needle, 0, 16)
+
+
+def break_utf8(snap):
+    """Flip one byte of the first chunk's text: invalid UTF-8 where Arrow's offsets still hold."""
+    needle = first_chunks(snap).column("text")[0].as_py().encode()
+    flip_in_file(first_part(snap) / snapshot.CHUNKS_ARROW, needle, 5, 1)
+
+
+def flip_parquet_page(path, column="path", count=16):
+    """Flip bytes inside the data of one column's first page, past its header: the page checksum fails."""
+    import pyarrow.parquet as pq
+
+    row_group = pq.read_metadata(path).row_group(0)
+    chunk = next(
+        row_group.column(i) for i in range(row_group.num_columns) if row_group.column(i).path_in_schema == column
+    )
+    flip(path, (chunk.dictionary_page_offset or chunk.data_page_offset) + 32, count)
+
+
+# The damage the reliability reviews did to a live snapshot, each of which a plain 'blobdex index' used to answer
+# with "unchanged, ok"; and a part's own files. The last three only reading the bytes finds (the second review).
 DAMAGE = {
     "part_chunks_truncated": lambda s: truncate(first_part(s) / snapshot.CHUNKS_ARROW),
     "part_info_garbage": lambda s: (first_part(s) / snapshot.PART_INFO).write_text("garbage"),
@@ -75,6 +104,9 @@ DAMAGE = {
     "card_parquet_truncated": lambda s: truncate(first_part(s) / snapshot.CARD),
     "edges_parquet_truncated": lambda s: truncate(snapshot.graph_path(s, "edges")),
     "manifest_chunk_count_edited": edit_manifest_chunks,
+    "part_vector_bytes_flipped": flip_vector,
+    "symbols_parquet_page_flipped": lambda s: flip_parquet_page(first_part(s) / "symbols.parquet"),
+    "chunk_text_invalid_utf8": break_utf8,
 }
 
 
@@ -122,17 +154,51 @@ def test_verify_catches_a_truncated_cards_parquet(cfg):
 
 @pytest.mark.parametrize("table", ["symbols", "files"])
 def test_verify_catches_flipped_bytes_in_a_graph_table(cfg, table):
-    import pyarrow.parquet as pq
-
     run(cfg, show_progress=False)
-    path = first_part(live_dir(cfg)) / f"{table}.parquet"
-    row_group = pq.read_metadata(path).row_group(0)
-    column = next(
-        row_group.column(i) for i in range(row_group.num_columns) if row_group.column(i).path_in_schema == "path"
-    )
-    flip(path, column.dictionary_page_offset + 32, 16)  # inside the page of path names, past its header
+    flip_parquet_page(first_part(live_dir(cfg)) / f"{table}.parquet")  # inside the page of path names
     with pytest.raises(SnapshotError, match="cannot read the stores of snapshot"):
         verify(cfg.data_dir)
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        ("chunk_text_invalid_utf8", r"chunks.arrow: .*Invalid UTF8"),
+        ("part_vector_bytes_flipped", r"chunk vectors: 1 are not of unit length"),
+        ("paths_parquet_page_flipped", r"paths.parquet: .*(CRC|checksum)"),
+    ],
+)
+def test_verify_reads_every_byte_of_every_part(cfg, damage, problem):
+    """verify and the unchanged run share deep_check: vectors normed, text valid UTF-8, every page checksummed."""
+    run(cfg, show_progress=False)
+    snap = live_dir(cfg)
+    if damage == "paths_parquet_page_flipped":  # no other check of verify reads paths.parquet's pages
+        flip_parquet_page(first_part(snap) / "paths.parquet")
+    else:
+        DAMAGE[damage](snap)
+    _, problems = verify(cfg.data_dir)
+    assert any(re.search(f"^part {first_part(snap).name}: {problem}", p) for p in problems), problems
+
+
+def test_an_unchanged_run_reads_the_parts_checked_longest_ago_within_its_budget(cfg, monkeypatch):
+    """A no-change run costs a byte budget, not the corpus: it deep-checks the parts checked longest ago, so
+    damage is found within a few runs however large the corpus."""
+    from indexer import verify as verify_module
+
+    first = run(cfg, show_progress=False)
+    monkeypatch.setattr(verify_module, "CHECK_BYTES_PER_RUN", 1)  # one part (or the edges) a run
+    items = verify_module.checked_items(live_dir(cfg), open_manifest(cfg.data_dir)[1])
+    checked = []
+    for _ in items:
+        assert run(cfg, show_progress=False).unchanged
+        state = json.loads((cfg.data_dir / verify_module.CHECKED).read_text())
+        checked.append(sorted(state))
+    assert [len(c) for c in checked] == list(range(1, len(items) + 1))  # one more each run, none twice
+    assert set(checked[-1]) == {i.key for i in items}
+    flip_vector(live_dir(cfg))  # the first part: the one checked longest ago now
+    repaired = run(cfg, show_progress=False)
+    assert repaired.published and any(f"snapshot {first.snapshot_id} is damaged" in n for n in repaired.notes)
+    assert verify(cfg.data_dir) == (repaired.snapshot_id, [])
 
 
 def test_serve_falls_back_to_the_newest_kept_snapshot_that_opens(cfg, caplog):
@@ -176,10 +242,10 @@ def damage_cache(kind, path):
         path.write_bytes(path.read_bytes()[: path.stat().st_size * 3 // 10])
     elif kind == "random_bytes":
         path.write_bytes(os.urandom(path.stat().st_size))
-    else:  # every page past the header has bytes flipped
+    else:  # every page past the header has 200 bytes flipped where its cells are (sqlite fills a page from its end)
         data = bytearray(path.read_bytes())
         for page in range(4096, len(data), 4096):
-            data[page + 100 : page + 300] = bytes(b ^ 0xFF for b in data[page + 100 : page + 300])
+            data[page + 3800 : page + 4000] = bytes(b ^ 0xFF for b in data[page + 3800 : page + 4000])
         path.write_bytes(bytes(data))
 
 
@@ -191,7 +257,7 @@ def test_a_damaged_cache_is_moved_aside_and_the_run_rebuilds_it(cfg, kind):
     damage_cache(kind, cache_dir / "cache.sqlite")
     report = run(cfg, full=True, show_progress=False)
     assert report.published and report.chunks == first.chunks
-    assert any("was damaged" in n and "moved it aside" in n for n in report.notes)
+    assert any("was damaged" in n and "moved it aside" in n for n in report.notes), report.notes
     assert len(list(cache_dir.glob("cache.sqlite.corrupt-*"))) == 1
     assert verify(cfg.data_dir)[1] == []
     again = run(cfg, full=True, show_progress=False, embedder=CountingEmbedder())
@@ -295,3 +361,220 @@ def test_cli_search_answers_from_the_newest_kept_snapshot_and_says_so(cfg, blobd
         out = blobdex("--config", tmp_path / "blobdex.toml", "search", "renew_subscription", "--json")
     assert out.code == 0 and json.loads(out.out)["snapshot_id"] == kept
     assert f"serving the older snapshot {kept}" in caplog.text and broken in caplog.text
+
+
+def test_a_dead_repo_publishes_once_then_runs_with_nothing_new_publish_nothing(cfg):
+    """B9: the first failure publishes the repo stale (status shows it); failing again with nothing else changed
+    is unchanged, so a dead repo no longer makes every run upload, swap and announce a snapshot."""
+    from indexer.plan import plan
+
+    first = run(cfg, show_progress=False)
+    shutil.rmtree(cfg.repos[1].url)  # the source of `tools` is gone
+    failed = run(cfg, show_progress=False)
+    assert failed.published and failed.failed and failed.snapshot_id != first.snapshot_id
+    assert open_manifest(cfg.data_dir)[1].repo("default", "tools").status == "stale"
+    assert not plan(cfg).would_publish
+    for _ in range(2):
+        again = run(cfg, show_progress=False)
+        assert again.unchanged and not again.published and again.failed
+        assert current_id(cfg.data_dir) == failed.snapshot_id
+        tools = next(r for r in again.repos if r.name == "tools")
+        assert tools.status == "stale" and "does not exist" in tools.error
+    assert sorted(p.name for p in snapshot.snapshots_dir(cfg.data_dir).iterdir()) == sorted(
+        [first.snapshot_id, failed.snapshot_id]
+    )
+
+
+def flip_in_file(path, needle: bytes, offset: int, count: int) -> None:
+    """Flip `count` bytes of `path` at `offset` into the first copy of `needle`: damage inside one entry or
+    value, which the file's own structure (sqlite's pages, Arrow's offsets) does not notice."""
+    data = path.read_bytes()
+    at = data.find(needle)
+    assert at >= 0 and offset + count <= len(needle)
+    flip(path, at + offset, count)
+
+
+@pytest.mark.parametrize("entry", ["checksummed", "written_before_checksums"])
+def test_a_damaged_cached_vector_is_computed_again_and_never_published(cfg, entry):
+    """The review's 200 flipped bytes in cache.sqlite that sqlite still opens: `index --full` published the bad
+    vector, a snapshot that failed verify."""
+    import sqlite3
+
+    from indexer.cache import VECTOR_CHECK_BYTES
+
+    first = run(cfg, show_progress=False)
+    path = cfg.data_dir / "cache" / "cache.sqlite"
+    db = sqlite3.connect(str(path))
+    if entry == "written_before_checksums":  # the float32 bytes alone: taken when finite and of unit length
+        with db:
+            db.execute("UPDATE vector SET vector = substr(vector, 1, length(vector) - ?)", [VECTOR_CHECK_BYTES])
+        db.execute("VACUUM")
+        kept = run(cfg, full=True, show_progress=False, embedder=CountingEmbedder())
+        assert kept.chunks_embedded == 0 and kept.notes == []
+    raw = db.execute("SELECT vector FROM vector ORDER BY text_id LIMIT 1").fetchone()[0]
+    db.close()
+    Cache(path.parent).close()  # checkpoints the WAL into the file, as a finished run leaves it
+    flip_in_file(path, raw, 100, 200)
+    counter = CountingEmbedder()
+    report = run(cfg, full=True, show_progress=False, embedder=counter)
+    assert report.published and report.chunks == first.chunks
+    assert counter.texts == 1 and not list(path.parent.glob("cache.sqlite.corrupt-*"))
+    assert any("1 damaged cache entries" in n for n in report.notes)
+    assert verify(cfg.data_dir) == (report.snapshot_id, [])
+    again = run(cfg, full=True, show_progress=False, embedder=CountingEmbedder())
+    assert again.chunks_embedded == 0 and again.notes == []
+
+
+def test_a_damaged_blob_entry_costs_that_entry_not_the_cache(cfg):
+    import sqlite3
+
+    first = run(cfg, show_progress=False)
+    path = cfg.data_dir / "cache" / "cache.sqlite"
+    db = sqlite3.connect(str(path))
+    raw = db.execute("SELECT entry FROM blob ORDER BY key LIMIT 1").fetchone()[0]
+    entries = db.execute("SELECT count(*) FROM blob").fetchone()[0]
+    db.close()
+    Cache(path.parent).close()
+    flip_in_file(path, raw, len(raw) // 2, 8)
+    report = run(cfg, full=True, show_progress=False, embedder=CountingEmbedder())
+    assert report.published and report.chunks == first.chunks and report.blobs_new == 1
+    assert not list(path.parent.glob("cache.sqlite.corrupt-*"))
+    assert any("1 damaged cache entries" in n for n in report.notes)
+    assert verify(cfg.data_dir)[1] == []
+    db = sqlite3.connect(str(path))
+    assert db.execute("SELECT count(*) FROM blob").fetchone()[0] == entries
+
+
+def test_vectors_read_back_from_a_damaged_snapshot_are_not_cached(cfg, monkeypatch):
+    """A lost cache is refilled from the live snapshot's vectors (indexer/vectors.py); a damaged one is embedded
+    again instead of copied."""
+    from indexer import vectors
+    from indexer.snapshot import read_part_chunks, vector_matrix
+
+    monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 1)  # read back however few are missing
+    run(cfg, show_progress=False)
+    embedded = []
+    for damaged in (False, True):
+        for lost in (cfg.data_dir / "cache").glob("cache.sqlite*"):
+            lost.unlink()
+        if damaged:
+            part = first_part(live_dir(cfg))
+            needle = vector_matrix(read_part_chunks(snapshot.PartRef(part.name, part, frozenset())))[0].tobytes()
+            flip_in_file(part / snapshot.CHUNKS_ARROW, needle, 0, 16)
+        counter = CountingEmbedder()
+        report = run(cfg, full=True, show_progress=False, embedder=counter)
+        embedded.append(counter.texts)
+        assert verify(cfg.data_dir) == (report.snapshot_id, [])
+    assert embedded[1] == embedded[0] + 1  # the cards are embedded again either way
+    assert any("1 damaged cache entries" in n for n in report.notes)
+
+
+def test_invalid_utf8_in_chunk_text_is_read_as_replacement_characters_never_a_500(cfg):
+    """The review's grep 500 (UnicodeDecodeError), on every call until a run rebuilt the snapshot."""
+    run(cfg, show_progress=False)
+    damaged = first_chunks(live_dir(cfg)).slice(0, 1).to_pylist()[0]
+    break_utf8(live_dir(cfg))
+    client = TestClient(app(Service(cfg, embedder=HashEmbedder())), base_url="http://127.0.0.1")
+    found = client.post("/v1/grep", json={"pattern": ".", "repos": [damaged["repo"]], "limit": 500})
+    assert found.status_code == 200
+    lines = [m["text"] for m in found.json()["matches"] if m["path"] == damaged["path"]]
+    assert any("\ufffd" in line for line in lines)
+    hits = client.post("/v1/search", json={"query": damaged["symbol"] or damaged["path"], "limit": 50})
+    assert hits.status_code == 200 and hits.json()["hits"]
+
+
+@pytest.mark.parametrize("current", ["missing", "empty"])
+def test_serve_and_search_fall_back_to_the_newest_kept_snapshot_when_current_is_missing_or_empty(
+    cfg, current, blobdex, caplog
+):
+    cfg = replace(cfg, keep_snapshots=2)
+    _, newest = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(2))
+    path = cfg.data_dir / snapshot.CURRENT
+    path.unlink() if current == "missing" else path.write_text("\n")
+    with caplog.at_level(logging.ERROR):
+        client = TestClient(app(Service(cfg, embedder=HashEmbedder())), base_url="http://127.0.0.1")
+        assert client.get("/readyz").json()["snapshot_id"] == newest
+        hits = client.post("/v1/search", json={"query": "renew_subscription", "limit": 1}).json()
+    assert hits["snapshot_id"] == newest and hits["hits"]
+    said = [r.getMessage() for r in caplog.records if "CURRENT" in r.getMessage()]
+    assert said == [
+        f"serving snapshot {newest}, the newest kept: CURRENT in {str(cfg.data_dir)!r} is missing or empty; "
+        "the next 'blobdex index' writes it again"
+    ]
+    out = blobdex("--config", cfg.path, "search", "renew_subscription", "--json")
+    assert out.code == 0 and json.loads(out.out)["snapshot_id"] == newest
+
+
+def test_a_damaged_term_dictionary_in_the_newest_snapshot_is_one_sentence_then_the_older_one_serves(
+    cfg, blobdex, caplog
+):
+    """Tantivy opens a damaged .term file and panics only on a query that reads the damaged terms: the review saw
+    `blobdex search` exit 70 and /v1/search and /v1/route answer 500 until the next run."""
+    cfg = replace(cfg, keep_snapshots=2)
+    older, newest = (run(cfg, full=True, show_progress=False).snapshot_id for _ in range(2))
+    term = one(snapshot.snapshots_dir(cfg.data_dir) / newest / "lexical", "*.term")
+    assert term.stat().st_nlink == 1  # the newest snapshot's own: the older one's index is intact
+    flip(term, term.stat().st_size // 2)
+    words = ["billing", "def", "class", "config", "api", "renew_subscription"]
+    out = blobdex("--config", cfg.path, "search", "billing", "--json")
+    assert out.code == 2 and f"the lexical index of snapshot {newest} is damaged" in out.err
+    assert len(out.err.strip().splitlines()) == 1
+    client = TestClient(app(Service(cfg, embedder=HashEmbedder())), base_url="http://127.0.0.1")
+    answers = []
+    with caplog.at_level(logging.ERROR):
+        for word in words:
+            for path, body in (("/v1/search", {"query": word}), ("/v1/route", {"task": word})):
+                answer = client.post(path, json=body)
+                answers.append((answer.status_code, answer.json().get("snapshot_id")))
+                if answer.status_code == 503:
+                    assert "is damaged" in answer.json()["error"]["message"]
+    failed = [i for i, (code, _) in enumerate(answers) if code != 200]
+    assert [answers[i][0] for i in failed] == [503]  # one answer, then the older snapshot serves
+    assert all(sid == older for _, sid in answers[failed[0] + 1 :])
+    assert f"serving the older snapshot {older}: a query found snapshot {newest} damaged" in caplog.text
+
+
+def test_page_checksums_are_checked_without_decoding_wherever_pyarrow_checks_them(cfg, tmp_path):
+    """indexer/checksums.py reads the footer and page headers itself (3x faster than decoding): a byte flipped in a
+    graph table fails it wherever pyarrow's page-verifying decode fails (but for a rare flip of a dictionary page's
+    value count, which only decoding finds), and an untouched file passes."""
+    import pyarrow.parquet as pq
+
+    from indexer.checksums import check_pages
+
+    run(cfg, show_progress=False)
+    source = first_part(live_dir(cfg)) / "calls.parquet"
+    assert check_pages(source) == 0  # every page carries its checksum
+    data = source.read_bytes()
+    decoding_fails, missed = 0, []
+    for at in range(4, len(data) - 8, max(1, len(data) // 400)):
+        damaged = tmp_path / "damaged.parquet"
+        damaged.write_bytes(data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1 :])
+        try:
+            pq.read_table(damaged, page_checksum_verification=True)
+            continue
+        except Exception:
+            decoding_fails += 1
+        try:
+            check_pages(damaged)
+            missed.append(at)
+        except Exception:
+            pass
+    assert decoding_fails > 100 and len(missed) <= decoding_fails // 100, missed
+
+
+def test_a_chunk_the_model_reads_nothing_in_is_no_damage(tmp_path):
+    """A text of only unknown pieces gets an all-zero vector from the static tier and the hashing embedder; the
+    unchanged run's check must not take it for a flipped vector and rebuild on every run."""
+    from indexer.config import RepoSpec
+    from indexer.verify import verify
+    from tests import gitrepo
+    from tests.corpus import write_config
+
+    gitrepo.commit(gitrepo.init(tmp_path / "src"), {"sep.txt": b"+-+-+ ;;; !!! ---\n", "a.py": b"def a():\n    pass\n"})
+    cfg = write_config(tmp_path, [RepoSpec(name="src", url=str(tmp_path / "src"))])
+    first = run(cfg, show_progress=False)
+    vectors = snapshot.vector_matrix(snapshot.read_chunks(live_dir(cfg)))
+    assert not vectors.any(axis=1).all()  # the separator line's vector is all zeros
+    again = run(cfg, show_progress=False)
+    assert again.unchanged and again.snapshot_id == first.snapshot_id and verify(cfg.data_dir)[1] == []

@@ -457,7 +457,8 @@ def test_facts_per_language(lang, source, symbols, imports, calls):
     [
         (
             "python",
-            "def renew(sub, days=30) -> int:  # grace period\n    # why\n    return days\n\nclass A(B):  # base\n    x = 1\n",
+            "def renew(sub, days=30) -> int:  # grace period\n    # why\n    return days\n\n"
+            "class A(B):  # base\n    x = 1\n",
             ["def renew(sub, days=30) -> int", "class A(B)"],
         ),
         ("javascript", "function f(a, b) { // note\n  return a\n}\n", ["function f(a, b)"]),

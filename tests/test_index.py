@@ -253,3 +253,40 @@ def test_a_blob_that_failed_once_is_tried_again_by_the_next_build(two_repos, mon
     gitrepo.commit(api, {**api_files(), "NEWS.md": b"# News\n\nInvoices gained tax.\n"})
     second = run(cfg, show_progress=False)
     assert second.published and "unreadable" not in second.files_skipped
+
+
+@pytest.mark.parametrize(
+    "first_line, lang",
+    [
+        (b"#!/usr/bin/env python3", "python"),
+        (b"#!/usr/bin/python3.11 -u", "python"),
+        (b"#!/usr/bin/env -S node --no-warnings", "javascript"),
+        (b"#!/bin/sh", "bash"),
+        (b"#!/usr/bin/env FOO=1 bash", "bash"),
+        (b"#!/usr/bin/env ruby", "ruby"),
+        (b"#!/usr/bin/env perl", None),  # no grammar: text, as before
+        (b"# not a shebang", None),
+    ],
+)
+def test_a_scripts_shebang_names_its_language(first_line, lang):
+    from indexer.languages import script_language
+
+    assert script_language(first_line + b"\nprint(1)\n") == lang
+
+
+def test_a_script_without_an_extension_is_indexed_as_its_shebang_says(tmp_path):
+    from indexer.snapshot import read_graph
+
+    deploy = b'#!/usr/bin/env python3\n"""Deploy the service."""\n\n\ndef roll_out(version):\n    return version\n'
+    files = {"bin/deploy": deploy, "bin/notes": b"just some text\n", "app.py": b"def app():\n    return 1\n"}
+    gitrepo.commit(gitrepo.init(tmp_path / "src"), files)
+    cfg = write_config(tmp_path, [RepoSpec(name="src", url=str(tmp_path / "src"))])
+    run(cfg, show_progress=False)
+    path = open_manifest(cfg.data_dir)[0]
+    langs = {r["path"]: r["lang"] for r in read_graph(path, "files").to_pylist()}
+    assert langs == {"bin/deploy": "python", "bin/notes": "text", "app.py": "python"}
+    symbols = {r["qualified_name"]: r["path"] for r in read_graph(path, "symbols").to_pylist()}
+    assert symbols["roll_out"] == "bin/deploy"  # parsed as Python: its definitions are facts
+    reader = SnapshotReader(cfg.data_dir)
+    rows = [i for i in range(reader.rows.num_rows) if reader.col["path"][i] == "bin/deploy"]
+    assert rows and {reader.col["lang"][i] for i in rows} == {"python"}

@@ -1,6 +1,8 @@
 """Mirrors: real fetches over a local smart-HTTP server (with auth), file URLs and local paths."""
 
 import base64
+import subprocess
+import sys
 import threading
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -9,9 +11,11 @@ from dulwich.repo import Repo
 from dulwich.server import DictBackend
 from dulwich.web import make_wsgi_chain
 
+from indexer.build import run
 from indexer.config import RepoSpec
 from indexer.mirror import MirrorError, fetch, redact, resolve_credential
 from tests import gitrepo
+from tests.corpus import api_files
 
 TOKEN = "s3cret-token-value"
 
@@ -85,6 +89,9 @@ def test_unreachable_url_fails_after_retries_without_leaking_credentials(tmp_pat
     with caplog.at_level("DEBUG"), pytest.raises(MirrorError) as err:
         fetch(tmp_path / "data", spec)
     assert "after 3 attempts" in str(err.value) and "hunter2" not in str(err.value)
+    # In a few words: urllib3's ~300 characters of pool and retry detail only under -v (the debug log).
+    assert "after 3 attempts: the connection was refused; check the url" in str(err.value)
+    assert "HTTPConnectionPool" not in str(err.value) and len(str(err.value)) < 200
     # Our three attempts are logged; urllib3's own retries inside each are not (they were 9 more lines).
     assert [r.name for r in caplog.records if r.levelname == "WARNING"] == ["indexer.mirror"] * 3
     assert redact(spec.url) == "http://127.0.0.1:9/nothing.git"
@@ -143,3 +150,35 @@ def test_a_mirror_past_max_packs_is_repacked_into_one_and_keeps_every_commit(tmp
     for commit_id in commits:
         tree = mirror[mirror[commit_id.encode()].tree]
         assert mirror[tree[b"a.py"][1]].data.startswith(b"def f")
+
+
+# `blobdex index` in a process that SIGKILLs itself at dulwich's rename of refs/heads/main.lock over the mirror's
+# refs/heads/main: the moment a systemd stop timeout, the OOM killer or a reboot can hit during a fetch.
+KILLED_AT_REF_UPDATE = """
+import os, signal, sys
+replace = os.replace
+def killing(src, dst, *args, **kwargs):
+    if os.fsdecode(src).endswith(os.path.join("api.git", "refs", "heads", "main.lock")):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return replace(src, dst, *args, **kwargs)
+os.replace = killing
+sys.argv = ["blobdex", "--config", sys.argv[1], "index", "--quiet"]
+from query.cli import main
+main()
+"""
+
+
+def test_a_fetch_killed_at_its_ref_update_costs_one_run_not_the_repo(two_repos):
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+    new = gitrepo.commit(api, {**api_files(), "more.py": b"def more():\n    return 1\n"})
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT_REF_UPDATE, str(cfg.path)], capture_output=True)
+    assert killed.returncode == -9, killed.stderr
+    lock = cfg.data_dir / "mirrors" / "default" / "api.git" / "refs" / "heads" / "main.lock"
+    assert lock.exists()
+    report = run(cfg, show_progress=False)
+    assert not report.failed and report.published
+    assert [r.status for r in report.repos] == ["ok", "ok"]
+    assert report.repos[0].refs == [{"ref": "refs/heads/main", "commit_id": new}]
+    assert any("leftover" in n and "api.git/refs/heads/main.lock" in n for n in report.notes)
+    assert not lock.exists()

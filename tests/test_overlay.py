@@ -130,7 +130,7 @@ def test_session_tools_over_mcp(service):
     assert "• uncommitted" in found.content[0].text and "session=t" in found.content[0].text
     assert json.loads(status.content[0].text)["files"][0]["path"] == "src/billing/renew.py"
     assert "ended" in ended.content[0].text
-    assert gone.is_error and "call sync_workspace first" in gone.content[0].text
+    assert gone.is_error and "sync_workspace creates one" in gone.content[0].text
 
 
 def test_session_endpoints_over_http(service):

@@ -68,7 +68,10 @@ def test_every_reading_of_the_text_takes_the_whole_text_in_one_pass(read):
 
 
 def test_named_files_and_scopes_read_as_before():
-    text = 'fix(parser): crash\nTraceback:\n  File "src/app/parse.py", line 3, in run\nsee at com.x.Y.z(Y.java:3) and util.go:9'
+    text = (
+        'fix(parser): crash\nTraceback:\n  File "src/app/parse.py", line 3, in run\n'
+        "see at com.x.Y.z(Y.java:3) and util.go:9"
+    )
     assert named_files(text) == {"src/app/parse.py", "Y.java", "util.go"}
     assert title_scopes(text) == ["parser"]
     assert asks_for_tests("tests: use strict equality") and not asks_for_tests("call test.local from the client")

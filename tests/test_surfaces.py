@@ -2,8 +2,6 @@
 tests/test_error_shape.py): one assert_<contract>_error per contract, applied to a bad request on each of
 its routes, and a check that the table names every route, so a route that escapes the mechanism fails here."""
 
-from pathlib import Path
-
 import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
@@ -226,18 +224,3 @@ def test_the_guard_and_mcp_allow_the_same_hosts(corpus, tmp_path):
         assert c.post("/mcp", json=initialize, headers=headers).status_code == 200  # past the Guard and MCP's check
         refused = c.post("/mcp", json=initialize, headers={**headers, "Origin": "https://elsewhere.example"})
         assert_v1_error(refused, 403, "bad_origin")  # the Guard answers first, in the one shape
-
-
-def test_every_mcp_advice_rewrite_still_finds_the_cli_advice_it_replaces():
-    """MCP rewrites a message's shell advice into tool advice by pattern; a reworded message must fail here,
-    not silently hand an agent a shell command it cannot run."""
-    from query.surfaces.mcp import TOOL_ADVICE
-
-    root = Path(__file__).resolve().parents[1]
-    source = "\n".join(
-        p.read_text(encoding="utf-8")
-        for d in ("indexer", "query")
-        for p in (root / d).rglob("*.py")
-        if p.name != "mcp.py"
-    )
-    assert [pattern.pattern for pattern, _ in TOOL_ADVICE if not pattern.search(source)] == []

@@ -172,7 +172,7 @@ class OverlayStore:
                 touched.append((path, 0, blob_id, skip))
                 continue
             held_back += entry.secrets_held_back
-            rows += _overlay_chunks(repo, path, blob_id, lang, entry)
+            rows += _overlay_chunks(repo, path, blob_id, entry.lang or lang, entry)
             touched.append((path, 0, blob_id, None))
         touched += [(path, 1, None, None) for path in clean_deleted]
         vectors = embedder.embed([embed_text(r.symbol, r.text) for r in rows]) if rows else []
@@ -273,8 +273,7 @@ class OverlayStore:
         ).fetchone()
         if row is None:
             raise SessionNotFound(
-                f"no session {session_id!r}: sync_workspace creates one (idle sessions are removed "
-                f"after {self.idle_seconds / 3600:g} h)"
+                f"no session {session_id!r}: ⟦sync⟧ (idle sessions are removed after {self.idle_seconds / 3600:g} h)"
             )
         files = self.db.execute(
             "SELECT repo, path, deleted, skip FROM touched WHERE org = ? AND session_id = ? ORDER BY repo, path",

@@ -48,7 +48,7 @@ def endpoint(shape: Shape):
             try:
                 result = await handler(request)
             except BlobdexError as exc:
-                return shape(request, exc.status, str(exc), getattr(exc, "code", None))
+                return shape(request, exc.status, exc.said("http"), getattr(exc, "code", None))
             except Exception:  # a bug, not the caller's input: logged with its traceback
                 log.exception("%s %s failed", request.method, request.url.path)
                 return shape(request, 500, INTERNAL_MESSAGE, None)

@@ -212,15 +212,14 @@ async def chunks(request: Request):
         raise SurfaceError(400, "give ids=1,2,3 (ids from search hits)")
     if len(ids) > MAX_CHUNK_IDS:
         raise SurfaceError(400, f"give at most {MAX_CHUNK_IDS} ids at a time; you gave {len(ids)}")
-    wanted = [(raw, _int(raw, "ids")) for raw in ids]
 
-    def read() -> dict:
+    def read() -> dict:  # a bad id (not a number, out of range, unknown) is reported in place
         found, errors = [], []
-        for raw, clip in wanted:
+        for raw in ids:
             try:
-                found.append(service.get_chunk(org, clip).to_dict())
+                found.append(service.get_chunk(org, _int(raw, "ids")).to_dict())
             except BlobdexError as exc:
-                errors.append({"id": raw, "message": str(exc)})
+                errors.append({"id": raw, "message": exc.said("http")})
         return {"chunks": found, "errors": errors}
 
     return await offload(read)
@@ -379,7 +378,7 @@ async def readyz(request: Request):
     try:
         reader = await anyio.to_thread.run_sync(_service(request).reader)
     except BlobdexError as exc:
-        return error(503, "not_ready", str(exc))
+        return error(503, "not_ready", exc.said("http"))
     return JSONResponse({"ok": True, "snapshot_id": reader.snapshot_id})
 
 

@@ -264,7 +264,7 @@ async def clips_batch(request: Request):
         try:
             results.append({"success": True, **await offload(_clip, request, int(raw), current_org.get())})
         except (BlobdexError, ValueError, TypeError) as exc:  # per item: one unreadable clip fails only itself
-            message = str(exc) if isinstance(exc, BlobdexError) else "the id must be a number from /search"
+            message = exc.said("http") if isinstance(exc, BlobdexError) else "the id must be a number from /search"
             results.append({"id": raw, "success": False, "error": message})
     done = sum(r["success"] for r in results)
     return ok(

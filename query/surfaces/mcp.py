@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 import threading
 import time
 from dataclasses import asdict
@@ -43,24 +42,7 @@ WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempoten
 DISCARDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-# The same errors reach the CLI, where their advice names shell commands; the calling model can act
-# on a tool argument or another tool instead. Keep in step with the messages of query.get_file,
-# query.expand_context and indexer.scan; an operator's step (indexing, rebuilding) is the user's to take.
-TOOL_ADVICE = [
-    (re.compile(r"search for it with 'blobdex search'"), "find it with search_code or grep"),
-    (re.compile(r"add it with 'blobdex repo add' and run 'blobdex index'"), "list_repos shows the indexed repos"),
-    (re.compile(r"(?:name one|fix it) with 'blobdex repo add \S+ URL --ref [A-Z]+'"), "pass one as ref_or_commit"),
-    (re.compile(r"name a branch with --ref"), "pass a branch as ref_or_commit"),
-    (re.compile(r"check the ref\b"), "check ref_or_commit"),
-    (re.compile(r"\b(run|rebuild with) '(blobdex [^']*)'"), r"ask the user to \1 '\2'"),
-]
 BOUNDS = {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}
-
-
-def for_the_model(message: str) -> str:
-    for pattern, advice in TOOL_ADVICE:
-        message = pattern.sub(advice, message)
-    return message
 
 
 def argument_error(tool: str, exc: ValidationError, schema: dict) -> str:
@@ -145,7 +127,7 @@ def _scope(ctx: Context) -> tuple[Service, str]:
 
 
 def _fail(exc: BlobdexError) -> NoReturn:
-    raise ToolError(for_the_model(str(exc))) from exc
+    raise ToolError(exc.said("mcp")) from exc
 
 
 # Arguments several tools take, described once.
@@ -264,7 +246,7 @@ def get_chunk(
         try:
             out.append(render.chunk_markdown(service.get_chunk(org, clip)))
         except BlobdexError as exc:
-            out.append(f"## id {clip}\n\nerror: {exc}\n")
+            out.append(f"## id {clip}\n\nerror: {exc.said('mcp')}\n")
     return "\n".join(out)
 
 

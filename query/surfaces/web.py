@@ -214,7 +214,7 @@ def page(request: Request, template: str, status: int = 200, **context) -> HTMLR
 
 
 def _failed(request: Request, exc: BlobdexError, template: str, **context) -> HTMLResponse:
-    return page(request, template, status=getattr(exc, "status", 400), error=str(exc), **context)
+    return page(request, template, status=getattr(exc, "status", 400), error=exc.said("web"), **context)
 
 
 def _choices(service, org: str) -> dict:
