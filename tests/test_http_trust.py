@@ -58,6 +58,9 @@ def test_every_reader_refuses_a_credential_file(service, corpus, url, path):
     assert tool.is_error and "credential file" in tool.content[0].text
     out = CliRunner().invoke(cli, ["--config", str(corpus.cfg.path), "get-file", "api", path], catch_exceptions=True)
     assert isinstance(out.exception, CredentialFile) and secret not in out.output and "RSA" not in out.output
+    for ref in ("main", corpus.commits["api_main"]):  # outline too, indexed ref or not (it answered an empty 200)
+        r = httpx.get(f"{url}/v1/outline", params={"repo": "api", "path": path, "ref": ref})
+        assert r.status_code == 403 and "credential file" in r.json()["error"]["message"]
 
 
 def test_the_cli_reads_through_the_same_reader(corpus):
