@@ -31,4 +31,5 @@ SANCTIONED = {
     "query/eval/scratch.py": {"build"},  # the eval indexes a scratch data dir of its own to measure
     "query/cli.py": {"cli"},  # the one `blobdex` command mounts the indexer's commands (init, repo, index)
     "query/eval/cli.py": {"cli"},  # the eval commands read --config/--data-dir as every command does (cli_config)
+    "query/token_cli.py": {"cli"},  # so do the token commands
 }

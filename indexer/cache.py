@@ -50,7 +50,8 @@ def read_vector_entry(raw: bytes, dim: int) -> np.ndarray | None:
     """The vector an entry holds, or None when it is not one of `dim` floats or its bytes are damaged."""
     if len(raw) == 4 * dim + VECTOR_CHECK_BYTES:
         data, check = raw[:-VECTOR_CHECK_BYTES], raw[-VECTOR_CHECK_BYTES:]
-        return np.frombuffer(data, dtype=np.float32) if zlib.crc32(data).to_bytes(4, "little") == check else None
+        intact = zlib.crc32(data).to_bytes(VECTOR_CHECK_BYTES, "little") == check
+        return np.frombuffer(data, dtype=np.float32) if intact else None
     if len(raw) == 4 * dim:  # written before the checksum
         vector = np.frombuffer(raw, dtype=np.float32)
         return vector if unit_length(vector)[0] else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +17,6 @@ from dulwich.repo import Repo
 from indexer import credentials
 from indexer.config import RepoSpec
 from indexer.errors import BlobdexError
-from indexer.sources import is_local
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,14 @@ def redact(url: str) -> str:
             host += f":{parts.port}"
         return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
     return url
+
+
+SCP_LIKE_RE = re.compile(r"^[\w.-]+@[\w.-]+:")  # git@host:path, an ssh URL without a scheme
+
+
+def is_local(url: str) -> bool:
+    """A local path or a file:// URL (this machine's own disk), not a remote."""
+    return url.startswith("file://") or ("://" not in url and not SCP_LIKE_RE.match(url))
 
 
 def resolve_credential(reference: str) -> str:

@@ -4,20 +4,11 @@ URL or ref is refused while the person who made it is watching, not at the next 
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from indexer.config import ConfigError, RepoSpec
-
-
-SCP_LIKE_RE = re.compile(r"^[\w.-]+@[\w.-]+:")  # git@host:path, an ssh URL without a scheme
-
-
-def is_local(url: str) -> bool:
-    """A local path or a file:// URL (the server's own disk), not a remote."""
-    return url.startswith("file://") or ("://" not in url and not SCP_LIKE_RE.match(url))
 
 
 def checked(spec: RepoSpec, check: bool = True, skip: str = "", data_dir: Path | None = None) -> RepoSpec:
@@ -38,7 +29,7 @@ def checked(spec: RepoSpec, check: bool = True, skip: str = "", data_dir: Path |
 def source(name: str, url: str, data_dir: Path | None = None) -> str:
     """`url` made absolute if it is a local path; refused if it carries a password or token, or if it lies inside
     `data_dir` (a mirror there is another org's copy, or blobdex's own state)."""
-    from indexer.mirror import redact
+    from indexer.mirror import is_local, redact
 
     try:
         parts = urlsplit(url)

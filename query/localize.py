@@ -28,12 +28,11 @@ from query.search import (
     SearchRequest,
     candidates,
     defining_files,
-    named_definitions,
     row_mask,
     rrf,
-    title_and_body,
     validate,
 )
+from query.query_text import named_definitions, title_and_body
 
 DECAY = 0.5  # within a signal, the n-th best chunk of a file adds DECAY**n of its share
 SIGNALS = ("vector", "bm25", "symbol")  # a file's place in the symbol list is its first definition's

@@ -90,7 +90,7 @@ def test_a_new_users_first_hour(tmp_path):
     assert json.loads(loop.stdout.readline())["unchanged"]
     loop.send_signal(signal.SIGTERM)
     assert loop.wait(30) == 0
-    assert _cli(project, env, "index", "--every", "5", code=2)
+    assert "(5s or 5m?)" in _cli(project, env, "index", "--every", "5", code=2).stderr
 
     snapshot, manifest = open_manifest(project / ".blobdex")
     part = parts_of(snapshot, manifest)[0]

@@ -6,7 +6,8 @@ import pytest
 from indexer.embed import load_embedder
 from indexer.tokenize import tokens
 from query.reader import SnapshotReader
-from query.search import STOPWORDS, SearchRequest, search
+from query.query_text import STOPWORDS
+from query.search import SearchRequest, search
 from tests.corpus import build_corpus
 
 FILES = {

@@ -6,14 +6,12 @@ from dataclasses import replace
 import pytest
 
 from indexer.tokenize import tokens
+from query.query_text import PASSAGE_CHARS, named_definitions, passages
 from query.search import (
-    PASSAGE_CHARS,
     SearchError,
     SearchRequest,
     keep_similar,
     lexical_query,
-    named_definitions,
-    passages,
     search,
     similarity_floor,
 )

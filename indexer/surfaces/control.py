@@ -25,7 +25,7 @@ from indexer import config as configmod
 from indexer import runs, sources, tokens
 from indexer.config import ConfigError, RepoSpec
 from indexer.errors import BlobdexError
-from indexer.mirror import redact
+from indexer.mirror import is_local, redact
 from indexer.queue import Queue
 from indexer.snapshot import SnapshotError, open_manifest
 from indexer.surfaces.webhooks import HookError, capped_body, error
@@ -140,7 +140,7 @@ async def add_repo(request: Request, grant: dict):
     configmod.check_name("repo", body["name"])
     configmod.check_name("org", org)
     _may(grant, org)
-    if sources.is_local(body["url"]) and not _every_org(grant):
+    if is_local(body["url"]) and not _every_org(grant):
         raise HookError(
             403,
             "org_forbidden",

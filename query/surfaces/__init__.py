@@ -60,7 +60,7 @@ def endpoint(shape: Shape):
 
 
 # A request's ranking, grep or reading runs in a worker thread, never on the event loop, with a deadline. The caps
-# on what a request may ask (search.MAX_QUERY_CHARS, limits, RE2 patterns) keep its work far below the deadline:
+# on what a request may ask (query_text.MAX_QUERY_CHARS, limits, RE2 patterns) keep its work far below the deadline:
 # it is a backstop, so that no input an audit missed can hold a caller (or a worker) for long.
 REQUEST_SECONDS = 60.0
 # Such work shares HEAVY_THREADS worker threads, apart from anyio's default pool, so health checks and light

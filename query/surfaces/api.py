@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from indexer.errors import BlobdexError
-from query.search import SearchRequest, cut_note
+from query.query_text import cut_note
+from query.search import SearchRequest
 from query.service import Service, route_dict
 from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body
 from query.surfaces.guard import current_org, error

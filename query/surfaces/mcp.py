@@ -364,7 +364,7 @@ def route_task(
     the evidence chunks, coupling edges the evidence touches, and a sparse-checkout plan. Call this first
     for a new task, then search_code inside the top repos."""
     service, org = _scope(ctx)
-    from query.search import cut_note  # once the service exists (see search_code)
+    from query.query_text import cut_note  # once the service exists (see search_code)
 
     try:
         snapshot_id, routes = service.route(org, task, limit)

@@ -25,7 +25,8 @@ from indexer.errors import BlobdexError
 from indexer.tokenize import tokens as word_tokens
 from query import MAX_LIMIT
 from query.grep import GrepError, compile_pattern
-from query.search import KINDS, MAX_QUERY_CHARS, MODES, STOPWORDS, SearchRequest, cut_note
+from query.query_text import STOPWORDS, cut, cut_note
+from query.search import KINDS, MODES, SearchRequest
 from query.surfaces import highlight, offload
 from query.surfaces.guard import current_org
 
@@ -80,10 +81,10 @@ class Query:
         except ValueError:
             limit = 20
         mode = one("mode") if one("mode") in SEARCH_MODES else "hybrid"
-        q = params.get("q") or ""
+        q, cut_from = cut(params.get("q") or "")
         return cls(
-            q=q[:MAX_QUERY_CHARS],
-            cut_from=len(q) if len(q) > MAX_QUERY_CHARS else 0,
+            q=q,
+            cut_from=cut_from,
             mode=mode,
             repo=tuple(r for r in params.getlist("repo") if r),
             lang=tuple(x for x in params.getlist("lang") if x),
@@ -326,8 +327,8 @@ async def repos(request: Request) -> Response:
 async def route(request: Request) -> Response:
     service, org = request.app.state.service, current_org.get()
     task = request.query_params.get("task") or ""
-    context = {"task": task[:MAX_QUERY_CHARS], "routes": None, "note": cut_note(len(task))}
-    task = context["task"]
+    task, cut_from = cut(task)
+    context = {"task": task, "routes": None, "note": cut_note(cut_from)}
     if task.strip():
         try:
             _, context["routes"] = await offload(service.route, org, task)
