@@ -26,27 +26,6 @@ BLOBDEX = str(Path(sys.executable).parent / "blobdex")
 QUERY_COUNT = 120
 
 
-def default_source() -> Path:
-    import networkx
-
-    return Path(networkx.__file__).parent
-
-
-def make_repo(source: Path, dest: Path) -> None:
-    """A git repo whose one commit holds the source tree (bytecode caches left out)."""
-    from dulwich.repo import Repo
-
-    from tests import gitrepo
-
-    files = {
-        f"{source.name}/{p.relative_to(source).as_posix()}": p.read_bytes()
-        for p in sorted(source.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
-    repo: Repo = gitrepo.init(dest)
-    gitrepo.commit(repo, files, message="import source")
-
-
 def run_index(env: dict, cwd: Path) -> tuple[dict, float]:
     """(report, wall seconds) of one `blobdex index --json` in its own process."""
     started = time.monotonic()
@@ -325,6 +304,8 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="blobdex-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
+    from ci.bench_repo import default_source, make_repo
+
     if args.repo:
         url, name = args.repo, "bench"
     else:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ci.bench_store import commit_one_function, main  # noqa: E402
-from indexer.cluster import Cluster  # noqa: E402
+from indexer.build.cluster import Cluster  # noqa: E402
 from indexer.config import load  # noqa: E402
 from indexer.embed import embed_text, load_embedder, model_id_for  # noqa: E402
 from indexer.snapshot import current_id, read_chunks  # noqa: E402
@@ -62,7 +62,7 @@ def cluster_figures(work: Path, env: dict) -> dict:
 
 def small_runs(work: Path, env: dict) -> dict:
     """Wall seconds of `blobdex index` after one commit, here and with --cluster local, and of a run with nothing
-    new with --cluster local: work this small stays in the process (indexer.cluster.LOCAL_BLOBS, LOCAL_TEXTS), so
+    new with --cluster local: work this small stays in the process (indexer.build.cluster.LOCAL_BLOBS, LOCAL_TEXTS), so
     the figures with --cluster should be a plain run's, not Ray's start added."""
 
     def index(*args: str) -> float:

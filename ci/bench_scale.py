@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ci.bench import default_source, run_index, timed_calls  # noqa: E402
+from ci.bench import run_index, timed_calls  # noqa: E402
+from ci.bench_repo import default_source  # noqa: E402
 
 STEPS = (100_000, 300_000, 1_000_000)
 DEFINITION = re.compile(rb"\b(def|class)\s+([A-Za-z_]\w*)")

@@ -129,7 +129,7 @@ def main(doc: str = __doc__, figures_of=None, prefix: str = "blobdex-bench-store
     if work is None:
         import subprocess
 
-        from ci.bench import default_source, make_repo
+        from ci.bench_repo import default_source, make_repo
 
         work = Path(tempfile.mkdtemp(prefix=prefix))
         make_repo(default_source(), work / "src" / "networkx")

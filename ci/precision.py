@@ -3,7 +3,7 @@
 For every Python repo of an index (the config's data dir, indexed beforehand without `scip = true`: with it, the
 rows hold SCIP's own answers), the commit it indexed is checked
 out from its mirror, scip-python indexes it, and each call row is compared with what SCIP says it calls
-(indexer/scip.py). Printed per repo:
+(indexer/calls/scip.py). Printed per repo:
 
 - the share of call rows at each resolution level;
 - precision of `expand_context` callers, before and after: a caller list links a call to a definition; before
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from indexer.config import load as load_config  # noqa: E402
 from indexer.mirror import mirror_dir  # noqa: E402
-from indexer.scip import agreement, checkout, index_tree, installed, scip_targets  # noqa: E402
+from indexer.calls.scip import agreement, checkout, index_tree, installed, scip_targets  # noqa: E402
 from indexer.snapshot import open_manifest, read_graph  # noqa: E402
 from query.expand_context import context  # noqa: E402
 from query.surfaces import render  # noqa: E402

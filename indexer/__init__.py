@@ -1,35 +1,21 @@
-"""The indexer: mirrors repos and publishes snapshots. `query/` may import only the kernel below.
+"""The indexer: mirrors repos and publishes snapshots.
 
-The two halves meet at the snapshot format (`snapshot`) and a small named kernel of modules that
-both need; everything else here is the pipeline, which the query server never runs. Enforced by
-tests/test_layout.py.
+Its top level is the kernel: the modules and packages both halves use (the snapshot format in snapshot/, the
+models in embed/, configuration, errors, mirrors, scanning, preparing a blob, tokens, run history, logging). The
+batch half's own rooms are the packages named in ROOMS, in the order they may import one another; the query
+server imports none of them, and no kernel module imports one. Enforced by tests/test_layout.py.
 """
 
-KERNEL = frozenset(
-    {
-        "errors",  # the error base class every surface turns into one sentence
-        "config",  # blobdex.toml
-        "credentials",  # every secret setting (the CIP key, webhook and store keys, git credentials) resolved one way
-        "snapshot",  # the format: layout, schemas, manifest, CURRENT; the only reader of its files
-        "tokenize",  # queries are tokenized as their snapshot was
-        "embed",  # queries are embedded by the snapshot's model
-        "languages",  # path -> language, for filters and overlays
-        "ignore",  # the path policy: get_file and overlays refuse what the indexer never reads
-        "secrets",  # credential detection: get_file withholds and pushed chunks refuse what the index holds back
-        "prepare",  # session overlays prepare a file's bytes exactly as the indexer prepares a blob
-        "mirror",  # get_file reads git objects from the mirrors
-        "scan",  # ref resolution for get_file and status
-        "tokens",  # the query server checks read tokens; the control API admin ones, from the same store
-        "runs",  # status shows the last index run
-        "observe",  # both servers log and count requests the same way (access log, request ids, metrics)
-        "listen",  # both servers bind their socket the same way
-        "store",  # a read replica syncs snapshots from the object store the indexer uploads them to
-    }
+# The batch half's rooms, lowest first: a room imports the kernel and the rooms before it, never one after it.
+ROOMS = (
+    "calls",  # call resolution: which definition a call reaches (rules per language family, declared, SCIP)
+    "build",  # one index run, in stage order: mirror, scan, chunk and resolve, embed, write parts, publish
+    "operate",  # operations: the indexer's commands, the queue, the --every loop, sources, the webhooks process
 )
-# Imports of the pipeline from query/, each for a stated reason (module -> the indexer module it may use).
+# Imports of a room from query/, each for a stated reason (module -> the rooms it may use).
 SANCTIONED = {
     "query/eval/scratch.py": {"build"},  # the eval indexes a scratch data dir of its own to measure
-    "query/cli.py": {"cli"},  # the one `blobdex` command mounts the indexer's commands (init, repo, index)
-    "query/eval/cli.py": {"cli"},  # the eval commands read --config/--data-dir as every command does (cli_config)
-    "query/token_cli.py": {"cli"},  # so do the token commands
+    "query/cli.py": {"operate"},  # the one `blobdex` command mounts the indexer's commands (init, repo, index)
+    "query/eval/cli.py": {"operate"},  # the eval commands read --config/--data-dir as every command does
+    "query/token_cli.py": {"operate"},  # so do the token commands
 }

@@ -192,18 +192,18 @@ class Config:
     max_blob_bytes: int = MAX_BLOB_BYTES
     keep_snapshots: int = KEEP_SNAPSHOTS
     # A run with much to embed publishes the model's static distillation first, then its own vectors
-    # (indexer/build.py); backfill_seconds caps the embedding one run does after that (0: no cap).
+    # (indexer/build/__init__.py); backfill_seconds caps the embedding one run does after that (0: no cap).
     fast_first: bool = True
     backfill_seconds: int = 0
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
     reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
     webhook_secret: str = ""  # `blobdex webhooks` verifies pushes with the secret this reference names
-    # The precise tier (indexer/scip.py): SCIP indexers on PATH run over each repo a run writes, and their
+    # The precise tier (indexer/calls/scip.py): SCIP indexers on PATH run over each repo a run writes, and their
     # answers replace call resolution's where they have one.
     scip: bool = False
     scip_timeout_seconds: int = 600
-    # Distributed indexing (indexer/cluster.py): the Ray cluster a run spreads new blobs and embedding over.
+    # Distributed indexing (indexer/build/cluster.py): the Ray cluster a run spreads new blobs and embedding over.
     cluster: str = ""
     cluster_workers: int = 0
     # Object storage (indexer/store.py): where `blobdex index` uploads each published snapshot and `blobdex serve
@@ -505,7 +505,7 @@ def _fill(table, spec: RepoSpec) -> None:
 def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
     """A new config file's text for `cfg` (`blobdex init`, tests)."""
     doc = tomlkit.document()
-    doc.add(tomlkit.comment("blobdex configuration: see README.md"))
+    doc.add(tomlkit.comment("blobdex configuration: see docs/configuration.md"))
     doc.add(tomlkit.nl())
     if data_dir_text is not None:
         doc["data_dir"] = data_dir_text

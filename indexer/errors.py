@@ -1,22 +1,48 @@
 """The base of every error a person should see as one sentence (what, which, why, what to do), and the words each
 surface uses for what to do next.
 
-Each subclass lives beside the code that raises it (dulwich's advice); this is the tree, with the HTTP
-status a surface answers for it (`status`, 400 unless a class says otherwise):
+Each subclass lives beside the code that raises it (dulwich's advice); this is the tree, with the HTTP status a
+surface answers for it (`status`; a Refused carries its own, given where it is raised) and where it lives
+(tests/test_errors.py checks that the classes form exactly this tree):
 
-    BlobdexError                          400
-    + ConfigError, MirrorError, ScanError, EmbedError, SnapshotError, RunError   (indexer/)
-    + SearchError, GrepError, RerankError, SqlError                              (query/)
-    + EvalError, JudgementError                                                  (query/eval/)
-    + ChunkNotFound                       404  (query/service.py)
-    + ContextError                        404  (query/expand_context.py)
-    + OverlayError                             (query/overlays/sessions.py)
-    |  + SessionNotFound                  404
-    + GetFileError                        404  (query/get_file.py)
-    |  + BadRange                         400
-    |  + CredentialFile                   403
-    |  + FileTooLarge                     413
-    + SurfaceError                        its own  (query/surfaces/: a request a contract refuses)
+    BlobdexError                      400  indexer/errors.py
+    + BrowseError                     404  query/browse.py
+    + ChunkNotFound                   404  query/service.py
+    + ClusterError                    400  indexer/build/cluster.py
+    + ConfigError                     400  indexer/config.py
+    + ContextError                    404  query/expand_context.py
+    |  + BadContextRequest            400  query/expand_context.py
+    + CredentialError                 400  indexer/credentials.py
+    + CursorError                     400  query/cursor.py
+    |  + StaleCursor                  409  query/cursor.py
+    + EmbedError                      400  indexer/embed/artifacts.py
+    + EvalError                       400  query/eval/__init__.py
+    + FieldError                      400  indexer/fields.py
+    + GetFileError                    404  query/get_file.py
+    |  + BadRequest                   400  query/get_file.py
+    |  |  + BadRange                  400  query/get_file.py
+    |  + CredentialFile               403  query/get_file.py
+    |  + FileTooLarge                 413  query/get_file.py
+    + GrepError                       400  query/grep.py
+    + JudgementError                  400  query/eval/codesearchnet.py
+    + MirrorError                     400  indexer/mirror.py
+    + OverlayError                    400  query/overlays/sessions.py
+    |  + SessionNotFound              404  query/overlays/sessions.py
+    + Refused                         400  indexer/errors.py
+    |  + HookError                    400  indexer/operate/http.py
+    |  + SurfaceError                 400  query/surfaces/__init__.py
+    + RerankError                     400  query/rerank.py
+    + RunError                        400  indexer/build/__init__.py
+    |  + DiskFull                     400  indexer/build/__init__.py
+    |  + LockBusy                     400  indexer/build/__init__.py
+    + ScanError                       400  indexer/scan.py
+    + ScipError                       400  indexer/calls/scip.py
+    + SearchError                     400  query/search/request.py
+    + SnapshotError                   400  indexer/snapshot/format.py
+    |  + DamagedSnapshot              503  query/reader.py
+    + SqlError                        400  query/sql.py
+    + StoreError                      400  indexer/store.py
+    + TokenStoreError                 503  indexer/tokens.py
 """
 
 import re
@@ -108,3 +134,12 @@ class BlobdexError(Exception):
 
     def __str__(self) -> str:
         return said(self.message)
+
+
+class Refused(BlobdexError):
+    """A request a server refuses: the HTTP status, the one-sentence message, and the contract's error code where
+    the contract has codes. Every surface of both servers raises it (or a subclass) the same way."""
+
+    def __init__(self, status: int, message: str, code: str | None = None):
+        super().__init__(message)
+        self.status, self.code = status, code

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from indexer.chunk import Chunk, chunk_and_parse
 from indexer.extract import extract
-from indexer.ignore import skip_for_content
+from indexer.ignore import SkipReason, skip_for_content
 from indexer.languages import script_language
 from indexer.secrets import screen, scrub_facts
 
@@ -52,7 +52,7 @@ def prepare(
     `facts=False` leaves extraction out (overlays search chunks only); `seconds["extract"]`, when given,
     gains the time extraction took (the run report shows it apart from chunking). `released`: fingerprints of
     lines the config releases at the blob's path (config `[[release]]`), so the entry depends on them too and
-    its cache key carries their digest (indexer/rows.py entry_key)."""
+    its cache key carries their digest (indexer/build/rows.py entry_key)."""
     skip = skip_for_content(data, max_bytes)
     if skip is not None:
         return BlobEntry(size=len(data), skip=skip.value)
@@ -79,3 +79,19 @@ def prepare(
         held_back=tuple((h.line_start, h.line_end, h.kind) for h in held),
         lang=script,
     )
+
+
+def prepare_batch(
+    items: list[tuple], max_bytes: int, seconds: dict | None = None
+) -> tuple[list[tuple[str, BlobEntry]], list[str]]:
+    """Each (cache key, bytes, lang[, released lines]) blob's entry, and what went wrong: a blob that fails to
+    prepare (a parser or extractor bug on hostile content) is marked unreadable, never aborts a repo, and is said
+    in a sentence the run logs (on a Ray worker the worker's own log is not the run's)."""
+    out, problems = [], []
+    for key, data, lang, *released in items:  # released lines: optional, none when left out
+        try:
+            out.append((key, prepare(data, lang, max_bytes, seconds=seconds, released=frozenset(*released))))
+        except Exception as exc:
+            problems.append(f"cannot chunk blob {key} ({lang}): {exc}")
+            out.append((key, BlobEntry(size=0, skip=SkipReason.UNREADABLE.value)))
+    return out, problems

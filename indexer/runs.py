@@ -15,6 +15,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from indexer.snapshot.format import now_iso
+
 RUNS_DIR = "runs"
 MAX_RUNS = 200  # about two days of runs every 15 minutes: a record is a few KB
 
@@ -130,3 +132,29 @@ def last_success(data_dir: Path) -> float | None:
             ended = datetime.strptime(entry["ended_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
             return ended.timestamp()
     return None
+
+
+BACKFILL = "backfill.json"
+
+
+def write_backfill(data_dir: Path, snapshot_id: str, model_id: str, left: int) -> None:
+    """Record the backlog of the fast-tier snapshot `snapshot_id`: `left` chunks still lack `model_id`'s
+    vectors. Replaced whole (a reader never sees half a file); the indexer writes it after every batch."""
+    tmp = data_dir / f".{BACKFILL}.tmp"
+    state = {"snapshot_id": snapshot_id, "model_id": model_id, "left": left, "updated_at": now_iso()}
+    tmp.write_text(json.dumps(state), encoding="utf-8")
+    os.replace(tmp, data_dir / BACKFILL)
+
+
+def read_backfill(data_dir: Path, snapshot_id: str) -> dict | None:
+    """The backlog record of snapshot `snapshot_id`, or None when there is none for it (or it is unreadable:
+    the manifest's backlog then stands)."""
+    try:
+        state = json.loads((data_dir / BACKFILL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and state.get("snapshot_id") == snapshot_id else None
+
+
+def clear_backfill(data_dir: Path) -> None:
+    (data_dir / BACKFILL).unlink(missing_ok=True)

@@ -393,7 +393,7 @@ def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:
 
 
 def _sync(store: Store, data_dir: Path, newest: str, keep: int) -> Transfer:
-    from indexer.publish import point_current, prune
+    from indexer.snapshot.publish import point_current, prune
 
     started = time.monotonic()
     listing = _listing(store, newest)

@@ -45,7 +45,7 @@ TOKENIZER_VERSION = 2
 #    the brace belongs to the body.
 EXTRACTOR_VERSION = 4
 
-# indexer/resolve.py: which definition each call row resolves to. Not part of a cached blob's key: resolution
+# indexer/calls/rules.py: which definition each call row resolves to. Not part of a cached blob's key: resolution
 # reads the whole repo, so a change reruns it over cached facts.
 # 1: imports, enclosing classes and their bases, receiver types, Python packages across repos.
 # 2: no class, Go type or object literal is a scope of its methods' bare calls; a repo with a go.mod resolves

@@ -1,20 +1,39 @@
-"""Shared fixtures: a snapshot of a few real repos, built once per session with the hashing embedder (the data and
-builders they use live in tests/corpus.py; only fixtures live here)."""
+"""Shared fixtures: a snapshot of a few real repos, built once per session with the hashing embedder; two small repos
+to index, and the same with a webhook secret; a smart-HTTP git server that wants a password; a mirror of blobs over
+get_file's cap. The data and builders they use live in tests/corpus.py, the servers' parts in tests/servers.py; only
+fixtures live here."""
 
 from __future__ import annotations
 
+import base64
+import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from wsgiref.simple_server import make_server
 
 import pytest
 from click.testing import CliRunner
+from dulwich.server import DictBackend
+from dulwich.web import make_wsgi_chain
 
 from indexer.build import run
-from indexer.config import RepoSpec
+from indexer.config import RepoSpec, load
 from query.cli import main
 from tests import gitrepo
-from tests.corpus import INVOICE_PY_DEV, REFUND_PY, Corpus, api_files, tools_files, tree_state, write_config
+from tests.corpus import (
+    BIG,
+    INVOICE_PY_DEV,
+    REFUND_PY,
+    SECRET,
+    Corpus,
+    api_files,
+    tools_files,
+    tree_state,
+    write_config,
+)
+from tests.servers import TOKEN, QuietHandler
 
 
 @pytest.fixture
@@ -32,6 +51,16 @@ def two_repos(tmp_path):
         ],
     )
     return cfg, api, tools
+
+
+@pytest.fixture
+def forge(two_repos, monkeypatch):
+    """The two repos, with a webhook secret referenced from the environment: (cfg, api repo). A push names a repo by
+    URL; here the configured URLs are the repos' local paths, and a push payload names them as file:// URLs."""
+    cfg, api, _ = two_repos
+    monkeypatch.setenv("BLOBDEX_TEST_WEBHOOK_SECRET", SECRET)
+    cfg.path.write_text('webhook_secret = "env:BLOBDEX_TEST_WEBHOOK_SECRET"\n' + cfg.path.read_text())
+    return load(cfg.path), api
 
 
 @dataclass
@@ -100,3 +129,43 @@ def hasher():
     from indexer.embed import HashEmbedder
 
     return HashEmbedder()
+
+
+@pytest.fixture
+def http_remote(tmp_path):
+    """A smart-HTTP git server on 127.0.0.1 that wants basic auth with password TOKEN."""
+    upstream = gitrepo.init(tmp_path / "upstream", bare=True)
+    gitrepo.commit(upstream, {"a.py": b"def first():\n    return 1\n"})
+    gitrepo.commit(upstream, {"a.py": b"def first():\n    return 1\n"}, branch="feature")
+    app = make_wsgi_chain(DictBackend({"/": upstream}))
+    expected = "Basic " + base64.b64encode(f"git:{TOKEN}".encode()).decode()
+
+    def guarded(environ, start_response):
+        if environ.get("HTTP_AUTHORIZATION") != expected:
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
+            return [b"auth required"]
+        return app(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, guarded, handler_class=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield upstream, f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def big_mirror(tmp_path_factory):
+    """A mirror whose 30 MB blobs are loose (big.txt at main), packed whole (new.txt) and a delta (old.txt)."""
+    root = tmp_path_factory.mktemp("big")
+    mirror = root / "mirrors" / "default" / "big.git"
+    repo = gitrepo.init(mirror, bare=True)
+    gitrepo.commit(repo, {"old.txt": b"a" * BIG, "new.txt": b"a" * BIG + b"b\n"}, "packed")
+    subprocess.run(["git", "--git-dir", str(mirror), "repack", "-a", "-d", "-f", "-q"], check=True)
+    gitrepo.commit(repo, {"big.txt": b"a" * (BIG + 7), "small.txt": b"hello\n"}, "main")
+    packed = subprocess.run(
+        ["git", "--git-dir", str(mirror), "verify-pack", "-v", str(next((mirror / "objects" / "pack").glob("*.idx")))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return root, repo, packed

@@ -1,4 +1,5 @@
-"""Test data: the byte constants and repo contents the shared corpus is made of, and builders for one-off corpora."""
+"""Test data: the byte constants and repo contents the shared corpus and other tests are made of, builders for
+one-off corpora, and readers of what a snapshot holds (its content, its call rows) for tests to compare."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from indexer import config as configmod
 from indexer.build import run
 from indexer.config import Config, RepoSpec
 from indexer.embed import HASH_MODEL
-from indexer.report import Report
+from indexer.build.report import Report
+from indexer.snapshot import TABLE_SCHEMAS, open_manifest, read_chunks, read_graph
 from tests import gitrepo
 
 MAX_BLOB_BYTES = 16 * 1024  # small, so the oversized fixture file stays small too
@@ -152,6 +156,52 @@ def tools_files() -> dict:
     }
 
 
+# A Python package whose calls go through a re-export, a base class and methods (resolve and scip index it).
+LIB = {
+    "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .api import get\n",
+    "src/lib/api.py": b"""from . import sessions
+
+
+def request(method, url):
+    with sessions.Session() as s:
+        return s.request(method, url)
+
+
+def get(url):
+    return request("get", url)
+""",
+    "src/lib/sessions.py": b"""class Base:
+    def merge(self):
+        pass
+
+
+class Session(Base):
+    def request(self, m, u):
+        self.merge()
+        return self.send(m)
+
+    def send(self, m):
+        return len(m)
+
+    def get(self, url):
+        return self.request("GET", url)
+
+
+def session():
+    return Session()
+""",
+    "src/lib/cli.py": b"""from lib import get
+
+
+def main(url):
+    return get(url)
+""",
+}
+
+BIG = 30 * 1024 * 1024  # over MAX_FILE_BYTES; one letter, so it is ~30 KB compressed
+SECRET = "s3cret-webhook-key"  # the webhook secret conftest's forge fixture configures
+
+
 # What a search hit's JSON carries at least (README's "Contract for scripts").
 HIT_JSON_FIELDS = frozenset(
     "repo ref commit_id path blob_id symbol kind lang line_start line_end snippet score signals".split()
@@ -201,6 +251,14 @@ def private_copy(corpus: Corpus, tmp_path: Path) -> Config:
     return replace(corpus.cfg, data_dir=data)
 
 
+def fresh_copy(cfg, tmp_path):
+    """The same repos indexed from scratch in a data dir of their own."""
+    (tmp_path / "fresh").mkdir(parents=True)
+    other = write_config(tmp_path / "fresh", list(cfg.repos))
+    run(other, show_progress=False)
+    return other
+
+
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under root with its size and modification time: equal states mean nothing was written."""
     return {
@@ -208,3 +266,23 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
         for p in sorted(root.rglob("*"))
         if not p.is_dir() or p.is_symlink()
     }
+
+
+def content(data_dir) -> tuple:
+    """What a snapshot holds, however it is stored: its chunk rows (ids aside) with their vectors, every graph
+    table and the manifest's content key."""
+    path, manifest = open_manifest(data_dir)
+    chunks = read_chunks(path)
+    vectors = np.round(np.asarray(chunks.column("vector").to_pylist()), 5).tolist() if chunks.num_rows else []
+    rows = chunks.drop_columns(["row", "vector"]).to_pylist()
+    rows = sorted((repr(r), v) for r, v in zip(rows, vectors))
+    graph = {t: sorted(map(repr, read_graph(path, t).to_pylist())) for t in TABLE_SCHEMAS}
+    return rows, graph, manifest.content_key()
+
+
+def calls(data_dir, repos: tuple[str, ...] | None = None) -> list[tuple]:
+    """The snapshot's call rows (of `repos` only, when given) as sorted tuples, from caller to what it resolved to."""
+    path, _ = open_manifest(data_dir)
+    rows = read_graph(path, "calls").to_pylist()
+    columns = ("repo", "path", "line", "callee", "resolution", "resolved_repo", "resolved_path", "resolved_symbol")
+    return sorted(tuple(r[c] for c in columns) for r in rows if repos is None or r["repo"] in repos)

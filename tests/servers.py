@@ -1,8 +1,10 @@
-"""Servers on a real local socket, for tests and ci/bench.py: the ASGI app under uvicorn in a thread, and
-`blobdex serve` as its own process. Each returns only once the server answers."""
+"""Servers on a real local socket and their clients, for tests and ci/bench.py: the ASGI app under uvicorn in a
+thread, `blobdex serve` as its own process and an S3 server, each returned only once it answers; the request handler
+and password of the tests' smart-HTTP git server; and an MCP tool call on a server in memory."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -12,9 +14,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler
 
 import httpx
 import uvicorn
+from mcp import Client
 
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")
 READY_SECONDS = 60  # a cold `blobdex serve` imports the web stack and opens the snapshot before /readyz answers
@@ -26,6 +30,14 @@ MCP_INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
 }
 MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+TOKEN = "s3cret-token-value"  # the password the smart-HTTP git server (conftest's http_remote) wants
+
+
+class QuietHandler(WSGIRequestHandler):
+    """A WSGI server's request handler that logs no line per request."""
+
+    def log_message(self, *args):
+        pass
 
 
 def free_port() -> int:
@@ -111,3 +123,17 @@ def s3_server() -> Iterator[str]:
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def call(server, tool, args):
+    """Call one MCP tool on a server in memory (as query.surfaces.mcp.build makes); tool errors are results too."""
+
+    async def go():
+        async with Client(server) as client:
+            return await client.call_tool(tool, args)
+
+    return asyncio.run(go())
+
+
+def text(result) -> str:
+    return result.content[0].text

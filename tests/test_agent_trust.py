@@ -21,8 +21,7 @@ from query.surfaces.mcp import build
 from query.service import Service, indexed_ref
 from tests import gitrepo
 from tests.corpus import write_config
-from tests.servers import Server
-from tests.test_server import call, text
+from tests.servers import Server, call, text
 
 MAIN_PY = b'# a header that only main has\ndef a():\n    return "main"\n'
 V1_PY = b'def a():\n    return "v1"\n'

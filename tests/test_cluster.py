@@ -23,17 +23,18 @@ import numpy as np
 import pytest
 from dulwich.repo import Repo
 
-from indexer import cluster
+from indexer.build import cluster
 from indexer.build import run
 from indexer.config import dumps
-from indexer.cluster import Cluster, ClusterError
+from indexer.build.cluster import Cluster, ClusterError
 from indexer.snapshot import open_manifest, read_chunks
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from tests import gitrepo
-from tests.corpus import api_files, build_corpus, tools_files
+from tests.checks import assert_one_sentence_error
+from tests.corpus import api_files, build_corpus, content, tools_files
 from tests.servers import free_port
-from tests.test_config import assert_one_sentence_error
-from tests.test_incremental import content
+
+pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
@@ -91,7 +92,8 @@ def every_batch_on_the_cluster(monkeypatch):
 
 # `blobdex` in its own process with every batch sent to the cluster (as every_batch_on_the_cluster does here).
 SPREAD_ALL = (
-    "from indexer import cluster; cluster.LOCAL_BLOBS = cluster.LOCAL_TEXTS = 0; from query.cli import main; main()"
+    "from indexer.build import cluster; cluster.LOCAL_BLOBS = cluster.LOCAL_TEXTS = 0; "
+    "from query.cli import main; main()"
 )
 
 

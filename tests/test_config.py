@@ -14,18 +14,10 @@ import pytest
 from indexer import config as configmod
 from indexer.embed import HASH_MODEL
 from tests import gitrepo
-from tests.conftest import Run
-from tests.test_mirror import TOKEN, http_remote  # noqa: F401 (a fixture: a smart-HTTP git server wanting TOKEN)
+from tests.checks import assert_one_sentence_error
+from tests.servers import TOKEN
 
 SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def assert_one_sentence_error(run: Run, *fragments: str) -> None:
-    assert run.code == 2 and run.out == "", run
-    assert run.err.startswith("blobdex: error: ") and run.err.count("\n") == 1, run.err
-    assert "Traceback" not in run.err
-    for fragment in fragments:
-        assert fragment in run.err, run.err
 
 
 @pytest.fixture
@@ -227,7 +219,7 @@ def test_repo_add_refuses_a_missing_ref_a_dangling_head_a_non_git_dir_and_an_unr
     assert [(r.name, r.refs) for r in configmod.load(path).repos] == [("p", ()), ("u", ()), ("a", ("nope",))]
 
 
-def test_repo_add_checks_an_https_source_with_a_credential_reference(tmp_path, blobdex, monkeypatch, http_remote):  # noqa: F811
+def test_repo_add_checks_an_https_source_with_a_credential_reference(tmp_path, blobdex, monkeypatch, http_remote):
     _, url = http_remote
     path = tmp_path / "blobdex.toml"
     monkeypatch.delenv("GIT_TOKEN", raising=False)

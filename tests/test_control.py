@@ -16,18 +16,18 @@ from indexer import config as configmod
 from indexer.build import run
 from indexer.config import RepoSpec, load
 from indexer.mirror import mirror_path
-from indexer.queue import Queue
-from indexer.surfaces.webhooks import app as webhooks_app
+from indexer.operate.queue import Queue
+from indexer.operate.app import app as webhooks_app
 from indexer.tokens import ADMIN, mint
 from tests import gitrepo
+from tests.corpus import SECRET
 from tests.servers import Server
-from tests.test_operate import SECRET, forge  # noqa: F401 (a fixture)
 
 PROBE = "PROBE-FILE-CONTENT-42"
 
 
 @pytest.fixture
-def orgs(forge, tmp_path):  # noqa: F811 (forge is the fixture imported above)
+def orgs(forge, tmp_path):
     """The forge's two repos in org default, plus `pay` in org beta, indexed once: (cfg, tmp_path)."""
     cfg, _ = forge
     pay = gitrepo.init(tmp_path / "src" / "pay")
@@ -136,3 +136,31 @@ def test_an_admin_token_acts_in_its_own_org_only(orgs):
         ("default", "tools"),
         ("default", "extra"),
     ]
+
+
+def test_every_error_answers_with_its_own_status_and_code(orgs):
+    """The control API answers an error as every other surface does, with the status and code its class names
+    (the first control API answered 409 for every error it did not name itself, design review 2, F7): a source
+    that is not a git repo or a bad name is bad input, a repo that is not configured is not found."""
+    cfg, tmp_path = orgs
+    (tmp_path / "not-a-repo").mkdir()
+    every = {"Authorization": f"Bearer {mint(cfg.data_dir, 'root', 'default', ADMIN, every_org=True)}"}
+    with Server(webhooks_app(cfg.path, control=True)) as url, httpx.Client(base_url=url, headers=every) as client:
+        bad = client.post("/admin/v1/repos", json={"name": "nope", "url": str(tmp_path / "not-a-repo")})
+        assert (bad.status_code, bad.json()["error"]["code"]) == (400, "bad_request")
+        assert "it is not a git repository" in bad.json()["error"]["message"]
+        named = client.post("/admin/v1/repos", json={"name": "bad/name", "url": str(tmp_path / "not-a-repo")})
+        assert (named.status_code, named.json()["error"]["code"]) == (400, "bad_request")
+        nameless = client.post("/admin/v1/repos", json={"url": str(tmp_path / "not-a-repo"), "refs": "main"})
+        assert (nameless.status_code, nameless.json()["error"]) == (
+            400,
+            {"code": "bad_request", "message": "name is required: it must be a non-empty string"},
+        )
+        refs = client.post("/admin/v1/repos", json={"name": "r", "url": str(tmp_path), "refs": "main"})
+        assert refs.json()["error"]["message"] == 'refs must be a list of branch, tag or commit names, got "main"'
+        limit = client.get("/admin/v1/runs?limit=ten")
+        assert (limit.status_code, limit.json()["error"]["message"]) == (400, 'limit must be an integer, got "ten"')
+        gone = client.delete("/admin/v1/repos/default/nosuch")
+        assert (gone.status_code, gone.json()["error"]["code"]) == (404, "not_found")
+        assert gone.json()["error"]["message"] == "no repo default/nosuch is configured; GET /admin/v1/repos lists them"
+    assert [r.name for r in load(cfg.path).repos] == ["api", "tools", "pay"]

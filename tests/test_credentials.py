@@ -26,8 +26,7 @@ from query.surfaces.app import app
 from query.surfaces.cip_auth import load_settings, mint
 from tests import gitrepo
 from tests.corpus import private_copy
-from tests.servers import Server
-from tests.test_mirror import QuietHandler
+from tests.servers import QuietHandler, Server
 
 KEY = "k3y-for-signing-cip-tokens-0123456789abcdef"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer import bert_onnx
+from indexer.embed import onnx as bert_onnx
 from indexer.embed import GRAPHS_DIR, EmbedError, OnnxEmbedder, SentenceTransformerEmbedder, load_embedder, model_id_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def fast(tmp_path_factory):
 
 
 def test_the_fast_profile_is_a_static_model_distilled_from_the_bundled_one(fast):
-    from indexer.static import PCA_DIMS, StaticEmbedder
+    from indexer.embed.static import PCA_DIMS, StaticEmbedder
 
     model, cache = fast
     assert isinstance(model, StaticEmbedder) and model.model_id == model_id_for("fast") == "all-MiniLM-L6-v2+static@1"

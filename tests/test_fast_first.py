@@ -12,14 +12,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from indexer import vectors
+from indexer.build import vectors
 from indexer.build import run
 from indexer.config import DEFAULT_MODEL, RepoSpec
 from indexer.embed import GRAPHS_DIR, load_embedder, model_id_for
-from indexer.cache import Cache
-from indexer.snapshot import SnapshotError, open_manifest, read_backfill, read_chunks, vector_matrix
+from indexer.build.cache import Cache
+from indexer.runs import read_backfill
+from indexer.snapshot import SnapshotError, open_manifest, read_chunks, vector_matrix
 from indexer.snapshot import published as published_ids
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from query.eval.scratch import index_scratch
 from query.reader import SnapshotReader
 from query.search import SearchRequest

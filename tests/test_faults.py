@@ -12,13 +12,15 @@ import pytest
 from dulwich.repo import Repo
 from starlette.testclient import TestClient
 
-from indexer import assemble, parts, snapshot
-from indexer.cache import Cache
+from indexer import snapshot
+from indexer.build import assemble
+from indexer.build import parts
+from indexer.build.cache import Cache
 from indexer.embed import HashEmbedder
 from indexer.build import DiskFull, run
-from indexer.publish import sweep
+from indexer.snapshot.publish import sweep
 from indexer.snapshot import SnapshotError, current_id, open_manifest
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from query.surfaces.app import app
 from query.reader import SnapshotReader
 from query.service import Service
@@ -183,7 +185,7 @@ def test_verify_reads_every_byte_of_every_part(cfg, damage, problem):
 def test_an_unchanged_run_reads_the_parts_checked_longest_ago_within_its_budget(cfg, monkeypatch):
     """A no-change run costs a byte budget, not the corpus: it deep-checks the parts checked longest ago, so
     damage is found within a few runs however large the corpus."""
-    from indexer import verify as verify_module
+    from indexer.snapshot import verify as verify_module
 
     first = run(cfg, show_progress=False)
     monkeypatch.setattr(verify_module, "CHECK_BYTES_PER_RUN", 1)  # one part (or the edges) a run
@@ -366,7 +368,7 @@ def test_cli_search_answers_from_the_newest_kept_snapshot_and_says_so(cfg, blobd
 def test_a_dead_repo_publishes_once_then_runs_with_nothing_new_publish_nothing(cfg):
     """B9: the first failure publishes the repo stale (status shows it); failing again with nothing else changed
     is unchanged, so a dead repo no longer makes every run upload, swap and announce a snapshot."""
-    from indexer.plan import plan
+    from indexer.build.plan import plan
 
     first = run(cfg, show_progress=False)
     shutil.rmtree(cfg.repos[1].url)  # the source of `tools` is gone
@@ -400,7 +402,7 @@ def test_a_damaged_cached_vector_is_computed_again_and_never_published(cfg, entr
     vector, a snapshot that failed verify."""
     import sqlite3
 
-    from indexer.cache import VECTOR_CHECK_BYTES
+    from indexer.build.cache import VECTOR_CHECK_BYTES
 
     first = run(cfg, show_progress=False)
     path = cfg.data_dir / "cache" / "cache.sqlite"
@@ -446,9 +448,9 @@ def test_a_damaged_blob_entry_costs_that_entry_not_the_cache(cfg):
 
 
 def test_vectors_read_back_from_a_damaged_snapshot_are_not_cached(cfg, monkeypatch):
-    """A lost cache is refilled from the live snapshot's vectors (indexer/vectors.py); a damaged one is embedded
+    """A lost cache is refilled from the live snapshot's vectors (indexer/build/vectors.py); a damaged one is embedded
     again instead of copied."""
-    from indexer import vectors
+    from indexer.build import vectors
     from indexer.snapshot import read_part_chunks, vector_matrix
 
     monkeypatch.setattr(vectors, "FAST_FIRST_CHUNKS", 1)  # read back however few are missing
@@ -535,12 +537,12 @@ def test_a_damaged_term_dictionary_in_the_newest_snapshot_is_one_sentence_then_t
 
 
 def test_page_checksums_are_checked_without_decoding_wherever_pyarrow_checks_them(cfg, tmp_path):
-    """indexer/checksums.py reads the footer and page headers itself (3x faster than decoding): a byte flipped in a
-    graph table fails it wherever pyarrow's page-verifying decode fails (but for a rare flip of a dictionary page's
-    value count, which only decoding finds), and an untouched file passes."""
+    """indexer/snapshot/checksums.py reads the footer and page headers itself (3x faster than decoding): a byte
+    flipped in a graph table fails it wherever pyarrow's page-verifying decode fails (but for a rare flip of a
+    dictionary page's value count, which only decoding finds), and an untouched file passes."""
     import pyarrow.parquet as pq
 
-    from indexer.checksums import check_pages
+    from indexer.snapshot.checksums import check_pages
 
     run(cfg, show_progress=False)
     source = first_part(live_dir(cfg)) / "calls.parquet"
@@ -567,7 +569,7 @@ def test_a_chunk_the_model_reads_nothing_in_is_no_damage(tmp_path):
     """A text of only unknown pieces gets an all-zero vector from the static tier and the hashing embedder; the
     unchanged run's check must not take it for a flipped vector and rebuild on every run."""
     from indexer.config import RepoSpec
-    from indexer.verify import verify
+    from indexer.snapshot.verify import verify
     from tests import gitrepo
     from tests.corpus import write_config
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from indexer.cache import Cache
+from indexer.build.cache import Cache
 from indexer.embed import HashEmbedder
 from indexer.snapshot import FORMAT_VERSION, READABLE_FORMATS, Manifest, read_graph
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from indexer.versions import CHUNKER_VERSION, EXTRACTOR_VERSION, POLICY_VERSION, TOOLS, ToolVersions
 from query.reader import SnapshotReader
 from query.search import SearchRequest, search
@@ -67,3 +67,20 @@ def test_verify_catches_an_arrow_copy_that_differs_from_the_lance_table(data_dir
     with pa.OSFile(str(snap / "vectors" / "chunks.arrow"), "wb") as sink, pa.ipc.new_file(sink, changed.schema) as w:
         w.write_table(changed)
     assert verify(data_dir)[1] == ["chunks.arrow differs from the Lance table it copies"]
+
+
+def test_without_the_legacy_extra_a_lance_only_snapshot_says_how_to_move_on(data_dir, monkeypatch):
+    """Lance is an extra: a format-2 snapshot written before chunks.arrow (its chunks only in the Lance table) is
+    refused in one sentence that names both ways out."""
+    from indexer.snapshot import SnapshotError, read_chunks
+
+    snap = next((data_dir / "snapshots").iterdir())
+    assert not (snap / "vectors" / "chunks.arrow").exists()  # written before format 2 mapped a copy
+    monkeypatch.setitem(__import__("sys").modules, "lance", None)  # as if pylance were not installed
+    with pytest.raises(SnapshotError) as refused:
+        read_chunks(snap)
+    assert str(refused.value) == (
+        f"snapshot {str(snap)!r} is of format 1 or 2 and keeps its chunks in a Lance table, which this install cannot "
+        f"read: run 'blobdex index --full' to rewrite it as format 3, or install the legacy extra "
+        f"(pip install 'blobdex[legacy]')"
+    )

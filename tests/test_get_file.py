@@ -5,8 +5,7 @@ import subprocess
 import pytest
 
 from query.get_file import BadRange, CredentialFile, FileTooLarge, GetFileError, blob_size, get_file, parse_lines
-from tests import gitrepo
-from tests.corpus import INVOICE_PY, INVOICE_PY_DEV, RENEW_PY
+from tests.corpus import BIG, INVOICE_PY, INVOICE_PY_DEV, RENEW_PY
 
 
 def git_show(corpus, rev, path):
@@ -110,27 +109,6 @@ def test_path_tricks_toward_a_credential_file_read_nothing(corpus, path):
 def test_bad_ranges_are_refused_before_reading(corpus, start, end):
     with pytest.raises(BadRange, match="bad line range"):
         get_file(corpus.cfg.data_dir, "api", "src/billing/invoice.py", start=start, end=end)
-
-
-BIG = 30 * 1024 * 1024  # over MAX_FILE_BYTES; one letter, so it is ~30 KB compressed
-
-
-@pytest.fixture(scope="module")
-def big_mirror(tmp_path_factory):
-    """A mirror whose 30 MB blobs are loose (big.txt at main), packed whole (new.txt) and a delta (old.txt)."""
-    root = tmp_path_factory.mktemp("big")
-    mirror = root / "mirrors" / "default" / "big.git"
-    repo = gitrepo.init(mirror, bare=True)
-    gitrepo.commit(repo, {"old.txt": b"a" * BIG, "new.txt": b"a" * BIG + b"b\n"}, "packed")
-    subprocess.run(["git", "--git-dir", str(mirror), "repack", "-a", "-d", "-f", "-q"], check=True)
-    gitrepo.commit(repo, {"big.txt": b"a" * (BIG + 7), "small.txt": b"hello\n"}, "main")
-    packed = subprocess.run(
-        ["git", "--git-dir", str(mirror), "verify-pack", "-v", str(next((mirror / "objects" / "pack").glob("*.idx")))],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return root, repo, packed
 
 
 def test_blob_size_comes_from_the_header_of_loose_packed_and_delta_objects(big_mirror):

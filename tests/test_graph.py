@@ -8,9 +8,10 @@ import pytest
 
 from indexer.chunk import chunk_and_parse
 from indexer.extract import extract
-from indexer.edges import edges, python_packages, route_segments
+from indexer.build.edges import edges, route_segments
+from indexer.calls.declared import python_packages
 from indexer.snapshot import GRAPH_DIR, GRAPH_VIEWS, open_manifest
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from query.expand_context import ContextError, context
 from query.sql import SqlError
 from query.sql import run as run_sql
@@ -317,7 +318,7 @@ def test_duckdb_reads_the_published_graph_through_its_views(services):
 
 
 def readme_queries() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "graph.md").read_text()
     block = text.split("<!-- tested: duckdb-queries", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
     return [q.strip() for q in block.split(";") if q.strip() and not q.strip().startswith(".read")]
 

@@ -19,7 +19,6 @@ from query.surfaces.app import app
 from query.surfaces.guard import MAX_BODY_BYTES
 from query.surfaces.mcp import build
 from query.service import Service
-from tests.test_get_file import big_mirror  # noqa: F401 (a fixture)
 from tests.servers import MCP_INITIALIZE, Server
 
 CHUNK = 64 * 1024
@@ -69,7 +68,7 @@ def test_the_cli_reads_through_the_same_reader(corpus):
 
 
 # -- blobs over the cap ---------------------------------------------------------------------------------
-def test_a_blob_over_the_cap_is_413_on_http_and_codesearch(corpus, big_mirror):  # noqa: F811
+def test_a_blob_over_the_cap_is_413_on_http_and_codesearch(corpus, big_mirror):
     root, _, _ = big_mirror
     svc = Service(replace(corpus.cfg, data_dir=root), embedder=HashEmbedder())
     with Server(app(svc)) as base:

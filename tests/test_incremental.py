@@ -8,15 +8,14 @@ import os
 
 import duckdb
 from dulwich.objects import Blob
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from indexer import parts as partsmod
+from indexer.build import parts as partsmod
 from indexer.build import run
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
-from indexer.publish import listed_parts
+from indexer.snapshot.publish import listed_parts
 from indexer.snapshot import (
     GRAPH_VIEWS,
     LEXICAL_DIR,
@@ -29,33 +28,13 @@ from indexer.snapshot import (
     read_part_info,
     snapshots_dir,
 )
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from query.reader import SnapshotReader
 from query.search import SearchRequest, search
 from tests import gitrepo
-from tests.corpus import RENEW_PY, api_files, write_config
+from tests.corpus import RENEW_PY, api_files, content, fresh_copy, write_config
 
 CHANGED = RENEW_PY.replace(b"days=30", b"days=31")
-
-
-def content(data_dir) -> tuple:
-    """What a snapshot holds, however it is stored: its chunk rows (ids aside) with their vectors, every graph
-    table and the manifest's content key."""
-    path, manifest = open_manifest(data_dir)
-    chunks = read_chunks(path)
-    vectors = np.round(np.asarray(chunks.column("vector").to_pylist()), 5).tolist() if chunks.num_rows else []
-    rows = chunks.drop_columns(["row", "vector"]).to_pylist()
-    rows = sorted((repr(r), v) for r, v in zip(rows, vectors))
-    graph = {t: sorted(map(repr, read_graph(path, t).to_pylist())) for t in TABLE_SCHEMAS}
-    return rows, graph, manifest.content_key()
-
-
-def fresh_copy(cfg, tmp_path):
-    """The same repos indexed from scratch in a data dir of their own."""
-    (tmp_path / "fresh").mkdir(parents=True)
-    other = write_config(tmp_path / "fresh", list(cfg.repos))
-    run(other, show_progress=False)
-    return other
 
 
 def inode(path):

@@ -7,13 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from indexer import changes
+from indexer import prepare as prepare_module
+from indexer.build import parts
 from indexer import snapshot
 from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.build import LockBusy, run
 from indexer.snapshot import SnapshotError, current_id, open_manifest
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from query.reader import SnapshotReader
 from tests import gitrepo
 from tests.corpus import RENEW_PY, api_files, write_config
@@ -58,6 +59,30 @@ def test_one_commit_chunks_and_embeds_only_new_blobs(two_repos):
     assert counter.texts == second.chunks_embedded == 1  # only the one method whose text changed
     assert second.chunks == first.chunks
     assert verify(cfg.data_dir)[1] == []
+
+
+def test_the_embed_stage_runs_before_any_part_is_written(two_repos, monkeypatch):
+    """A run decides its rows, embeds what they lack, then writes (design review 2, F5: it embedded inside part
+    writing, and found write time by subtracting embed time): no model call comes after the first part is
+    written, on a first run (two repos, every row and card new) and on a one-commit run."""
+    cfg, api, _ = two_repos
+    events = []
+
+    class Recording(HashEmbedder):
+        def embed(self, texts):
+            events.append("embed")
+            return super().embed(texts)
+
+    written = parts.write_part
+    monkeypatch.setattr(parts, "write_part", lambda *a, **kw: events.append("write") or written(*a, **kw))
+    first = run(cfg, show_progress=False, embedder=Recording())
+    assert first.published and events.count("write") == 2 and "embed" not in events[events.index("write") :]
+    events.clear()
+    changed = RENEW_PY.replace(b"days=30", b"days=31")
+    gitrepo.commit(api, {**api_files(), "src/billing/renew.py": changed}, message="longer months")
+    second = run(cfg, show_progress=False, embedder=Recording())
+    assert second.chunks_embedded == 1 and events == ["embed", "write"]  # the method, then api's one delta
+    assert second.seconds["embed"] > 0 and second.seconds["write"] > 0
 
 
 def test_full_rebuild_publishes_an_identical_manifest_from_caches(two_repos):
@@ -239,17 +264,17 @@ def test_unreadable_manifest_is_refused_with_advice(two_repos):
 
 def test_a_blob_that_failed_once_is_tried_again_by_the_next_build(two_repos, monkeypatch):
     cfg, api, _ = two_repos
-    real = changes.prepare
+    real = prepare_module.prepare
 
     def flaky(data, lang, *args, **options):
         if b"total_with_tax" in data:
             raise OSError("simulated read failure")
         return real(data, lang, *args, **options)
 
-    monkeypatch.setattr(changes, "prepare", flaky)
+    monkeypatch.setattr(prepare_module, "prepare", flaky)
     first = run(cfg, show_progress=False)
     assert first.files_skipped.get("unreadable") == 1
-    monkeypatch.setattr(changes, "prepare", real)
+    monkeypatch.setattr(prepare_module, "prepare", real)
     gitrepo.commit(api, {**api_files(), "NEWS.md": b"# News\n\nInvoices gained tax.\n"})
     second = run(cfg, show_progress=False)
     assert second.published and "unreadable" not in second.files_skipped

@@ -1,4 +1,5 @@
-"""The two halves meet only at the snapshot format and a named kernel (indexer/__init__.py)."""
+"""The house as its imports draw it: the two halves meet only at the snapshot format and the indexer's kernel (the
+top level of indexer/); the batch half's rooms (indexer.ROOMS) import only downward; no import runs in a circle."""
 
 from __future__ import annotations
 
@@ -8,41 +9,111 @@ import subprocess
 import sys
 from pathlib import Path
 
-from indexer import KERNEL, SANCTIONED
+from indexer import ROOMS, SANCTIONED
 from indexer.versions import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
+HOUSE = ("indexer", "query", "ci")
 
 
-def _indexer_imports(path: Path) -> set[str]:
-    """The indexer modules a file imports, wherever in the file (function-level imports count)."""
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_of(p): p for top in HOUSE for p in sorted((ROOT / top).rglob("*.py"))}
+
+
+def _imports(module: str) -> set[str]:
+    """The house's modules `module` imports, wherever in the file (function-level and TYPE_CHECKING imports
+    count): `from a.b import c` names a.b.c when that is a module, else a.b."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("indexer."):
-            found.add(node.module.split(".")[1])
-        elif isinstance(node, ast.ImportFrom) and node.module == "indexer":
-            found.update(alias.name for alias in node.names)
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            names = [f"{base}.{a.name}" for a in node.names]
+            found.update(n if n in MODULES else base for n in names)
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("indexer."))
-    return found
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in MODULES and m != module}
 
 
-def test_query_imports_only_the_kernel_of_the_indexer():
-    outside = {}
-    for path in sorted((ROOT / "query").rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        extra = _indexer_imports(path) - KERNEL - SANCTIONED.get(rel, set())
-        if extra:
-            outside[rel] = sorted(extra)
-    assert outside == {}
+GRAPH = {m: _imports(m) for m in MODULES}
 
 
-def test_every_kernel_module_and_sanctioned_import_exists():
-    assert all((ROOT / "indexer" / f"{name}.py").exists() for name in KERNEL)
-    assert all(
-        (ROOT / f).exists() and all((ROOT / "indexer" / f"{m}.py").exists() for m in mods)
-        for f, mods in SANCTIONED.items()
-    )
+def _room(module: str) -> str | None:
+    """The batch-half room a module is in (None: the kernel, or not the indexer)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "indexer" and len(parts) > 1 and parts[1] in ROOMS else None
+
+
+def test_query_imports_no_room_of_the_batch_half():
+    reaching = {
+        m: sorted(r for r in {_room(i) for i in GRAPH[m]} - {None} if r not in SANCTIONED.get(_rel(m), set()))
+        for m in GRAPH
+        if m.startswith("query")
+    }
+    assert {m: rooms for m, rooms in reaching.items() if rooms} == {}
+
+
+def test_the_kernel_imports_no_room():
+    """The top of indexer/ is the kernel: what the query server may use never reaches into the batch half."""
+    kernel = [m for m in GRAPH if m.startswith("indexer") and _room(m) is None]
+    assert {m: sorted(i for i in GRAPH[m] if _room(i)) for m in kernel if any(_room(i) for i in GRAPH[m])} == {}
+
+
+def test_a_room_imports_only_rooms_below_it():
+    up = [
+        f"{m} -> {i}"
+        for m in GRAPH
+        if _room(m)
+        for i in GRAPH[m]
+        if _room(i) and ROOMS.index(_room(i)) > ROOMS.index(_room(m))
+    ]
+    assert up == []
+
+
+def test_no_import_runs_in_a_circle():
+    """No cycle among the house's modules (a package and its own modules included), found as the strongly
+    connected components of the import graph."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(GRAPH[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    assert cycles == []
+
+
+def test_every_room_and_sanctioned_import_exists():
+    assert all((ROOT / "indexer" / room / "__init__.py").exists() for room in ROOMS)
+    assert all((ROOT / f).exists() and rooms <= set(ROOMS) for f, rooms in SANCTIONED.items())
+
+
+def _rel(module: str) -> str:
+    return MODULES[module].relative_to(ROOT).as_posix()
 
 
 def test_the_snapshot_reader_loads_no_parser_and_no_model():
@@ -67,14 +138,13 @@ def test_tool_versions_load_no_parser():
 
 def test_only_the_format_module_reads_a_snapshots_stores():
     opens = ("lance.dataset(", "lance.write_dataset(", "tantivy.Index.open(", "pq.read_table(", "read_parquet(")
-    allowed = {"indexer/snapshot.py", "indexer/write.py"}  # the reader and the writer of the format
     readers = sorted(
         p.relative_to(ROOT).as_posix()
-        for d in ("indexer", "query", "ci")
+        for d in HOUSE
         for p in (ROOT / d).rglob("*.py")
         if any(o in p.read_text(encoding="utf-8") for o in opens)
     )
-    assert [r for r in readers if r not in allowed] == []
+    assert [r for r in readers if not r.startswith("indexer/snapshot/")] == []  # the format's package alone
 
 
 def test_one_module_says_where_a_mirror_lives():
@@ -93,9 +163,10 @@ PROTOCOL_LIBRARIES = {"starlette", "mcp", "uvicorn", "httpx", "pydantic", "sse_s
 # Outside query/surfaces/, the one module that may touch a protocol library, and why.
 PROTOCOL_SANCTIONED = {  # `blobdex serve` and `blobdex webhooks` hand their composed app to uvicorn
     "query/cli.py": {"uvicorn"},
-    "indexer/cli.py": {"uvicorn"},
+    "indexer/operate/cli.py": {"uvicorn"},
 }
-SURFACES = ("query/surfaces/", "indexer/surfaces/")  # the read-only server's and the webhooks process's
+# The read-only server's surfaces, and the webhooks process's (composed by indexer/operate/app.py).
+SURFACES = ("query/surfaces/", *(f"indexer/operate/{m}.py" for m in ("app", "http", "webhooks", "control")))
 
 
 def _trees():
@@ -144,7 +215,7 @@ def test_records_with_more_than_three_fields_are_keyword_only():
 
 def test_only_the_surfaces_speak_protocols():
     """Ranking, stores and evaluation know nothing of HTTP or MCP: a protocol library is imported under
-    query/surfaces/ and indexer/surfaces/ only (the commands that start a server aside)."""
+    query/surfaces/ and indexer/operate/ only (the commands that start a server aside)."""
     outside = {}
     for rel, tree in _trees():
         if rel.startswith(SURFACES):
@@ -159,3 +230,19 @@ def test_only_the_surfaces_speak_protocols():
         if extra:
             outside[rel] = sorted(extra)
     assert outside == {}
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in conftest.py (fixtures), servers.py, corpus.py and checks.py, never in a test module."""
+    found = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):  # `from tests import test_x` and `from .test_x import y` count too
+                module = ".".join(filter(None, ["tests" if node.level else "", node.module]))
+                names = [f"tests.{a.name}" for a in node.names] if module == "tests" else [module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith("tests.test_")]
+    assert found == []

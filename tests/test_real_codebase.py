@@ -7,7 +7,7 @@ import pytest
 
 from indexer.config import RepoSpec
 from indexer.build import run
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from query.get_file import get_file
 from query.reader import SnapshotReader
 from query.search import SearchRequest, search

@@ -21,49 +21,8 @@ from query.service import Service
 from query.surfaces.app import app
 from query.surfaces.mcp import build
 from tests import gitrepo
-from tests.corpus import build_corpus, write_config
-from tests.test_incremental import content, fresh_copy
+from tests.corpus import LIB, build_corpus, calls, content, fresh_copy, write_config
 
-LIB = {
-    "src/lib/__init__.py": b"from .sessions import Session, session\nfrom .api import get\n",
-    "src/lib/api.py": b"""from . import sessions
-
-
-def request(method, url):
-    with sessions.Session() as s:
-        return s.request(method, url)
-
-
-def get(url):
-    return request("get", url)
-""",
-    "src/lib/sessions.py": b"""class Base:
-    def merge(self):
-        pass
-
-
-class Session(Base):
-    def request(self, m, u):
-        self.merge()
-        return self.send(m)
-
-    def send(self, m):
-        return len(m)
-
-    def get(self, url):
-        return self.request("GET", url)
-
-
-def session():
-    return Session()
-""",
-    "src/lib/cli.py": b"""from lib import get
-
-
-def main(url):
-    return get(url)
-""",
-}
 APP = {
     "app/__init__.py": b"",
     "app/main.py": b"""import os.path
@@ -239,13 +198,6 @@ POLY_CALLS = [
     ("web/http.js", 2, "fetch", "unresolved", "", ""),
     ("web/http.js", 7, "fetchJson", "exact", "web/http.js", "fetchJson"),
 ]
-
-
-def calls(data_dir, repos: tuple[str, ...] | None = None) -> list[tuple]:
-    path, _ = open_manifest(data_dir)
-    rows = read_graph(path, "calls").to_pylist()
-    columns = ("repo", "path", "line", "callee", "resolution", "resolved_repo", "resolved_path", "resolved_symbol")
-    return sorted(tuple(r[c] for c in columns) for r in rows if repos is None or r["repo"] in repos)
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,11 @@ import pytest
 
 from indexer.config import dumps, load
 from indexer.mirror import mirror_dir
-from indexer.scip import ScipError, checkout, definitions, index_tree, installed, read_index
+from indexer.calls.scip import ScipError, checkout, definitions, index_tree, installed, read_index
 from indexer.snapshot import open_manifest
-from tests.corpus import build_corpus, write_config
-from tests.test_resolve import LIB, calls
+from tests.corpus import LIB, build_corpus, calls, write_config
+
+pytestmark = pytest.mark.npm
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools" / "node_modules" / ".bin"

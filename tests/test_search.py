@@ -327,7 +327,7 @@ def test_filter_columns_are_codes_that_answer_like_the_strings_they_stand_for(re
 def test_vector_ranks_are_the_same_scored_in_place_or_on_the_gathered_rows(reader, hasher, monkeypatch):
     import numpy as np
 
-    import query.search as search_module
+    from query.search import signals as search_module  # the module whose GATHER_SHARE row_cosines reads
 
     vector = search_module.query_vectors(hasher, "renew the subscription invoice")
     mask = np.ones(reader.rows.num_rows, dtype=bool)
@@ -335,5 +335,5 @@ def test_vector_ranks_are_the_same_scored_in_place_or_on_the_gathered_rows(reade
     ranked = {}
     for share in (0, 10**9):  # 0: always gather the allowed rows; huge: always score every row in place
         monkeypatch.setattr(search_module, "GATHER_SHARE", share)
-        ranked[share] = search_module._vector_ranks(reader, vector, mask)
+        ranked[share] = search_module.vector_ranks(reader, vector, mask)
     assert ranked[0] == ranked[10**9] and ranked[0] and all(mask[row] for row, _ in ranked[0])

@@ -468,7 +468,7 @@ def test_get_file_withholds_the_lines_the_index_held_back_and_keeps_line_numbers
 
 
 def test_cache_entries_of_an_older_policy_are_erased_by_the_next_build(tmp_path):
-    from indexer.cache import Cache
+    from indexer.build.cache import Cache
 
     repo = gitrepo.init(tmp_path / "src" / "app")
     gitrepo.commit(repo, {"app.py": b"def app():\n    return 1\n"})

@@ -20,24 +20,12 @@ from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, private_copy
-from tests.servers import BLOBDEX, MCP_ACCEPT, MCP_INITIALIZE, Server
+from tests.servers import BLOBDEX, MCP_ACCEPT, MCP_INITIALIZE, Server, call, text
 
 
 @pytest.fixture(scope="module")
 def service(corpus):
     return Service(corpus.cfg, embedder=HashEmbedder())
-
-
-def call(server, tool, args):
-    async def go():
-        async with Client(server) as client:
-            return await client.call_tool(tool, args)
-
-    return asyncio.run(go())
-
-
-def text(result) -> str:
-    return result.content[0].text
 
 
 def test_tools_are_listed_read_only_with_instructions(service):

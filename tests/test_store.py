@@ -23,13 +23,15 @@ from indexer.config import dumps
 from indexer.embed import HashEmbedder
 from indexer.snapshot import current_id
 from indexer.store import Store, StoreError, snapshot_files, store_for, sync, upload
-from indexer.verify import verify
+from indexer.snapshot.verify import verify
 from query.replica import Replica
 from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
 from tests.corpus import RENEW_PY, api_files, build_corpus, tools_files
 from tests.servers import s3_server, serve_subprocess
+
+pytestmark = pytest.mark.s3
 
 BUCKET = "blobdex-test"
 KEYS = {"BLOBDEX_TEST_S3_KEY": "test", "BLOBDEX_TEST_S3_SECRET": "test"}

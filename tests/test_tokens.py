@@ -10,12 +10,11 @@ import httpx
 
 from indexer.build import run
 from indexer.embed import HashEmbedder
-from indexer.surfaces.webhooks import app as webhooks_app
+from indexer.operate.app import app as webhooks_app
 from indexer.tokens import ADMIN, TOKENS_FILE, listing, mint, revoke
 from query.service import Service
 from query.surfaces.app import app
 from tests.servers import Server
-from tests.test_operate import forge  # noqa: F401 (a fixture)
 
 
 def test_a_token_id_is_random_and_no_part_of_the_token(tmp_path):
@@ -52,7 +51,7 @@ def test_a_damaged_token_store_is_one_sentence_at_start_and_a_503_while_serving(
     assert page.status_code == 503 and "is damaged" in page.text
 
 
-def test_the_control_api_says_a_damaged_token_store_in_one_sentence(forge):  # noqa: F811
+def test_the_control_api_says_a_damaged_token_store_in_one_sentence(forge):
     cfg, _ = forge
     admin = mint(cfg.data_dir, "ops", "default", ADMIN)
     (cfg.data_dir / TOKENS_FILE).write_text("{not json")

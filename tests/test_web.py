@@ -29,6 +29,8 @@ from query.surfaces.app import app
 from tests.corpus import api_files, build_corpus, tools_files
 from tests.servers import Server
 
+pytestmark = pytest.mark.browser
+
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # As the machine's own check starts it: no sandbox as root, no GPU, nothing fetched in the background.

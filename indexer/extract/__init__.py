@@ -6,7 +6,7 @@ A call row keeps what resolving it needs and one blob can tell: the callee's nam
 called on (`receiver`: `self`, `requests`, `self.session`, "" for a bare name) and, where the blob says it,
 that expression's type (`receiver_type`: a variable assigned from a constructor, an annotated parameter or
 variable, a field, a Go method's receiver). Resolution to a definition needs the other files of the repo, so
-it happens when a part is written (indexer/resolve.py), never here.
+it happens when a part is written (indexer/calls/rules.py), never here.
 
 This module holds what every language family shares: the Facts record, the Extraction helpers that
 read nodes and append rows, one `call_site()`, the compiled capture queries and the scoped walk.

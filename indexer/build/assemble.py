@@ -1,0 +1,232 @@
+"""Publishing one snapshot of a run, stage by stage: plan each repo's part (indexer/build/parts.py), embed what the
+plans' rows lack (indexer/build/vectors.py), write the parts, the lexical index, the edges, the views and the
+manifest, then publish it (indexer/snapshot/publish.py)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from indexer import snapshot
+from indexer.build.edges import edges
+from indexer.embed import vector_tier
+from indexer.build.parts import PartPlan, PartWriter, RepoParts
+from indexer.build.progress import Progress
+from indexer.snapshot.publish import build_dir, publish
+from indexer.build.report import Report
+from indexer.build.rows import Tables
+from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState
+from indexer.build.vectors import embed_stage, vectors
+from indexer.versions import TOOLS
+from indexer.snapshot.write import write_edges, write_lexical, write_views
+
+if TYPE_CHECKING:
+    from indexer.build.work import RepoWork, Run
+    from indexer.build.work import Change
+
+
+@dataclass(kw_only=True)
+class Planned:
+    """The parts of one publish, decided: every repo's state in the snapshot, and a plan for each part to write
+    (a repo without one is listed as the base holds it)."""
+
+    states: dict[tuple[str, str], RepoState]
+    plans: dict[tuple[str, str], PartPlan]
+    writer: PartWriter
+
+    def texts(self) -> list[str]:
+        """The one answer to "which rows need this model's vectors": the rows the plans write without theirs."""
+        return [text for plan in self.plans.values() for text in plan.texts()]
+
+    def cards(self) -> list[str]:
+        return [plan.card for plan in self.plans.values() if plan.card]
+
+
+def plan_parts(run: Run, changes: dict) -> Planned:
+    """Decide each repo's part for a publish by `run`'s model: a delta of what changed, a base, or none when the
+    base's parts hold the repo as it is. Reads the live rows it needs; embeds and writes nothing."""
+    base = run.base
+    writer = PartWriter(run.cfg.data_dir, run.model_id, base.manifest.next_row if base else 0)
+    states, plans = {}, {}
+    for w in run.work:
+        states[w.spec.key], plan = _plan_repo(run, w, changes.get(w.spec.key), writer)
+        if plan is not None:
+            plans[w.spec.key] = plan
+    return Planned(states=states, plans=plans, writer=writer)
+
+
+def publish_snapshot(
+    run: Run,
+    changes: dict,
+    planned: Planned | None = None,
+    missing: list[str] | None = None,
+    lexical_from: Path | None = None,
+    **manifest_fields,
+) -> Path:
+    """Publish a snapshot of `run`'s model in three stages: plan each repo's part (`planned`, when the caller
+    planned them already), embed what the plans' rows lack (`missing`: their text ids the cache lacks, when
+    known), write the parts, the lexical index, the edges and the views; returns its directory. Each stage's
+    time is measured around it. `lexical_from`: a snapshot this run published with the same rows (the static
+    tier), whose index is reused."""
+    cfg, report, base = run.cfg, run.report, run.base
+    counted = run.model_id == report.model  # the counts are the configured model's: a static tier is a lookup
+    if planned is None:
+        t0 = time.monotonic()
+        planned = plan_parts(run, changes)
+        report.seconds["write"] += time.monotonic() - t0
+    embedded = embed_stage(run, planned.texts(), planned.cards(), missing)
+    same_model = base is not None and base.manifest.model_id == run.model_id
+    dim = base.manifest.dim if same_model else (run.embedder.dim if run.embedder else run.loaded_embedder().dim)
+    states, written = planned.states, {}
+    for key, plan in planned.plans.items():
+        t0 = time.monotonic()  # the embed stage cached them: read back (a damaged entry is embedded again)
+        matrix, again = vectors(run, plan.texts(), dim, show_progress=False)
+        card_vector = vectors(run, [plan.card], dim, show_progress=False)[0][0] if plan.card else None
+        report.seconds["embed"] += time.monotonic() - t0
+        embedded += again
+        t0 = time.monotonic()
+        written[key] = planned.writer.write(plan, dim, matrix, card_vector)
+        plan.state.parts = written[key].parts
+        report.seconds["write"] += time.monotonic() - t0
+    if counted:
+        report.chunks_embedded += embedded
+    snapshot_id = snapshot.new_snapshot_id()
+    built = build_dir(cfg.data_dir, snapshot_id)
+    try:
+        t0 = time.monotonic()
+        _lexical(run, built, written, lexical_from)
+        edge_count = _edges(cfg.data_dir, built, states)
+        report.seconds["write"] += time.monotonic() - t0
+        t0 = time.monotonic()
+        manifest = Manifest(
+            snapshot_id=snapshot_id,
+            created_at=snapshot.now_iso(),
+            model_id=run.model_id,
+            dim=dim,
+            repos=[states[w.spec.key] for w in run.work],
+            max_blob_bytes=cfg.max_blob_bytes,
+            edges=edge_count,
+            next_row=planned.writer.next_row,
+            **manifest_fields,
+            **TOOLS.as_fields(),
+        )
+        write_views(built, manifest)
+        publish(cfg.data_dir, built, manifest)
+    except BaseException:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    report.seconds["publish"] += time.monotonic() - t0
+    report.snapshot_id, report.published = snapshot_id, True
+    if counted:
+        report.chunks_reused = manifest.chunks - report.chunks_embedded
+    report.snapshots.append(
+        {
+            "snapshot_id": snapshot_id,
+            "model": run.model_id,
+            "tier": vector_tier(run.model_id),
+            "seconds": round(time.monotonic() - run.started, 3),
+        }
+    )
+    totals(report, manifest)
+    for w in run.work:
+        state = states[w.spec.key]
+        w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
+        if not w.ok:
+            w.report.refs = [{"ref": r.ref, "commit_id": r.commit_id} for r in state.refs]
+    return snapshot.snapshots_dir(cfg.data_dir) / snapshot_id
+
+
+def _plan_repo(run: Run, w: RepoWork, change: Change | None, writer: PartWriter) -> tuple[RepoState, PartPlan | None]:
+    """One repo's state in the snapshot being published, and the plan of its part (None when its parts are
+    listed as the base has them, or it has none)."""
+    base, key = run.base, w.spec.key
+    same_model = base is not None and base.manifest.model_id == run.model_id
+    if change is not None:
+        state = replace(change.state)
+        if same_model and change.live is not None and change.paths is not None and not change.paths:
+            kept = base.manifest.repo(*key)  # new commits, the same blob at every path: the parts hold it all
+            state.parts, state.indexed_at = list(kept.parts), kept.indexed_at
+            _copy_counts(kept, state)
+            return state, None
+        return state, writer.plan(state, change.live, change.paths, change.new, fresh_ids=base is None)
+    source = run.carried(w)
+    before = source[1].repo(*key) if source else None
+    if before is None:  # failed, and nothing earlier to keep serving
+        state = RepoState(
+            org=key[0], name=key[1], url=w.report.url, status="stale", error=w.report.error, indexed_at=None
+        )
+        return state, None
+    state = replace(before, refs=list(before.refs), parts=list(before.parts))
+    if w.fetched:  # one left out of the run keeps the verdict of the run that fetched it last
+        state.status, state.error = ("ok", None) if w.ok else ("stale", w.report.error)
+    if w.ok:
+        state.url = w.report.url
+    if same_model and source[0] == base.path:
+        return state, None
+    live = run.carried_live(w, source)
+    return state, writer.plan(state, live, set(), Tables().arrow([]), fresh_ids=base is None)
+
+
+def _copy_counts(source: RepoState, target: RepoState) -> None:
+    for name in ("files", "files_indexed", "files_skipped", "chunks", "secrets_held_back", "parse_fallbacks"):
+        setattr(target, name, getattr(source, name))
+    target.syntax_errors, target.graph = source.syntax_errors, dict(source.graph)
+
+
+def _lexical(run: Run, built: Path, written: dict[tuple[str, str], RepoParts], lexical_from: Path | None) -> None:
+    """The new snapshot's lexical index: the base's (or `lexical_from`'s) with the documents of the rows that
+    went and came, or, from scratch, one document per row."""
+    base = run.base
+    if lexical_from is not None:
+        write_lexical(built, lexical_from / snapshot.LEXICAL_DIR, [], [], _no_rows(), None)
+        return
+    adds = [r.add for r in written.values() if r.add.num_rows]
+    add = pa.concat_tables(adds) if adds else _no_rows()
+    if base is None:
+        with Progress("lexical", add.num_rows, run.show_progress) as bar:
+            write_lexical(built, None, [], [], add, bar)
+        return
+    drop = [row for r in written.values() for row in r.drop]
+    with Progress("lexical", add.num_rows, run.show_progress) as bar:
+        write_lexical(built, base.path / snapshot.LEXICAL_DIR, drop, run.removed(), add, bar)
+
+
+def _no_rows() -> pa.Table:
+    return pa.table(
+        {
+            "row": pa.array([], pa.int64()),
+            **{c: pa.array([], pa.string()) for c in ("org", "repo", "path", "symbol", "text")},
+        }
+    )
+
+
+def _edges(data_dir: Path, built: Path, states: dict) -> int:
+    """Coupling edges of every org, from each repo's newest part's edge inputs."""
+    by_org: dict[str, dict[str, dict]] = defaultdict(dict)
+    for key, state in states.items():
+        if state.parts:
+            info = snapshot.read_part_info(snapshot.parts_dir(data_dir) / state.parts[-1])
+            by_org[key[0]][key[1]] = info.edge_inputs
+    rows = [e for org in sorted(by_org) for e in edges(org, by_org[org])]
+    write_edges(built, rows)
+    return len(rows)
+
+
+def totals(report: Report, manifest: Manifest) -> None:
+    report.chunks = manifest.chunks
+    report.graph = {t: sum(r.graph.get(t, 0) for r in manifest.repos) for t in FACT_COLUMNS}
+    report.graph["edges"] = manifest.edges
+    report.files = sum(r.files for r in manifest.repos)
+    report.files_indexed = sum(r.files_indexed for r in manifest.repos)
+    report.files_skipped = Counter()
+    for r in manifest.repos:
+        report.files_skipped.update(r.files_skipped)
+    report.secrets_held_back = sum(r.secrets_held_back for r in manifest.repos)
+    report.parse_fallbacks = sum(r.parse_fallbacks for r in manifest.repos)
+    report.syntax_errors = sum(r.syntax_errors for r in manifest.repos)

@@ -1,0 +1,175 @@
+"""The snapshot format: the one directory layout the indexer writes and the query server reads.
+
+A snapshot is a manifest that names immutable **parts**, plus the few files that span every repo:
+
+    <data_dir>/
+      parts/<part_id>/      immutable once renamed into place; shared by every snapshot that lists it
+        part.json           one repo's part: org, repo, the model its vectors are from, how many chunks, whether
+                            it is a base (it holds every path of the repo) or a delta (the paths one run changed);
+                            and the repo as a whole as of this part: its card text and its coupling facts
+        paths.parquet       every path the part speaks for, a deleted one too, with per-path counts
+        chunks.arrow        one row per (path, blob_id, chunk_index) at those paths: the refs that reach it, its
+                            text and vector, and `row`, its id, stable for as long as the row lives. One Arrow IPC
+                            record batch, which a query process maps: no copy, vectors a view of the file
+        files.parquet       one row per (ref, path): blob_id, lang, bytes, sha256, skip reason, chunks
+        symbols … url_literals .parquet   structural facts at those paths (FACT_COLUMNS)
+        card.parquet        the repo's card and its vector
+      snapshots/<snapshot_id>/
+        manifest.json       what is inside, from which commits, built how; per repo the parts, oldest first
+        lexical/            a Tantivy index over every live chunk row, keyed by `row`: the segment files the
+                            previous snapshot's index already had are hard links to them, so a run writes only the
+                            new segments and deletion files (Tantivy never rewrites a file in place)
+        graph/edges.parquet cross-repo coupling edges with evidence (indexer/build/edges.py), computed from every
+                            repo's coupling facts (part.json) at each publish
+        graph.sql           DuckDB views of the graph tables over the parts, for analysts
+      CURRENT               names the live snapshot; replaced atomically, written last
+
+A repo's parts are read in order: a row of one part is **superseded** when a later part of the same repo speaks
+for its path (lists it in paths.parquet), so a one-line change writes one small delta part and the snapshot
+references every other part as it was. Every reader of a snapshot goes through the functions below, which
+apply that rule, so no caller sees a superseded row.
+
+A snapshot of format 1 or 2 keeps everything in its own directory (vectors/chunks.lance or chunks.arrow,
+graph/*.parquet, cards.parquet) and reads as one part. `<data_dir>/backfill.json`, while a fast-tier snapshot
+serves, says how many of its chunks still lack the configured model's vectors (indexer/runs.py).
+"""
+
+from __future__ import annotations
+
+from indexer.snapshot.format import (
+    CARD,
+    CARDS,
+    CHUNKS_ARROW,
+    CHUNKS_TABLE,
+    CURRENT,
+    FORMAT_VERSION,
+    GRAPH_DIR,
+    GRAPH_VIEWS,
+    LEXICAL_DIR,
+    MANIFEST,
+    PARTS_DIR,
+    PART_INFO,
+    PATHS,
+    READABLE_FORMATS,
+    SNAPSHOTS_DIR,
+    SnapshotError,
+    VECTORS_DIR,
+    data_dir_of,
+    graph_path,
+    new_snapshot_id,
+    now_iso,
+    parts_dir,
+    snapshots_dir,
+)
+from indexer.snapshot.schemas import (
+    EDGES_SCHEMA,
+    FACT_COLUMNS,
+    FACT_KEY,
+    FACT_KEY_FIELDS,
+    FILES_SCHEMA,
+    GRAPH_SCHEMAS,
+    PART_FILES_SCHEMA,
+    PART_TABLES,
+    PATHS_SCHEMA,
+    RESOLUTION_COLUMNS,
+    TABLE_SCHEMAS,
+    cards_schema,
+    chunk_schema,
+    lexical_schema,
+)
+from indexer.snapshot.manifest import (
+    Manifest,
+    PartInfo,
+    PartRef,
+    RefState,
+    RepoState,
+    current_id,
+    kept,
+    open_manifest,
+    published,
+)
+from indexer.snapshot.read import (
+    UNIT_TOLERANCE,
+    live,
+    open_chunks_arrow,
+    open_lexical,
+    part_file,
+    parts_of,
+    read_cards,
+    read_chunks,
+    read_graph,
+    read_part_chunks,
+    read_part_info,
+    read_part_table,
+    store_error,
+    unit_length,
+    vector_matrix,
+    whole,
+)
+from indexer.snapshot.legacy import read_lance_chunks
+
+__all__ = [
+    "CARD",
+    "CARDS",
+    "CHUNKS_ARROW",
+    "CHUNKS_TABLE",
+    "CURRENT",
+    "EDGES_SCHEMA",
+    "FACT_COLUMNS",
+    "FACT_KEY",
+    "FACT_KEY_FIELDS",
+    "FILES_SCHEMA",
+    "FORMAT_VERSION",
+    "GRAPH_DIR",
+    "GRAPH_SCHEMAS",
+    "GRAPH_VIEWS",
+    "LEXICAL_DIR",
+    "MANIFEST",
+    "Manifest",
+    "PARTS_DIR",
+    "PART_FILES_SCHEMA",
+    "PART_INFO",
+    "PART_TABLES",
+    "PATHS",
+    "PATHS_SCHEMA",
+    "PartInfo",
+    "PartRef",
+    "READABLE_FORMATS",
+    "RESOLUTION_COLUMNS",
+    "RefState",
+    "RepoState",
+    "SNAPSHOTS_DIR",
+    "SnapshotError",
+    "TABLE_SCHEMAS",
+    "UNIT_TOLERANCE",
+    "VECTORS_DIR",
+    "cards_schema",
+    "chunk_schema",
+    "current_id",
+    "data_dir_of",
+    "graph_path",
+    "kept",
+    "lexical_schema",
+    "live",
+    "new_snapshot_id",
+    "now_iso",
+    "open_chunks_arrow",
+    "open_lexical",
+    "open_manifest",
+    "part_file",
+    "parts_dir",
+    "parts_of",
+    "published",
+    "read_cards",
+    "read_chunks",
+    "read_graph",
+    "read_lance_chunks",
+    "read_part_chunks",
+    "read_part_info",
+    "read_part_table",
+    "snapshots_dir",
+    "store_error",
+    "unit_length",
+    "vector_matrix",
+    "whole",
+]

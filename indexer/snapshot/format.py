@@ -1,0 +1,65 @@
+"""The format's version history, the names of its files and folders, where they live under a data dir, and the
+error a snapshot that cannot be read raises. The layout itself is drawn in indexer/snapshot/__init__.py."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from indexer.errors import BlobdexError
+
+# 1: initial layout.
+# 2: files gain `held_back`: the line spans and kinds of chunks held back as credentials (never their text).
+# 3: parts. A snapshot names immutable per-repo parts that later snapshots share, a run writes only the paths
+#    that changed, and the lexical index shares its unchanged segment files; no Lance table (query processes
+#    map chunks.arrow, which format 2 already wrote beside it).
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)  # a format-1 snapshot lacks `held_back`: readers take it as empty
+
+MANIFEST = "manifest.json"
+CURRENT = "CURRENT"
+SNAPSHOTS_DIR = "snapshots"
+PARTS_DIR = "parts"
+PART_INFO = "part.json"
+PATHS = "paths"
+CHUNKS_ARROW = "chunks.arrow"
+CARD = "card.parquet"
+LEXICAL_DIR = "lexical"
+GRAPH_DIR = "graph"
+GRAPH_VIEWS = "graph.sql"
+# Where a format-1/2 snapshot kept what a part holds now.
+VECTORS_DIR = "vectors"
+CHUNKS_TABLE = "chunks"
+CARDS = "cards.parquet"
+
+
+class SnapshotError(BlobdexError):
+    """A snapshot cannot be read or served; the message says which and what to do."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_snapshot_id() -> str:
+    # Sortable by time; the random tail keeps two builds in one second apart. Parts are named the same way.
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
+
+
+def snapshots_dir(data_dir: Path) -> Path:
+    return data_dir / SNAPSHOTS_DIR
+
+
+def parts_dir(data_dir: Path) -> Path:
+    return data_dir / PARTS_DIR
+
+
+def data_dir_of(snapshot_dir: Path) -> Path:
+    """The data dir a snapshot directory (`<data_dir>/snapshots/<id>`) lives in."""
+    return snapshot_dir.parent.parent
+
+
+def graph_path(snapshot_dir: Path, table: str) -> Path:
+    """A graph table of a format-1/2 snapshot, or the edges of any snapshot."""
+    return snapshot_dir / GRAPH_DIR / f"{table}.parquet"

@@ -1,0 +1,206 @@
+"""Writing the format's files: a part (chunks.arrow, Parquet tables, part.json), a snapshot's lexical index
+(a copy by hard links of the previous one, changed in place of a rebuild), its edges and its DuckDB views."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import tantivy
+
+from indexer.snapshot.publish import finish_part, part_build_dir
+from indexer.snapshot import (
+    CARD,
+    CHUNKS_ARROW,
+    EDGES_SCHEMA,
+    FACT_COLUMNS,
+    GRAPH_DIR,
+    GRAPH_VIEWS,
+    LEXICAL_DIR,
+    PART_INFO,
+    PARTS_DIR,
+    PATHS,
+    TABLE_SCHEMAS,
+    Manifest,
+    PartInfo,
+    cards_schema,
+    graph_path,
+    lexical_schema,
+    new_snapshot_id,
+)
+from indexer.tokenize import path_tokens, tokens
+
+TANTIVY_HEAP_BYTES = 256 * 1024 * 1024
+TANTIVY_LOCKS = (".tantivy-meta.lock", ".tantivy-writer.lock")  # per process: never shared between copies
+DELETE_BATCH = 10_000  # row ids per delete query
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    # Page checksums let `blobdex verify` tell flipped bytes from data (verify reads with checking on).
+    pq.write_table(table, path, write_page_checksum=True)
+
+
+def vector_column(vectors: np.ndarray, dim: int) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, dim)
+
+
+def write_part(
+    data_dir: Path,
+    *,
+    info: dict,
+    chunks: pa.Table,
+    tables: dict[str, pa.Table],
+    card_vector: np.ndarray | None,
+) -> PartInfo:
+    """Write one part (`info`: PartInfo's fields but part_id and rows; `chunks` in chunk_schema; `tables`: paths,
+    files and every fact table) aside, then rename it into place. Returns what part.json says."""
+    part_id = new_snapshot_id()
+    built = part_build_dir(data_dir, part_id)
+    try:
+        with pa.OSFile(str(built / CHUNKS_ARROW), "wb") as sink, pa.ipc.new_file(sink, chunks.schema) as writer:
+            writer.write_table(chunks.combine_chunks())  # one record batch: a reader's matrix is a view of the file
+        for name, table in tables.items():
+            _write_parquet(table, built / f"{name}.parquet")
+        card = {"org": [info["org"]], "repo": [info["repo"]], "text": [info["card"]]} if info["card"] else None
+        dim = info["dim"]
+        if card is not None:
+            card["vector"] = vector_column(card_vector.reshape(1, dim), dim)
+        empty = {"org": [], "repo": [], "text": [], "vector": vector_column(np.zeros((0, dim)), dim)}
+        _write_parquet(pa.table(card or empty, schema=cards_schema(dim)), built / CARD)
+        part = PartInfo(part_id=part_id, rows=chunks.num_rows, **info)
+        (built / PART_INFO).write_text(part.to_json(), encoding="utf-8")
+        finish_part(data_dir, built, part_id)
+    except BaseException:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    return part
+
+
+def write_lexical(
+    built: Path, base: Path | None, drop_rows: list[int], drop_repos: list[tuple[str, str]], add: pa.Table, progress
+) -> None:
+    """The snapshot's Tantivy index: `base`'s (another snapshot's lexical/) copied by hard links, its documents of
+    `drop_rows` and of `drop_repos` deleted and `add`'s rows (row, org, repo, path, symbol, text) added; or, with
+    no base, a new index of `add`. Tantivy writes new segment and deletion files and replaces meta.json by
+    rename, so the base's files are never changed."""
+    path = built / LEXICAL_DIR
+    path.mkdir()
+    if base is None:
+        index = tantivy.Index(lexical_schema(), path=str(path))
+    else:
+        for source in base.iterdir():
+            if source.is_file() and source.name not in TANTIVY_LOCKS:
+                _link(source, path / source.name)
+        index = tantivy.Index.open(str(path))
+    writer = index.writer(heap_size=TANTIVY_HEAP_BYTES, num_threads=1)
+    Q, Occur, schema = tantivy.Query, tantivy.Occur, index.schema
+    for start in range(0, len(drop_rows), DELETE_BATCH):
+        writer.delete_documents_by_query(Q.term_set_query(schema, "row", drop_rows[start : start + DELETE_BATCH]))
+    for org, repo in drop_repos:
+        both = [(Occur.Must, Q.term_query(schema, "org", org)), (Occur.Must, Q.term_query(schema, "repo", repo))]
+        writer.delete_documents_by_query(Q.boolean_query(both))
+    _add_documents(writer, add, progress)
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def _link(source: Path, target: Path) -> None:
+    """A hard link (no bytes written), or a copy where the file system has none."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _add_documents(writer, table: pa.Table, progress) -> None:
+    cols = {name: table.column(name).to_pylist() for name in ("row", "org", "repo", "path", "symbol", "text")}
+    path_cache: dict[str, str] = {}
+    for i, row in enumerate(cols["row"]):
+        doc = tantivy.Document()
+        doc.add_unsigned("row", row)
+        doc.add_text("org", cols["org"][i])
+        doc.add_text("repo", cols["repo"][i])
+        doc.add_text("content", " ".join(tokens(cols["text"][i])))
+        doc.add_text("symbol", " ".join(tokens(cols["symbol"][i])))
+        p = cols["path"][i]
+        if p not in path_cache:
+            path_cache[p] = " ".join(path_tokens(p))
+        doc.add_text("path", path_cache[p])
+        writer.add_document(doc)
+        if progress is not None and i % 512 == 511:
+            progress.advance(512)
+
+
+def write_edges(built: Path, rows: list[dict]) -> None:
+    (built / GRAPH_DIR).mkdir()
+    columns = {name: [r[name] for r in rows] for name in EDGES_SCHEMA.names}
+    _write_parquet(pa.table(columns, schema=EDGES_SCHEMA), graph_path(built, "edges"))
+
+
+def write_views(built: Path, manifest: Manifest) -> None:
+    """graph.sql: one DuckDB view per graph table over the snapshot's parts, superseded rows left out (a row is
+    superseded when a later part of its repo lists its path in paths.parquet). Paths are relative to the
+    snapshot's directory: `cd` there (or `SET file_search_path` to it) before `.read graph.sql`."""
+    parts = [(p, r.org, r.name, seq) for r in manifest.repos for seq, p in enumerate(r.parts)]
+    where = f"../../{PARTS_DIR}"
+    listed = ", ".join(f"({_sql(p)}, {_sql(o)}, {_sql(n)}, {s})" for p, o, n, s in parts)
+    lines = [
+        f"-- DuckDB views of blobdex snapshot {manifest.snapshot_id}: run from this directory, `.read {GRAPH_VIEWS}`",
+        f"CREATE OR REPLACE TEMP VIEW blobdex_parts AS SELECT * FROM (VALUES {listed or _NONE}) t(part, org, repo, seq)"
+        " WHERE part IS NOT NULL;",
+    ]
+    deltas = [f"{where}/{p}/{PATHS}.parquet" for p, _, _, seq in parts if seq > 0]
+    covers = (
+        f"SELECT p.org, p.repo, p.seq, c.path FROM read_parquet({_sql_list(deltas)}, filename = true) c "
+        f"JOIN blobdex_parts p ON {_PART_OF.format('c')} = p.part"
+        if deltas
+        else "SELECT org, repo, seq, NULL::VARCHAR AS path FROM blobdex_parts WHERE false"
+    )
+    lines.append(f"CREATE OR REPLACE TEMP VIEW blobdex_covers AS {covers};")
+    commits = ", ".join(
+        "(" + ", ".join(map(_sql, (r.org, r.name, x.ref, x.commit_id))) + ")" for r in manifest.repos for x in r.refs
+    )
+    lines.append(
+        f"CREATE OR REPLACE TEMP VIEW blobdex_commits AS SELECT * FROM (VALUES {commits or _NONE}) "
+        "t(org, repo, ref, commit_id);"
+    )
+    for table in ("files", *FACT_COLUMNS):
+        files = [f"{where}/{p}/{table}.parquet" for p, _, _, _ in parts]
+        if not files:
+            names = ", ".join(f"NULL AS {c}" for c in TABLE_SCHEMAS[table].names)
+            lines.append(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {names} WHERE false;")
+            continue
+        columns = ", ".join("k.commit_id" if c == "commit_id" else f"t.{c}" for c in TABLE_SCHEMAS[table].names)
+        join = (
+            " LEFT JOIN blobdex_commits k ON k.org = t.org AND k.repo = t.repo AND k.ref = t.ref"
+            if table == "files"
+            else ""
+        )
+        lines.append(
+            f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {columns} "
+            f"FROM read_parquet({_sql_list(files)}, filename = true) t "
+            f"JOIN blobdex_parts p ON {_PART_OF.format('t')} = p.part{join} "
+            "WHERE NOT EXISTS (SELECT 1 FROM blobdex_covers c "
+            "WHERE c.org = p.org AND c.repo = p.repo AND c.seq > p.seq AND c.path = t.path);"
+        )
+    lines.append(f"CREATE OR REPLACE TEMP VIEW edges AS SELECT * FROM read_parquet('{GRAPH_DIR}/edges.parquet');")
+    (built / GRAPH_VIEWS).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# The part a row was read from: the directory its file is in (DuckDB reports a path as given or resolved).
+_PART_OF = "regexp_extract({}.filename, '([^/]+)/[^/]+$', 1)"
+_NONE = "(NULL, NULL, NULL, NULL)"
+
+
+def _sql(value) -> str:
+    """A SQL string literal (repo names and refs come from configuration and git: quoted, never pasted)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _sql_list(values: list[str]) -> str:
+    return "[" + ", ".join(_sql(v) for v in values) + "]"
