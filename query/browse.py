@@ -22,7 +22,7 @@ from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
 from query.get_file import BadRequest, _resolve, blob_size, get_file, refuse_credentials
 from query.reader import SnapshotReader
-from query.search import _globs
+from query.search import globs
 
 MAX_FILES_PER_PAGE = 1000
 MAX_OUTLINE_BYTES = 1024 * 1024  # a file parsed now, at a ref the snapshot did not index
@@ -110,7 +110,7 @@ def list_files(
     files = (
         _indexed_files(reader, org, repo, spot.ref) if spot.indexed else _tree_files(data_dir, reader, org, repo, spot)
     )
-    spec = _globs((path_glob,), "path_glob") if path_glob else None
+    spec = globs((path_glob,), "path_glob") if path_glob else None
     if spec is not None:
         files = [f for f in files if spec.match_file(f["path"])]
     start = 0

@@ -1,4 +1,6 @@
-"""The `blobdex` command: the root group, the read-only commands (search, get-file, status), and main()."""
+"""The `blobdex` command: the root group (cli) and main(); the read-only commands search, files, route, chunk,
+get-file, outline, references, context, secrets, status and sql; the servers serve (HTTP and the page) and mcp
+(stdio); it mounts the indexer's commands, token and eval."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import asdict
 
 import click
 
-from indexer.cli import COMMANDS, cli_config
+from indexer.operate.cli import COMMANDS, cli_config
 from indexer.config import DEFAULT_ORG
 from indexer.errors import BlobdexError
 from indexer.listen import bind

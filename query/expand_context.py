@@ -2,7 +2,7 @@
 coupling edges whose evidence lies in it (the data of the `expand_context` tool); and `references`, the
 callers alone, found from a symbol or from a position in a file (the `find_references` tool).
 
-Callers are the call rows that resolve to one of the definitions (indexer/resolve.py): exact, through an import,
+Callers are the call rows that resolve to one of the definitions (indexer/calls/rules.py): exact, through an import,
 or through a receiver's type. A call that only shares the name (`x.get()` on something of unknown type) is no
 caller; such rows are counted (`name_only_total`) and listed only when asked (`name_only=True`), each labelled.
 A caller list is a page: `limit` rows, the repos with the most callers first, and a cursor for the next."""

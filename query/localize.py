@@ -9,7 +9,7 @@ test files against the rest.
 
 Fusing files rather than chunks keeps one signal's many mid-ranked chunks of a hub file (a `.d.ts`
 restating every method, a README) from outvoting another signal's clear first file (it raised hybrid
-file MRR on three of four histories in `blobdex eval commits`; README "Measured" has today's figures).
+file MRR on three of four histories in `blobdex eval commits`; docs/benchmarks.md has today's figures).
 """
 
 from __future__ import annotations

@@ -204,7 +204,7 @@ class SnapshotReader:
     """Everything a query needs from one snapshot, loaded once (the parts `previous` has open are taken over).
 
     Vectors are held as numpy matrices: exact search by matrix-vector product is ~17 ms at 100k x 384 here,
-    faster than LanceDB's flat scan and with perfect recall (LIBRARIES.md).
+    faster than LanceDB's flat scan and with perfect recall (docs/format.md, "Why per-repo Arrow parts").
     """
 
     def __init__(self, data_dir: Path, snapshot_id: str | None = None, previous: "SnapshotReader | None" = None):

@@ -1,9 +1,12 @@
 """The query facade: every operation the surfaces (MCP, HTTP, the compatibility APIs, the CLI) expose,
 over one live snapshot (query.live), the embedders of its vectors and a reranker, one clip store (query.clips)
-and the session and pushed stores, with the same semantics on each.
+and the session and pushed stores, with the same semantics on each. Every search of every surface runs here
+(search, search_page, localize, search_top, search_pushed), so request checks, score thresholds
+(query.search.thresholds) and a configured reranker apply the same way whichever door a request came through;
+a surface parses its contract's request and renders the answer.
 
 A snapshot's vectors are the configured model's, or its static tier's while a fast-first run backfills
-(indexer/build.py): a query is embedded by the model of the snapshot it searches (`embedder_for`). Sessions
+(indexer/build/__init__.py): a query is embedded by the model of the snapshot it searches (`embedder_for`). Sessions
 and pushed chunks are stored with the configured model's vectors, and searched beside a static-tier
 snapshot with their texts embedded by it, a table lookup (`in_tier`)."""
 
@@ -21,7 +24,7 @@ from indexer import runs
 from indexer.config import Config
 from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for
 from indexer.errors import BlobdexError
-from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest
+from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
 from query.browse import FilePage, Outline, list_files, outline
 from query.clips import ClipStore
 from query.expand_context import context, references
@@ -36,7 +39,17 @@ from query.overlays.pushed import PushedStore
 from query.cursor import CursorError
 from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
-from query.search import Hit, Overlay, SearchRequest, candidates, check_org, chunk_hit, keep_similar, validate
+from query.search import (
+    Hit,
+    Overlay,
+    SearchRequest,
+    Thresholds,
+    candidates,
+    check_org,
+    chunk_hit,
+    search_overlay,
+    validate,
+)
 from query.sql import run as run_sql
 from query.status import RepoStatus, held_back, repo_status, vector_status
 from indexer.mirror import mirror_dir, open_mirror
@@ -68,12 +81,35 @@ class ChunkText:
 
 @dataclass(frozen=True, kw_only=True)
 class SearchPage:
-    """A page of search hits as (id, hit), the notes of the thresholds applied, and the next page's cursor."""
+    """A page of search hits as (id, hit), the filters the request named and the notes of the thresholds applied
+    (as `name=value`, which search_code and /v1 list), and the next page's cursor."""
 
     snapshot_id: str
     hits: list[tuple[int, Hit]]
+    filters: list[str]
     applied: list[str]
     next_cursor: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopHits:
+    """A contract search's answer (search_top): the hits over the threshold, each with its chunk's text, and
+    what the threshold saw: how many hits it was given, its floor and the best similarity (None without one)."""
+
+    snapshot_id: str
+    hits: list[Hit]
+    candidates: int
+    floor: float | None
+    best: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushedHits:
+    """A search of pushed chunks (search_pushed): the hits, each with its chunk's text, and the metadata the
+    client pushed with each chunk (query.overlays.pushed), listed by a pushed hit's chunk_index."""
+
+    hits: list[Hit]
+    meta: list[dict]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,12 +221,15 @@ class Service:
 
     def search(self, req: SearchRequest, session_id: str | None = None) -> tuple[str, list[tuple[int, Hit]]]:
         reader = self.reader()
-        hits = self._ranked(reader, req, session_id, req.limit)
+        hits = self._ranked(reader, req, self._session(req.org, session_id), req.limit)
         return reader.snapshot_id, [(self._clip(reader, h), h) for h in hits]
 
-    def _ranked(self, reader: SnapshotReader, req: SearchRequest, session_id: str | None, depth: int) -> list[Hit]:
-        """The first `depth` hits of the ranking, a session's overlay included."""
-        overlay = self._overlay(req.org, session_id) if session_id else None
+    def _session(self, org: str, session_id: str | None) -> Overlay | None:
+        return self._overlay(org, session_id) if session_id else None
+
+    def _ranked(self, reader: SnapshotReader, req: SearchRequest, overlay: Overlay | None, depth: int) -> list[Hit]:
+        """The first `depth` hits of the ranking, an overlay's chunks (a session's, a client's pushed ones) included:
+        the one way every search of a snapshot runs, reranked where a reranker is configured."""
         validate(req, reader, overlay)  # before the model loads: bad input answers at once
         embedder, reranker = self._models(reader, req)
         if overlay is not None and embedder is not None:
@@ -207,28 +246,82 @@ class Service:
     ) -> SearchPage:
         """One page of search_code's answer (MCP and /v1): the hits after `cursor`, the score thresholds applied
         to the whole ranking (so min_score_diff means the same on every page), and the cursor of the next page."""
+        thresholds = _thresholds(req, min_score, min_score_diff)  # before anything is read: bad input answers at once
         reader = self.reader()
         asked = {**asdict(req), "session_id": session_id, "min_score": min_score, "min_score_diff": min_score_diff}
         offset = cursor_decode(cursor, "search", reader.snapshot_id, asked) or 0
         if not isinstance(offset, int) or offset < 0 or offset >= MAX_DEPTH:
             raise CursorError("that cursor's position is not one a search page gives: ask again without a cursor")
         depth = min(offset + req.limit, MAX_DEPTH)
-        ranked = self._ranked(reader, req, session_id, depth + 1)  # one more: is there a next page?
-        kept, applied = keep_similar([(None, h) for h in ranked], min_score, min_score_diff)
+        ranked = self._ranked(reader, req, self._session(req.org, session_id), depth + 1)  # one more: a next page?
+        kept, applied = thresholds.keep([(None, h) for h in ranked])
         page = [h for _, h in kept[offset:depth]]
         more = len(kept) > depth and depth < MAX_DEPTH
         return SearchPage(
             snapshot_id=reader.snapshot_id,
             hits=[(self._clip(reader, h), h) for h in page],
+            filters=applied_filters(req, session_id),
             applied=applied,
             next_cursor=cursor_encode("search", reader.snapshot_id, asked, depth) if more else None,
         )
 
-    def localize(self, req: SearchRequest) -> tuple[str, list]:
+    def localize(
+        self, req: SearchRequest, min_score: float | None = None, min_score_diff: float | None = None
+    ) -> tuple[str, list]:
+        """Files ranked for a task (query.localize). A file has no one similarity, so no score threshold applies
+        to it; thresholds are still checked as search_page checks them, so a request that names them is refused
+        the same whichever grouping it asks."""
+        _thresholds(req, min_score, min_score_diff)
         reader = self.reader()
         validate(req, reader)  # before the model loads, as search does (localize checks again, cheaply)
         embedder, reranker = self._models(reader, req)
         return reader.snapshot_id, localize(reader, embedder, req, reranker)
+
+    def search_top(
+        self, req: SearchRequest, min_score: float | None = None, min_score_diff: float | None = None
+    ) -> TopHits:
+        """The first `req.limit` hits, then a threshold over those alone: a compatibility contract's search
+        (codesearch: "top_k candidates, then drop what scores under the floor"), whose answer shows whole chunks."""
+        thresholds = _thresholds(req, min_score, min_score_diff)
+        reader = self.reader()  # one snapshot for the search and the texts its hits show
+        hits = self._ranked(reader, req, None, req.limit)
+        floor = thresholds.floor(hits)
+        kept = hits if floor is None else [h for h in hits if h.similarity >= floor]
+        return TopHits(
+            snapshot_id=reader.snapshot_id,
+            hits=_with_text(reader, kept),
+            candidates=len(hits),
+            floor=floor,
+            best=max((h.similarity for h in hits), default=None),
+        )
+
+    def search_pushed(self, req: SearchRequest, space: str, beside_snapshot: bool = True) -> PushedHits:
+        """A search of the chunks a client pushed into `space` (query.overlays.pushed): beside the live snapshot,
+        the client's pushed and removed paths shadowing the committed ones (CIP), or alone (a Lucos workspace, and
+        a repo no snapshot holds), with the configured model's vectors as they were stored."""
+        store = self.pushed
+        chunks, vectors, meta = store.overlay(req.org, space, req.repos)
+        reader = self.reader() if beside_snapshot else None
+        known = {r.name for r in reader.manifest.repos if r.org == req.org} if reader else set()
+        if reader is None or any(r not in known for r in req.repos):
+            overlay = Overlay(session_id=space, shadowed=frozenset(), chunks=chunks, vectors=vectors)
+            return PushedHits(hits=[h for h, _ in search_overlay(self.embedder, req, overlay)], meta=meta)
+        shadowed = {(c.repo, c.path) for c in chunks}
+        shadowed |= {(repo, key.removeprefix("shadow:")) for repo, key in store.keys(req.org, space, "shadow:")}
+        overlay = Overlay(session_id=space, shadowed=frozenset(shadowed), chunks=chunks, vectors=vectors)
+        return PushedHits(hits=_with_text(reader, self._ranked(reader, req, overlay, req.limit)), meta=meta)
+
+    def committed_files(self, org: str, repo: str) -> dict[str, set[str]]:
+        """path -> the sha256 of each version of the file the live snapshot indexed for the repo (every ref): what
+        a client that syncs by content hash (CIP) need not push."""
+        import pyarrow.compute as pc
+
+        files = read_graph(self.reader().path, "files", columns=["org", "repo", "path", "sha256"])
+        files = files.filter(pc.and_(pc.equal(files["org"], org), pc.equal(files["repo"], repo)))
+        out: dict[str, set[str]] = {}
+        for path, digest in zip(files.column("path").to_pylist(), files.column("sha256").to_pylist()):
+            out.setdefault(path, set()).add(digest)
+        return out
 
     def _models(self, reader: SnapshotReader, req: SearchRequest):
         """The embedder and reranker a request needs: none for BM25 alone, which never loads a model."""
@@ -417,6 +510,32 @@ class Service:
     def _serving_manifest(self) -> Manifest | None:
         serving = self.live.serving
         return serving.manifest if serving is not None else None
+
+
+def _thresholds(req: SearchRequest, min_score: float | None, min_score_diff: float | None) -> Thresholds:
+    """A request's score threshold, refused (in one sentence on every surface) where it cannot apply."""
+    thresholds = Thresholds(min_score=min_score, min_score_diff=min_score_diff)
+    thresholds.check(req.mode)
+    return thresholds
+
+
+def applied_filters(req: SearchRequest, session_id: str | None) -> list[str]:
+    """The filters a request named, as a search page lists them applied (`repos=['api']`, `session=s1`)."""
+    named = (
+        ("repos", list(req.repos)),
+        ("lang", list(req.langs)),
+        ("paths", list(req.paths)),
+        ("ignore", list(req.ignore)),
+        ("kind", req.kind),
+        ("ref", req.ref),
+        ("session", session_id),
+    )
+    return [f"{name}={value}" for name, value in named if value]
+
+
+def _with_text(reader: SnapshotReader, hits: list[Hit]) -> list[Hit]:
+    """The hits, each holding its chunk's whole text (an overlay hit holds it already)."""
+    return [h if h.text is not None else replace(h, text=reader.row(h.row)["text"]) for h in hits]
 
 
 def indexed_ref(cfg: Config, manifest: Manifest | None, org: str, repo: str) -> tuple[str | None, str | None]:

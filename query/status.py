@@ -11,7 +11,8 @@ from indexer.config import Config
 from indexer.embed import vector_tier
 from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
 from indexer.scan import ScanError, resolve_ref
-from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_backfill, read_graph
+from indexer.runs import read_backfill
+from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
 
 
 @dataclass(frozen=True, kw_only=True)

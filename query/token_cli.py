@@ -1,11 +1,12 @@
-"""The `blobdex token` commands: bearer tokens for `blobdex serve --require-token` and the control API (kept as
-sha256 in indexer.tokens), and Codebase Index Protocol JWTs (signed with the key query.surfaces.cip_auth loads)."""
+"""The `blobdex token` commands (mint, list, revoke): bearer tokens for `blobdex serve --require-token` and the
+control API (kept as sha256 in indexer.tokens), and Codebase Index Protocol JWTs (signed with the key
+query.surfaces.cip_auth loads)."""
 
 from __future__ import annotations
 
 import click
 
-from indexer.cli import cli_config
+from indexer.operate.cli import cli_config
 from indexer.config import DEFAULT_ORG
 from indexer.errors import BlobdexError
 

@@ -1,4 +1,5 @@
-"""The `blobdex eval` commands: measure retrieval on your own repos (measurement, not serving)."""
+"""The `blobdex eval` commands (queries, commits, issues, codesearchnet, routing): measure retrieval on your own
+repos (measurement, not serving); and `blobdex tune`, which trains a model on the same histories the evals read."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from functools import partial
 
 import click
 
-from indexer.cli import cli_config
+from indexer.operate.cli import cli_config
 from indexer.config import DEFAULT_ORG
 
 

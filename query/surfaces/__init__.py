@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from indexer.errors import BlobdexError
+from indexer.errors import BlobdexError, Refused
 from query.surfaces import payload
 
 log = logging.getLogger(__name__)
@@ -30,13 +30,9 @@ INTERNAL_MESSAGE = "the server failed on this request; see its log"
 Shape = Callable[[Request, int, str, "str | None"], Response]
 
 
-class SurfaceError(BlobdexError):
-    """A request a contract refuses: the HTTP status, the one-sentence message, and the contract's code if it has
-    codes (Lucos, /v1)."""
-
-    def __init__(self, status: int, message: str, code: str | None = None):
-        super().__init__(message)
-        self.status, self.code = status, code
+class SurfaceError(Refused):
+    """A request a query contract refuses: the HTTP status, the one-sentence message, and the contract's code if
+    it has codes (Lucos, /v1)."""
 
 
 def endpoint(shape: Shape):

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import math
 from dataclasses import asdict
 
 import anyio
@@ -15,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from indexer.errors import BlobdexError
+from indexer.fields import Fields
 from query.query_text import cut_note
 from query.search import SearchRequest
 from query.service import Service, route_dict
@@ -81,98 +79,42 @@ def _params(request: Request, names: tuple[str, ...]):
     return request.query_params
 
 
-def _text(data: dict, key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise SurfaceError(400, f"'{key}' must be a string, got {json.dumps(value)[:80]}")
-    return value
-
-
-def _flag(data: dict, key: str) -> bool:
-    value = data.get(key, False)
-    if not isinstance(value, bool):
-        raise SurfaceError(400, f"'{key}' must be true or false, got {json.dumps(value)[:80]}")
-    return value
-
-
-def _choice(data: dict, key: str, choices: tuple[str, ...]) -> str:
-    value = _text(data, key) or choices[0]
-    if value not in choices:
-        raise SurfaceError(400, f"'{key}' must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _fraction(data: dict, key: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise SurfaceError(400, f"'{key}' must be a number from 0 to 1, got {json.dumps(value)[:80]}")
-    return float(value)
-
-
-def _strs(data: dict, key: str) -> tuple[str, ...]:
-    value = data.get(key) or ()
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise SurfaceError(400, f"'{key}' must be a list of strings")
-    return tuple(value)
-
-
 def _notes(notes: list[str]) -> dict:
     """An answer's `notes` (what it did not read in full), present only when there is one, as `applied` is."""
     return {"notes": notes} if notes else {}
 
 
-def _int(value, key: str, default: int | None = None) -> int | None:
-    if value is None or value == "":
-        return default
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) > payload.MAX_INT:  # no id, line or limit is that large; numpy and SQLite overflow on it
-            raise SurfaceError(400, f"'{key}' is out of range: give a whole number up to {payload.MAX_INT}")
-        return value
-    raise SurfaceError(400, f"'{key}' must be an integer, got {json.dumps(value)[:80]}")
+def _fields(data) -> Fields:
+    """A body's or a query string's fields, named as this API's messages name them ('limit')."""
+    return Fields(data, quoted=True)
 
 
 @endpoint(shape)
 async def search(request: Request):
     """search_code's semantics over HTTP: the same options, thresholds, file mode and markdown."""
     service, org = _service(request), current_org.get()
-    d = await read_body(request, SEARCH_FIELDS)
-    query = _text(d, "query") or ""
+    f = _fields(await read_body(request, SEARCH_FIELDS))
+    query = f.text("query") or ""
     req = SearchRequest(
         query=query,
         org=org,
-        repos=_strs(d, "repos"),
-        langs=_strs(d, "lang"),
-        paths=_strs(d, "paths"),
-        ignore=_strs(d, "ignore"),
-        kind=_text(d, "kind"),
-        ref=_text(d, "ref"),
-        limit=_int(d.get("limit"), "limit", 10),
-        mode=_text(d, "mode") or "hybrid",
+        repos=f.strs("repos", one=True),
+        langs=f.strs("lang", one=True),
+        paths=f.strs("paths", one=True),
+        ignore=f.strs("ignore", one=True),
+        kind=f.text("kind"),
+        ref=f.text("ref"),
+        limit=f.integer("limit", 10, loose=True),
+        mode=f.text("mode") or "hybrid",
     )
-    group_by, fmt = _choice(d, "group_by", ("chunk", "file")), _choice(d, "format", ("json", "markdown"))
-    min_score, min_score_diff = _fraction(d, "min_score"), _fraction(d, "min_score_diff")
-    if min_score is not None and min_score_diff is not None:
-        raise SurfaceError(400, "pass 'min_score' or 'min_score_diff', not both")
-    if req.mode == "bm25" and (min_score is not None or min_score_diff is not None):
-        raise SurfaceError(
-            400,
-            "'min_score' and 'min_score_diff' act on the cosine similarity, which mode 'bm25' does not compute "
-            "(it reads no model); drop them or use mode 'hybrid'",
-        )
-    session_id, cursor = _text(d, "session_id"), _text(d, "cursor")
+    group_by, fmt = f.choice("group_by", ("chunk", "file")), f.choice("format", ("json", "markdown"))
+    # The thresholds' rules (one of the two, none for bm25) are the Service's: the same on every surface.
+    min_score, min_score_diff = f.number("min_score", 0, 1), f.number("min_score_diff", 0, 1)
+    session_id, cursor = f.text("session_id"), f.text("cursor")
     if group_by == "file":
         if session_id or cursor:
             raise SurfaceError(400, f"'{'session_id' if session_id else 'cursor'}' applies to group_by 'chunk' only")
-        snapshot_id, files = await offload(service.localize, req)
+        snapshot_id, files = await offload(service.localize, req, min_score, min_score_diff)
         notes = [req.note] if req.note else []
         if fmt == "markdown":
             return Response(render.files_markdown(query, files, notes), media_type="text/markdown; charset=utf-8")
@@ -181,20 +123,7 @@ async def search(request: Request):
     snapshot_id, hits, applied = page.snapshot_id, page.hits, page.applied
     notes = [req.note] if req.note else []
     if fmt == "markdown":
-        filters = [
-            f"{name}={value}"
-            for name, value in (  # as search_code names them
-                ("repos", list(req.repos)),
-                ("lang", list(req.langs)),
-                ("paths", list(req.paths)),
-                ("ignore", list(req.ignore)),
-                ("kind", req.kind),
-                ("ref", req.ref),
-                ("session", session_id),
-            )
-            if value
-        ]
-        markdown = render.hits_markdown(query, snapshot_id, hits, filters + applied + notes, page.next_cursor)
+        markdown = render.hits_markdown(query, snapshot_id, hits, page.filters + applied + notes, page.next_cursor)
         return Response(markdown, media_type="text/markdown; charset=utf-8")
     return {
         "snapshot_id": snapshot_id,
@@ -218,7 +147,7 @@ async def chunks(request: Request):
         found, errors = [], []
         for raw in ids:
             try:
-                found.append(service.get_chunk(org, _int(raw, "ids")).to_dict())
+                found.append(service.get_chunk(org, _fields({"ids": raw}).integer("ids", loose=True)).to_dict())
             except BlobdexError as exc:
                 errors.append({"id": raw, "message": exc.said("http")})
         return {"chunks": found, "errors": errors}
@@ -229,10 +158,15 @@ async def chunks(request: Request):
 @endpoint(shape)
 async def grep(request: Request):
     service, org = _service(request), current_org.get()
-    d = await read_body(request, GREP_FIELDS)
-    pattern, repos, paths, ref = _text(d, "pattern") or "", _strs(d, "repos"), _strs(d, "paths"), _text(d, "ref")
-    limit, literal, ignore_case = _int(d.get("limit"), "limit", 100), _flag(d, "literal"), _flag(d, "ignore_case")
-    cursor = _text(d, "cursor")
+    f = _fields(await read_body(request, GREP_FIELDS))
+    pattern, repos, paths, ref = (
+        f.text("pattern") or "",
+        f.strs("repos", one=True),
+        f.strs("paths", one=True),
+        f.text("ref"),
+    )
+    limit, literal, ignore_case = f.integer("limit", 100, loose=True), f.flag("literal"), f.flag("ignore_case")
+    cursor = f.text("cursor")
 
     def run():
         return service.grep(
@@ -262,7 +196,8 @@ async def file(request: Request):
     q = _params(request, FILE_PARAMS)
     if not q.get("repo") or not q.get("path"):
         raise SurfaceError(400, "give repo and path (and optionally ref, start, end)")
-    start, end = _int(q.get("start"), "start"), _int(q.get("end"), "end")
+    f = _fields(q)
+    start, end = f.integer("start", loose=True), f.integer("end", loose=True)
     f = await offload(lambda: service.get_file(org, q["repo"], q["path"], q.get("ref"), start, end))
     return {
         **{k: v for k, v in asdict(f).items() if k != "content"},
@@ -277,7 +212,7 @@ async def files(request: Request):
     q = _params(request, FILES_PARAMS)
     if not q.get("repo"):
         raise SurfaceError(400, "give repo (and optionally path_glob, ref, cursor, limit)")
-    limit = _int(q.get("limit"), "limit", 200)
+    limit = _fields(q).integer("limit", 200, loose=True)
     page = await offload(
         lambda: service.list_files(org, q["repo"], q.get("path_glob") or None, q.get("ref"), q.get("cursor"), limit)
     )
@@ -298,9 +233,9 @@ async def outline(request: Request):
 @endpoint(shape)
 async def route(request: Request):
     service, org = _service(request), current_org.get()
-    d = await read_body(request, ROUTE_FIELDS)
-    task = _text(d, "task") or ""
-    snapshot_id, routes = await offload(service.route, org, task, _int(d.get("limit"), "limit", 5))
+    f = _fields(await read_body(request, ROUTE_FIELDS))
+    task = f.text("task") or ""
+    snapshot_id, routes = await offload(service.route, org, task, f.integer("limit", 5, loose=True))
     notes = [n for n in (cut_note(len(task)),) if n]
     return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes], **_notes(notes)}
 
@@ -322,32 +257,32 @@ async def references(request: Request):
         "symbol": q.get("symbol"),
         "repo": q.get("repo"),
         "path": q.get("path"),
-        "line": _int(q.get("line"), "line"),
+        "line": _fields(q).integer("line", loose=True),
     }
     return await offload(lambda: _service(request).references(current_org.get(), **asked, **_caller_page(q)))
 
 
 def _caller_page(q) -> dict:
     """A caller page's parameters: name_only (true|false), cursor, limit."""
-    flag = q.get("name_only", "false").lower()
-    if flag not in ("true", "false", "1", "0"):
-        raise SurfaceError(400, f"'name_only' must be true or false, got {q.get('name_only')!r}")
-    return {"name_only": flag in ("true", "1"), "cursor": q.get("cursor"), "limit": _int(q.get("limit"), "limit", 50)}
+    f = _fields(q)
+    return {
+        "name_only": f.flag("name_only", loose=True),
+        "cursor": q.get("cursor"),
+        "limit": f.integer("limit", 50, loose=True),
+    }
 
 
 @endpoint(shape)
 async def session_sync(request: Request):
-    d = await read_body(request, SYNC_FIELDS)
-    files = d.get("files") or {}
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise SurfaceError(400, "'files' must be an object of path -> content strings")
+    f = _fields(await read_body(request, SYNC_FIELDS))
+    files = f.mapping("files", values=str, must="an object of path -> content strings")
     stored = await offload(
         _service(request).sync_workspace,
         current_org.get(),
         request.path_params["session_id"],
-        _text(d, "repo") or "",
+        f.text("repo") or "",
         files,
-        list(_strs(d, "deleted")),
+        list(f.strs("deleted", one=True)),
     )
     return stored.to_dict()
 

@@ -2,8 +2,8 @@
 
 A client syncs file hashes, pushes the chunks of changed files, and searches: here it searches the
 snapshot and its own pushed chunks together, its pushed or removed paths shadowing the committed
-ones inside the query. Pushed chunks live per (org, user) in the pushed-chunk store. Who the user is,
-and the GitHub sign-in, is cip_auth's job.
+ones inside the query (Service.search_pushed). Pushed chunks live per (org, user) in the pushed-chunk store. Who
+the user is, and the GitHub sign-in, is cip_auth's job.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from indexer.fields import Fields
+from query import MAX_LIMIT
 from query.overlays.pushed import PushedChunk
-from query.search import MAX_LIMIT, Overlay, SearchRequest, search, search_overlay
+from query.search import SearchRequest
 from query.surfaces import SurfaceError, endpoint, offload, read_body, route_errors
 from query.surfaces import cip_auth
 from query.surfaces.cip_auth import AuthSettings
@@ -35,55 +37,32 @@ def _space(user: str) -> str:
     return f"cip:{user}"
 
 
-def _committed(service, org: str, repo: str) -> dict[str, set[str]]:
-    """path -> sha256 of the committed versions blobdex indexed for this repo (every ref)."""
-    import pyarrow.compute as pc
-
-    from indexer.snapshot import read_graph
-
-    reader = service.reader()
-    files = read_graph(reader.path, "files", columns=["org", "repo", "path", "sha256"])
-    files = files.filter(pc.and_(pc.equal(files["org"], org), pc.equal(files["repo"], repo)))
-    out: dict[str, set[str]] = {}
-    for path, digest in zip(files.column("path").to_pylist(), files.column("sha256").to_pylist()):
-        out.setdefault(path, set()).add(digest)
-    return out
-
-
-def _str(d: dict, key: str, where: str) -> str:
-    if not isinstance(d.get(key), str) or not d[key]:
-        raise SurfaceError(400, f"{where}.{key} must be a non-empty string")
-    return d[key]
-
-
-def _files(r: dict, n: int) -> list | None:
-    files = r.get("files")
-    if files is not None and (
-        not isinstance(files, list)
-        or not all(
-            isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("hash"), str) for f in files
-        )
+def _files(r: Fields) -> list | None:
+    """A repo's listed files ({path, hash} each), or None when the client lists none (it sends every file)."""
+    if r.data.get("files") is None:
+        return None
+    files = r.array("files", must="an array of {path, hash}")
+    if not all(
+        isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("hash"), str) for f in files
     ):
-        raise SurfaceError(400, f"repos[{n}].files must be an array of {{path, hash}}")
+        r.fail("files", "an array of {path, hash}", files)
     return files
 
 
 @endpoint(shape)
 async def sync(request: Request):
     sp, service, org = _space(cip_auth.user(request)), request.app.state.service, request.app.state.settings.org
-    d = await read_body(request)
-    repos = d.get("repos")
-    if not isinstance(repos, list):
-        raise SurfaceError(400, "repos must be an array")
+    repos = Fields(await read_body(request)).array("repos", required=True)
     store, changed, removed = service.pushed, [], []
     for n, r in enumerate(repos):
         if not isinstance(r, dict):
             raise SurfaceError(400, f"repos[{n}] must be an object")
-        name, root = _str(r, "name", f"repos[{n}]"), _str(r, "rootHash", f"repos[{n}]")
-        files = _files(r, n)
+        f = Fields(r, where=f"repos[{n}]")
+        name, root = f.text("name", required=True, nonempty=True), f.text("rootHash", required=True, nonempty=True)
+        files = _files(f)
         if store.get_state(org, sp, name, "root") == root:
             continue  # unchanged since the last complete sync: the cheap path
-        have = _committed(service, org, name)
+        have = service.committed_files(org, name)
         pushed = store.paths(org, sp, name)
         if files is None:
             todo = sorted(set(have) | pushed)
@@ -110,21 +89,20 @@ async def sync(request: Request):
 def _pushed_chunk(c, n: int) -> PushedChunk:
     if not isinstance(c, dict):
         raise SurfaceError(400, f"chunks[{n}] must be an object")
-    repo, path = _str(c, "repo", f"chunks[{n}]"), _str(c, "path", f"chunks[{n}]")
-    content, symbol = c.get("content"), c.get("symbol")
-    if not isinstance(content, str) or not isinstance(symbol, str) or not isinstance(c.get("lang"), str):
-        raise SurfaceError(400, f"chunks[{n}] needs string symbol, lang and content")
+    f = Fields(c, where=f"chunks[{n}]")
+    repo, path = f.text("repo", required=True, nonempty=True), f.text("path", required=True, nonempty=True)
+    symbol, lang = f.text("symbol", required=True), f.text("lang", required=True)
+    content = f.text("content", required=True)
     if path.startswith("/") or ".." in path.split("/"):
-        raise SurfaceError(400, f"chunks[{n}].path must be repo-relative")
-    start, end = c.get("lineStart", 1), c.get("lineEnd", c.get("lineStart", 1) + content.count("\n"))
-    if not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_LINE for x in (start, end)):
-        raise SurfaceError(400, f"chunks[{n}].lineStart/lineEnd must be integers from 1 to {MAX_LINE}")
+        f.fail("path", "repo-relative", path)
+    start = f.integer("lineStart", 1, low=1, high=MAX_LINE)
+    end = f.integer("lineEnd", start + content.count("\n"), low=1, high=MAX_LINE)
     return PushedChunk(
         repo=repo,
         chunk_id=f"{path}#{symbol}",
         chunk_hash="sha256:" + hashlib.sha256(content.encode()).hexdigest(),
         path=path,
-        lang=c["lang"],
+        lang=lang,
         symbol=symbol,
         line_start=start,
         line_end=max(end, start),
@@ -135,19 +113,19 @@ def _pushed_chunk(c, n: int) -> PushedChunk:
 @endpoint(shape)
 async def index(request: Request):
     sp, service, org = _space(cip_auth.user(request)), request.app.state.service, request.app.state.settings.org
-    d = await read_body(request)
-    raw, remove = d.get("chunks"), d.get("remove", [])
-    if not isinstance(raw, list) or not isinstance(remove, list):
-        raise SurfaceError(400, "chunks (and remove) must be arrays")
+    f = Fields(await read_body(request))
+    raw, remove = f.array("chunks", required=True), f.array("remove")
     if len(raw) > MAX_CHUNKS:
         raise SurfaceError(413, f"{len(raw)} chunks in one request; send at most {MAX_CHUNKS}")
     chunks = [_pushed_chunk(c, n) for n, c in enumerate(raw)]
     store = service.pushed
     for n, r in enumerate(remove):
-        if not isinstance(r, dict) or not isinstance(r.get("repo"), str) or not isinstance(r.get("path"), str):
+        if not isinstance(r, dict):
             raise SurfaceError(400, f"remove[{n}] must be {{repo, path}}")
-        store.delete_paths(org, sp, r["repo"], [r["path"]])
-        store.set_state(org, sp, r["repo"], f"shadow:{r['path']}", "1")
+        gone = Fields(r, where=f"remove[{n}]")
+        repo, path = gone.text("repo", required=True), gone.text("path", required=True)
+        store.delete_paths(org, sp, repo, [path])
+        store.set_state(org, sp, repo, f"shadow:{path}", "1")
     store.replace_paths(org, sp, chunks)  # upsert by (repo, path, symbol): a re-sent file replaces its chunks
     counts = await offload(store.upsert, org, sp, chunks, service.embedder)
     for repo, path in {(c.repo, c.path) for c in chunks}:
@@ -160,44 +138,22 @@ async def index(request: Request):
 @endpoint(shape)
 async def do_search(request: Request):
     sp, service, org = _space(cip_auth.user(request)), request.app.state.service, request.app.state.settings.org
-    d = await read_body(request)
-    query = d.get("query")
-    if not isinstance(query, str):
-        raise SurfaceError(400, "query must be a string")
-    repo, lang, limit = d.get("repo"), d.get("lang"), d.get("limit", 10)
-    if repo is not None and not isinstance(repo, str) or lang is not None and not isinstance(lang, str):
-        raise SurfaceError(400, "repo and lang must be strings")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise SurfaceError(400, f"limit must be an integer from 1 to {MAX_LIMIT}")
+    f = Fields(await read_body(request))
+    query = f.text("query", required=True)
+    repo, lang, limit = f.text("repo"), f.text("lang"), f.integer("limit", 10, low=1, high=MAX_LIMIT)
     if not query.strip():  # the contract's schema allows "": nothing asked, nothing found
         return JSONResponse({"results": []})
-    chunks, vectors, _ = service.pushed.overlay(org, sp, (repo,) if repo else ())
-    shadowed = {(c.repo, c.path) for c in chunks}
-    shadowed |= {(r, k[len("shadow:") :]) for r, k in service.pushed.keys(org, sp, "shadow:")}
-    reader = service.reader()
-    known = {r.name for r in reader.manifest.repos if r.org == org}
     req = SearchRequest(query=query, org=org, repos=(repo,) if repo else (), langs=(lang,) if lang else (), limit=limit)
-    alone = bool(repo and repo not in known)  # pushed chunks alone: the configured model's vectors, as stored
-
-    def find() -> list:  # in a worker thread: loading a model and embedding take time the event loop has not
-        embedder = service.embedder if alone else service.embedder_for(reader)
-        in_space = vectors if alone else service.in_tier(embedder, chunks, vectors)  # beside a static tier
-        overlay = Overlay(session_id=sp, shadowed=frozenset(shadowed), chunks=chunks, vectors=in_space)
-        return (
-            [h for h, _ in search_overlay(embedder, req, overlay)] if alone else search(reader, embedder, req, overlay)
-        )
-
-    hits = await offload(find)
+    found = await offload(service.search_pushed, req, sp)
     results = []
-    for h in hits:
-        text = h.text if h.uncommitted else reader.row(h.row)["text"]
+    for h in found.hits:
         results.append(
             {
                 "repo": h.repo,
                 "path": h.path,
                 "symbol": h.symbol,
                 "lang": h.lang,
-                "snippet": "\n".join(text.split("\n")[:SNIPPET_LINES]),
+                "snippet": "\n".join(h.text.split("\n")[:SNIPPET_LINES]),
                 "score": round(h.similarity, 4),
                 "lineStart": h.line_start,
                 "lineEnd": h.line_end,

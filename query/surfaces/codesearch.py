@@ -4,13 +4,13 @@ POST /read, GET /health, GET /stats.
 
 The contract describes one codebase; here a `filePath` is `<repo>/<path>` inside the request's org,
 and `module` filters by repo. `score` is the cosine similarity (0..1) the contract's thresholds
-are written for; hits keep blobdex's hybrid order.
+are written for; hits keep blobdex's hybrid order. The search and its threshold are the query facade's
+(Service.search_top): this module reads the contract's fields and renders its answer.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import re
 
 from starlette.applications import Starlette
@@ -19,9 +19,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from indexer.errors import BlobdexError
+from indexer.fields import Fields
 from query.clips import ClipStore
-from query.search import SearchRequest, similarity_floor
-from query.search import search as hybrid_search
+from query.search import SearchRequest
+from query.service import TopHits
 from query.surfaces import SurfaceError, endpoint, offload, read_body, render, route_errors
 from query.surfaces.guard import current_org
 
@@ -67,17 +68,6 @@ def ok(data: dict) -> JSONResponse:
     return JSONResponse({"success": True, "data": data})
 
 
-def _number(value, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not 0 <= value <= 1
-    ):
-        raise SurfaceError(400, f"{name} must be a finite number in [0, 1], got {value!r}")
-    return float(value)
-
-
 def ignore_regex(patterns) -> str:
     """The contract's ignore patterns as one regex over repo-relative paths: `docs/` a folder, `docs` a
     file or folder, `*` and `**` any run of characters (`/` included), everything else literal."""
@@ -104,41 +94,31 @@ def parse_search(body: dict) -> dict:
         guess = GUESSES.get(name) or next(iter(difflib.get_close_matches(name, FIELDS, 1)), None)
         hint = f' (did you mean "{guess}"?)' if guess else ""
         raise SurfaceError(400, f'unknown field: "{name}"{hint}; accepted fields: {", ".join(FIELDS)}')
-    query = body.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise SurfaceError(400, "query is required: a non-empty string")
-    top_k = body.get("top_k", TOP_K_MAX)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= TOP_K_MAX:
-        raise SurfaceError(400, f"top_k must be an integer from 1 to {TOP_K_MAX}")
-    if "min_score" in body and "min_score_diff" in body:
-        raise SurfaceError(400, "min_score and min_score_diff are mutually exclusive; pass one")
-    include = body.get("include", [])
-    if not isinstance(include, list) or any(x not in INCLUDE for x in include):
-        raise SurfaceError(400, f"include must be an array of: {', '.join(INCLUDE)}")
-    fmt = body.get("format", "markdown")
-    if fmt not in ("markdown", "json"):
-        raise SurfaceError(400, 'format must be "markdown" or "json"')
-    for name in ("module", "language", "chunk_type"):
-        if name in body and not isinstance(body[name], str):
-            raise SurfaceError(400, f"{name} must be a string")
+    f = Fields(body)
+    query = f.text("query", required=True, nonempty=True)
+    top_k = f.integer("top_k", TOP_K_MAX, low=1, high=TOP_K_MAX)
+    # The contract words its thresholds' range its own way; the one-or-the-other rule is the Service's.
+    min_score = f.number("min_score", 0, 1, must="a finite number in [0, 1]")
+    min_score_diff = f.number("min_score_diff", 0, 1, must="a finite number in [0, 1]")
+    include = f.array("include", must=f"an array of: {', '.join(INCLUDE)}")
+    if any(x not in INCLUDE for x in include):
+        f.fail("include", f"an array of: {', '.join(INCLUDE)}", include)
+    fmt = f.choice("format", ("markdown", "json"), must='"markdown" or "json"')
+    module, language, chunk_type = f.text("module"), f.text("language"), f.text("chunk_type")
+    ignore = list(f.strs("ignore", must="an array of path patterns"))
     return {
         "query": query,
         "top_k": top_k,
-        "module": body.get("module"),
-        "language": body.get("language"),
-        "chunk_type": body.get("chunk_type"),
+        "module": module,
+        "language": language,
+        "chunk_type": chunk_type,
         "include": include,
         "format": fmt,
-        "ignore": list(body["ignore"]) if "ignore" in body else [],
-        "ignore_re": ignore_regex(body["ignore"]) if body.get("ignore") else None,
-        "min_score": _number(body["min_score"], "min_score") if "min_score" in body else None,
-        "min_score_diff": (
-            _number(body["min_score_diff"], "min_score_diff")
-            if "min_score_diff" in body
-            else None
-            if "min_score" in body
-            else DEFAULT_MIN_SCORE_DIFF
-        ),
+        "ignore": ignore,
+        "ignore_re": ignore_regex(ignore) if ignore else None,
+        "min_score": min_score,
+        # The contract's default threshold, where the request names neither.
+        "min_score_diff": DEFAULT_MIN_SCORE_DIFF if min_score is None and min_score_diff is None else min_score_diff,
     }
 
 
@@ -174,21 +154,18 @@ def _clip(request: Request, clip: int, org: str) -> dict:
     return {"id": clip, **_read(request.app.state.service, org, file_path, start, end, commit_id)}
 
 
-def _thresholds(p: dict, hits: list) -> tuple[list, dict]:
-    """The hits over the request's similarity threshold, and what the contract echoes about it."""
-    floor = similarity_floor(hits, p["min_score"], p["min_score_diff"])
-    if floor is None:
-        return hits, {}
-    kept = [h for h in hits if h.similarity >= floor]
+def _echo(p: dict, found: TopHits) -> dict:
+    """What the contract echoes about the threshold the search applied (none when there was nothing to apply)."""
+    if found.floor is None:
+        return {}
     if p["min_score"] is not None:
-        return kept, {"minScore": p["min_score"], "candidatesBeforeFilter": len(hits)}
-    echo = {
+        return {"minScore": p["min_score"], "candidatesBeforeFilter": found.candidates}
+    return {
         "minScoreDiff": p["min_score_diff"],
-        "appliedThreshold": round(floor, 4),
-        "maxScore": round(max(h.similarity for h in hits), 4),
-        "candidatesBeforeFilter": len(hits),
+        "appliedThreshold": round(found.floor, 4),
+        "maxScore": round(found.best, 4),
+        "candidatesBeforeFilter": found.candidates,
     }
-    return kept, echo
 
 
 @endpoint(shape)
@@ -204,11 +181,10 @@ async def search(request: Request):
         limit=p["top_k"],
         ignore_re=p["ignore_re"],
     )
-    reader = service.reader()  # one snapshot for the search and the rows its hits point at
-    hits = await offload(hybrid_search, reader, service.embedder_for(reader), req)
-    hits, echo = _thresholds(p, hits)
+    found = await offload(service.search_top, req, p["min_score"], p["min_score_diff"])
+    echo = _echo(p, found)
     results = []
-    for h in hits:
+    for h in found.hits:
         file_path = f"{h.repo}/{h.path}"
         item = {
             "id": clips.add(org, (file_path, h.line_start, h.line_end, h.commit_id or None)),
@@ -217,7 +193,7 @@ async def search(request: Request):
             "score": round(h.similarity, 4),
             "startLine": h.line_start,
             "endLine": h.line_end,
-            "content": reader.row(h.row)["text"],
+            "content": h.text,
         }
         extra = {"chunkType": h.kind, "module": h.repo, "language": h.lang}
         item.update({k: extra[k] for k in p["include"]})

@@ -4,7 +4,8 @@ Trusted-header mode: a gateway has authenticated the user and forwards X-Request
 X-User-Id (X-Repo-Ids limits a team-only member). It is enabled only by `blobdex serve --lucos`,
 because it believes those headers; with `--require-token` too, a request also needs a bearer token
 whose org is the X-Org-Id it sends. Workspace repos (`lucos:ws:<16 hex>`) are registered on first
-upload and live in the pushed-chunk store of the request's org, never in a snapshot.
+upload and live in the pushed-chunk store of the request's org, never in a snapshot, and are searched through the
+query facade (Service.search_pushed).
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from indexer.fields import Fields
 from query.overlays.pushed import PushedChunk
-from query.search import Overlay, SearchRequest, search_overlay
+from query.search import SearchRequest
 from query.surfaces import SurfaceError, endpoint, offload, read_body, route_errors
 
 SPACE = "lucos"
 MAX_CHUNKS = 200
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_TOP_K = 100
+MAX_LINE = 10_000_000
 REPO_ID_RE = re.compile(r"^lucos:ws:[0-9a-f]{16}$")
 SOURCE_TYPES = {"repo_code": "code", "repo_doc": "doc"}
 VERSION = "blobdex-lucos-1"
@@ -79,35 +82,28 @@ def _repo(ctx: dict, repo_id) -> str:
 def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
     if not isinstance(raw, dict):
         raise SurfaceError(400, f"chunks[{n}] is not an object")
-    for name, kind in (
-        ("chunk_id", str),
-        ("chunk_hash", str),
-        ("file_path", str),
-        ("content", str),
-        ("source_type", str),
-        ("start_line", int),
-        ("end_line", int),
-    ):
-        if not isinstance(raw.get(name), kind) or isinstance(raw.get(name), bool):
-            raise SurfaceError(400, f"chunks[{n}].{name} is required ({kind.__name__})")
-    if raw["source_type"] not in SOURCE_TYPES:
-        raise SurfaceError(400, f"chunks[{n}].source_type must be repo_code or repo_doc")
-    if not 1 <= raw["start_line"] <= raw["end_line"] <= 10_000_000:
-        raise SurfaceError(400, f"chunks[{n}] needs 1 <= start_line <= end_line")
-    path = raw["file_path"]
+    f = Fields(raw, where=f"chunks[{n}]")
+    chunk_id, chunk_hash = f.text("chunk_id", required=True), f.text("chunk_hash", required=True)
+    path, content = f.text("file_path", required=True), f.text("content", required=True)
+    source_type = f.text("source_type", required=True)
+    start, end = f.integer("start_line", required=True), f.integer("end_line", required=True)
+    if source_type not in SOURCE_TYPES:
+        f.fail("source_type", " or ".join(SOURCE_TYPES), source_type)
+    if not 1 <= start <= end <= MAX_LINE:
+        raise SurfaceError(400, f"chunks[{n}] needs 1 <= start_line <= end_line <= {MAX_LINE}")
     if path.startswith("/") or ".." in path.split("/") or "\x00" in path:
-        raise SurfaceError(400, f"chunks[{n}].file_path must be repo-relative")
+        f.fail("file_path", "repo-relative", path)
     return PushedChunk(
         repo=repo_id,
-        chunk_id=raw["chunk_id"],
-        chunk_hash=raw["chunk_hash"],
+        chunk_id=chunk_id,
+        chunk_hash=chunk_hash,
         path=path,
         lang=str(raw.get("language") or "text"),
         symbol=str(raw.get("symbol_name") or ""),
-        line_start=raw["start_line"],
-        line_end=raw["end_line"],
-        content=raw["content"],
-        source_type=raw["source_type"],
+        line_start=start,
+        line_end=end,
+        content=content,
+        source_type=source_type,
     )
 
 
@@ -115,11 +111,9 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
 async def upload(request: Request):
     ctx, service = _context(request), request.app.state.service
     d = await read_body(request)
+    f = Fields(d)
     repo_id = _repo(ctx, d.get("repo_id"))
-    raw = d.get("chunks", [])
-    deleted = d.get("deleted_chunk_ids", [])
-    if not isinstance(raw, list) or not isinstance(deleted, list) or not all(isinstance(x, str) for x in deleted):
-        raise SurfaceError(400, "chunks and deleted_chunk_ids must be arrays")
+    raw, deleted = f.array("chunks"), list(f.strs("deleted_chunk_ids"))
     if len(raw) > MAX_CHUNKS:
         raise SurfaceError(400, f"{len(raw)} chunks in one request; at most {MAX_CHUNKS}")
     chunks = [_chunk(repo_id, c, n) for n, c in enumerate(raw)]
@@ -154,30 +148,24 @@ async def status(request: Request):
 async def retrieve(request: Request):
     ctx, service = _context(request), request.app.state.service
     d = await read_body(request)
-    repo_ids = d.get("repo_ids")
-    if not isinstance(repo_ids, list) or not repo_ids:
-        raise SurfaceError(400, "repo_ids must be a non-empty array")
+    f = Fields(d)
+    repo_ids = f.array("repo_ids", required=True, must="a non-empty array")
+    if not repo_ids:
+        f.fail("repo_ids", "a non-empty array", repo_ids)
     repos = tuple(_repo(ctx, r) for r in repo_ids)
-    top_k = d.get("top_k", 20)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise SurfaceError(400, f"top_k must be an integer from 1 to {MAX_TOP_K}")
-    filters = d.get("filters") or {}
-    paths = filters.get("paths", []) if isinstance(filters, dict) else None
-    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-        raise SurfaceError(400, "filters.paths must be an array of globs")
-    chunks, vectors, meta = service.pushed.overlay(ctx["org"], SPACE, repos)
-    overlay = Overlay(session_id=SPACE, shadowed=frozenset(), chunks=chunks, vectors=vectors)
-    req = SearchRequest(query=str(d.get("query") or ""), org=ctx["org"], repos=repos, paths=tuple(paths), limit=top_k)
-    found = await offload(search_overlay, service.embedder, req, overlay)
+    top_k = f.integer("top_k", 20, low=1, high=MAX_TOP_K)
+    paths = Fields(f.mapping("filters"), where="filters").strs("paths", must="an array of globs")
+    req = SearchRequest(query=str(d.get("query") or ""), org=ctx["org"], repos=repos, paths=paths, limit=top_k)
+    found = await offload(service.search_pushed, req, SPACE, beside_snapshot=False)
     results = []
-    for hit, score in found:
-        m = meta[hit.chunk_index]  # overlay chunks are numbered in the order meta lists them
+    for hit in found.hits:
+        m = found.meta[hit.chunk_index]  # pushed chunks are numbered in the order their metadata is listed
         results.append(
             {
                 "file_path": hit.path,
                 "start_line": hit.line_start,
                 "end_line": hit.line_end,
-                "score": round(score, 4),
+                "score": round(hit.similarity, 4),
                 "chunk_hash": m.get("chunk_hash"),
                 "chunk_id": m.get("chunk_id"),
                 "snippet": hit.snippet,

@@ -1,11 +1,13 @@
 """The MCP server: read-only tools over the query service, written for the calling model.
 
 Tool descriptions are instructions to an agent: what the tool answers, when to reach for it,
-and what to do next. Errors come back as tool errors whose text says how to recover.
+and what to do next. Errors come back as tool errors whose text says how to recover: every tool is registered
+through `answering`, the one place a BlobdexError becomes a tool error (as `surfaces.endpoint` is for HTTP).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import threading
@@ -13,7 +15,7 @@ import time
 from dataclasses import asdict
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver import server as mcpserver_module
@@ -22,10 +24,11 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from indexer.errors import BlobdexError
+from indexer.fields import MAX_INT
 from indexer.observe import TOOL_SECONDS
 from query import MAX_LIMIT
 from query.surfaces import render
-from query.surfaces.payload import MAX_INT, PayloadError, known_fields
+from query.surfaces.payload import PayloadError, known_fields
 
 if TYPE_CHECKING:
     from query.service import Service
@@ -126,8 +129,18 @@ def _scope(ctx: Context) -> tuple[Service, str]:
     return server.service, server.org()
 
 
-def _fail(exc: BlobdexError) -> NoReturn:
-    raise ToolError(exc.said("mcp")) from exc
+def answering(tool: Callable[..., str]) -> Callable[..., str]:
+    """`tool` as it is registered: the same name, signature and description (the SDK reads them through
+    functools.wraps), and a BlobdexError it raises answered as a tool error in MCP's words."""
+
+    @functools.wraps(tool)
+    def answer(*args, **kwargs) -> str:
+        try:
+            return tool(*args, **kwargs)
+        except BlobdexError as exc:
+            raise ToolError(exc.said("mcp")) from exc
+
+    return answer
 
 
 # Arguments several tools take, described once.
@@ -176,8 +189,6 @@ def search_code(
     with ids (stable while the chunk lives); read a whole hit with get_chunk(ids), or the surrounding file with
     get_file. With group_by='file', paste an issue text or a stack trace to get the files most likely involved.
     A page that has more ends with a cursor: pass it to read the next page."""
-    if min_score is not None and min_score_diff is not None:
-        raise ToolError("pass min_score or min_score_diff, not both")
     if cursor and group_by == "file":
         raise ToolError("cursor pages hits (group_by='chunk'); group_by='file' answers in one page")
     service, org = _scope(ctx)
@@ -196,11 +207,8 @@ def search_code(
         ref=ref,
         limit=limit,
     )
-    if group_by == "file":
-        try:
-            snapshot_id, files = service.localize(req)
-        except BlobdexError as exc:
-            _fail(exc)
+    if group_by == "file":  # thresholds are checked, and a file has no one similarity to apply them to
+        snapshot_id, files = service.localize(req, min_score, min_score_diff)
         notes = [req.note] if req.note else []
         if format == "json":
             return json.dumps(
@@ -209,12 +217,8 @@ def search_code(
                 indent=1,
             )
         return render.files_markdown(query, files, notes)
-    try:
-        page = service.search_page(req, session_id, cursor, min_score, min_score_diff)
-    except BlobdexError as exc:
-        _fail(exc)
-    named = (("repos", repos), ("lang", lang), ("paths", paths), ("ignore", ignore), ("kind", kind), ("ref", ref))
-    applied = [f"{name}={value}" for name, value in (*named, ("session", session_id)) if value] + page.applied
+    page = service.search_page(req, session_id, cursor, min_score, min_score_diff)
+    applied = page.filters + page.applied
     notes = [req.note] if req.note else []
     if format == "json":
         return json.dumps(
@@ -267,20 +271,17 @@ def grep(
     identifiers, error strings and config keys; use search_code for behaviour described in words.
     A page that has more ends with a cursor: pass it to read the next page."""
     service, org = _scope(ctx)
-    try:
-        page = service.grep(
-            org,
-            pattern,
-            cursor,
-            repos=tuple(repos or ()),
-            paths=tuple(paths or ()),
-            ref=ref,
-            limit=limit,
-            literal=literal,
-            ignore_case=ignore_case,
-        )
-    except BlobdexError as exc:
-        _fail(exc)
+    page = service.grep(
+        org,
+        pattern,
+        cursor,
+        repos=tuple(repos or ()),
+        paths=tuple(paths or ()),
+        ref=ref,
+        limit=limit,
+        literal=literal,
+        ignore_case=ignore_case,
+    )
     return render.grep_markdown(page.snapshot_id, page.matches, page.next_cursor)
 
 
@@ -306,10 +307,7 @@ def get_file(
         raise ToolError(f"end_line {end} is before start_line {start}")
     end = min(end, start + FILE_LINES_PER_CALL - 1)
     service, org = _scope(ctx)
-    try:
-        return render.file_markdown(service.get_file(org, repo, path, ref_or_commit, start, end))
-    except BlobdexError as exc:
-        _fail(exc)
+    return render.file_markdown(service.get_file(org, repo, path, ref_or_commit, start, end))
 
 
 def list_files(
@@ -326,10 +324,7 @@ def list_files(
     """A repo's files in path order, with language and size, a page at a time: the map of a repo before you
     read it. Files the index skipped say why (vendored, generated, too large). Then outline or get_file."""
     service, org = _scope(ctx)
-    try:
-        page = service.list_files(org, repo, path_glob, ref, cursor, limit)
-    except BlobdexError as exc:
-        _fail(exc)
+    page = service.list_files(org, repo, path_glob, ref, cursor, limit)
     if format == "json":
         return json.dumps(asdict(page), indent=1)
     return render.files_page_markdown(page)
@@ -346,10 +341,7 @@ def outline(
     line, nested as in the file: what a file holds without reading it. At a ref that was not indexed the
     file is parsed now."""
     service, org = _scope(ctx)
-    try:
-        found = service.outline(org, repo, path, ref)
-    except BlobdexError as exc:
-        _fail(exc)
+    found = service.outline(org, repo, path, ref)
     if format == "json":
         return json.dumps(asdict(found), indent=1)
     return render.outline_markdown(found)
@@ -366,10 +358,7 @@ def route_task(
     service, org = _scope(ctx)
     from query.query_text import cut_note  # once the service exists (see search_code)
 
-    try:
-        snapshot_id, routes = service.route(org, task, limit)
-    except BlobdexError as exc:
-        _fail(exc)
+    snapshot_id, routes = service.route(org, task, limit)
     return render.routes_markdown(task, snapshot_id, routes, [n for n in (cut_note(len(task)),) if n])
 
 
@@ -388,10 +377,7 @@ def expand_context(
     definition through imports and receiver types; a page at a time), routes and environment keys inside it,
     and cross-repo coupling edges. Use it before changing a symbol."""
     service, org = _scope(ctx)
-    try:
-        data = service.context(org, symbol, repo, name_only=name_only, cursor=cursor, limit=limit)
-    except BlobdexError as exc:
-        _fail(exc)
+    data = service.context(org, symbol, repo, name_only=name_only, cursor=cursor, limit=limit)
     return json.dumps(data, indent=1) if format == "json" else "\n".join(render.context_text(data))
 
 
@@ -412,12 +398,9 @@ def find_references(
     receiver types, grouped by repo. Name the definition as `symbol`, or point at it: repo, path and the line
     where it is defined or called (as outline and hits show them)."""
     service, org = _scope(ctx)
-    try:
-        data = service.references(
-            org, symbol=symbol, repo=repo, path=path, line=line, name_only=name_only, cursor=cursor, limit=limit
-        )
-    except BlobdexError as exc:
-        _fail(exc)
+    data = service.references(
+        org, symbol=symbol, repo=repo, path=path, line=line, name_only=name_only, cursor=cursor, limit=limit
+    )
     return json.dumps(data, indent=1) if format == "json" else "\n".join(render.references_text(data))
 
 
@@ -436,29 +419,20 @@ def sync_workspace(
     paths you deleted), then pass session_id to search_code. Only this session sees them; the committed
     index is never changed. Sync again after further edits; end_session when done."""
     service, org = _scope(ctx)
-    try:
-        result = service.sync_workspace(org, session_id, repo, files or {}, deleted or [])
-    except BlobdexError as exc:
-        _fail(exc)
+    result = service.sync_workspace(org, session_id, repo, files or {}, deleted or [])
     return json.dumps(result.to_dict(), indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})"
 
 
 def session_status(ctx: Context, session_id: Annotated[str, Field(description="The session to inspect.")]) -> str:
     """The files a session has edited or deleted, its chunk count, and when it expires if left idle."""
     service, org = _scope(ctx)
-    try:
-        return json.dumps(service.session_status(org, session_id).to_dict(), indent=1)
-    except BlobdexError as exc:
-        _fail(exc)
+    return json.dumps(service.session_status(org, session_id).to_dict(), indent=1)
 
 
 def end_session(ctx: Context, session_id: Annotated[str, Field(description="The session to discard.")]) -> str:
     """Discard a session's overlay (its edits stay in your working tree; only the index forgets them)."""
     service, org = _scope(ctx)
-    try:
-        existed = service.end_session(org, session_id)
-    except BlobdexError as exc:
-        _fail(exc)
+    existed = service.end_session(org, session_id)
     return f"session {session_id!r} ended" if existed else f"no session {session_id!r} (nothing to end)"
 
 
@@ -521,5 +495,5 @@ def build(service: Service | Future, org: Callable[[], str] = lambda: "default")
     """An MCP server whose every tool runs inside the org that `org()` names for the current request."""
     mcp = Server(service, org)
     for tool, hints in TOOLS:
-        mcp.add_tool(tool, annotations=hints, structured_output=False)
+        mcp.add_tool(answering(tool), annotations=hints, structured_output=False)
     return mcp

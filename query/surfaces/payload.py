@@ -2,7 +2,8 @@
 
 JSON may carry lone UTF-16 surrogates (`"\\ud800"`) that no UTF-8 store, hash or tokenizer accepts,
 numbers no column holds (`1e309` parses as infinity) and nesting deep enough to exhaust Python's
-stack; all are refused at the door with one sentence instead of failing deep inside with a 500.
+stack; all are refused at the door with one sentence instead of failing deep inside with a 500. A field's type
+and range are read afterwards, by the typed readers every surface shares (indexer/fields.py).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import json
 import math
 import re
 
+from indexer.fields import MAX_INT
+
 SURROGATE_RE = re.compile("[\ud800-\udfff]")
-MAX_INT = 2**53  # JSON's safe integers; SQLite and Arrow columns take them
 MAX_DEPTH = 32  # no request of any surface nests deeper than a few levels; Python's stack ends near 1000
 
 

@@ -1,0 +1,212 @@
+"""The rankings a search fuses: exact vector search, BM25, the definitions a query names and a session overlay's
+own chunks; then weighted reciprocal-rank fusion (rrf, the one implementation) and the similarity every score
+threshold reads."""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+import tantivy
+
+from indexer.embed import Embedder, embed_text
+from indexer.languages import category
+from indexer.tokenize import tokens
+from query.query_text import STOPWORDS, named_definitions, passages
+from query.reader import SnapshotReader
+from query.search.request import Overlay, SearchRequest, globs
+
+RRF_K = 60  # Cormack, Clarke & Buettcher 2009
+# Each signal's share of the fused chunk score (weighted RRF); an overlay's lexical list counts as
+# bm25. Measured on the CodeSearchNet judgements (`blobdex eval codesearchnet`, NDCG over languages):
+# bm25 at 1.0 0.799, 0.75 0.800, 0.5 0.798. File ranking (query.localize) fuses per-signal file
+# rankings instead, unweighted.
+WEIGHTS = {"vector": 1.0, "bm25": 0.75, "symbol": 1.0}
+CANDIDATES = 100  # per signal, before fusion
+# Vector search scores every row in place when at least 1/GATHER_SHARE of them pass the filters: gathering
+# the allowed rows first copies them (1.5 GB at 1M x 384), which costs more than the product it saves.
+GATHER_SHARE = 4
+# A name defined in more files than this (`Type`, `String`, `get` on every value type) says which
+# definition is meant no better than a prose word, so it adds no symbol-list entries. With the named-
+# definition bonus shared among the defining files (query.localize), measured with `blobdex eval
+# commits` (hybrid file MRR): pflag 0.779 -> 0.796, commander.js 0.837 -> 0.846, five others unchanged.
+MAX_DEFINING_FILES = 3
+SYMBOL_BOOST = 2.0  # a query word that names the symbol counts more than one in its body
+PATH_BOOST = 1.5
+COMPOUND_BOOST = 3.0
+
+
+class OverlayKey(NamedTuple):
+    """A ranked candidate from a session overlay (its index there); a snapshot candidate is its row, an int."""
+
+    index: int
+
+
+@functools.lru_cache(maxsize=32)  # route_task asks again through file localization, an eval once per mode
+def query_vectors(embedder: Embedder, text: str) -> np.ndarray:
+    """The query's vectors, one row per passage (one row for a text that fits the model); read-only."""
+    parts = passages(text, embedder.fits)
+    vectors = np.asarray(embedder.embed([embed_text("", p) for p in parts]), dtype=np.float32)
+    vectors.flags.writeable = False  # shared by every caller that asks the same text
+    return vectors
+
+
+def cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Each row's best cosine over the query's passages (vectors are unit length)."""
+    return (matrix @ queries.T).max(axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
+
+
+def row_cosines(reader: SnapshotReader, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """`cosines` of the snapshot's `rows`: most of the rows are scored in place, a few gathered first."""
+    if len(rows) * GATHER_SHARE >= len(reader.vectors):
+        return reader.vectors.cosines(queries)[rows]
+    return cosines(reader.vectors[rows], queries)
+
+
+def vector_ranks(
+    reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray, depth: int = CANDIDATES
+) -> list[tuple[int, float]]:
+    allowed = np.flatnonzero(mask)
+    if not len(allowed):
+        return []
+    scores = row_cosines(reader, allowed, vector)
+    k = min(depth, len(allowed))
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(allowed[i]), float(scores[i])) for i in top]
+
+
+def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str, ...]) -> tantivy.Query | None:
+    """BM25 over content, symbol and path; org and repos are required terms, never pasted-in strings."""
+    Q, Occur, schema = tantivy.Query, tantivy.Occur, reader.schema
+    # Tokenized as the snapshot was (a server may be upgraded before the next index run).
+    version = reader.manifest.tokenizer_version
+    words = list(dict.fromkeys(t for t in tokens(text, version) if t not in STOPWORDS))
+    if not words:
+        return None
+    # A compound identifier spelled whole (`get_terminal_size`) is stronger evidence than its parts.
+    compounds = {t for t in words if tokens(t, version) != [t]}
+    should = []
+    for w in words:
+        boost = COMPOUND_BOOST if w in compounds else 1.0
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "content", w), boost)))
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST * boost)))
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST * boost)))
+    must = [(Occur.Must, Q.term_query(schema, "org", org)), (Occur.Must, Q.boolean_query(should))]
+    if repos:
+        must.append((Occur.Must, Q.term_set_query(schema, "repo", list(repos))))
+    return Q.boolean_query(must)
+
+
+def lexical_ranks(
+    reader: SnapshotReader, req: SearchRequest, mask: np.ndarray, depth: int = CANDIDATES
+) -> list[tuple[int, float]]:
+    query = lexical_query(reader, req.query, req.org, req.repos)
+    if query is None:
+        return []
+    allowed = int(mask.sum())
+    fetch = depth
+    while True:
+        result = reader.searcher.search(query, fetch)
+        ranked = []
+        ids = reader.searcher.fast_field_values("row", [address for _, address in result.hits])
+        for (score, _), row in zip(result.hits, reader.positions(ids).tolist()):
+            if row >= 0 and mask[row]:
+                ranked.append((row, float(score)))
+        # Filters other than org/repo are applied here; widen until enough survive or all are seen.
+        if len(ranked) >= depth or len(result.hits) < fetch or fetch >= allowed * 4 or fetch >= 20000:
+            return ranked[:depth]
+        fetch *= 4
+
+
+def defining_files(reader: SnapshotReader, rows: list[int]) -> set[tuple[str, str]]:
+    return {(reader.col["repo"][r], reader.col["path"][r]) for r in rows}
+
+
+def symbol_ranks(
+    reader: SnapshotReader,
+    req: SearchRequest,
+    mask: np.ndarray,
+    lex: list[tuple[int, float]],
+    vec: list[tuple[int, float]],
+    depth: int,
+) -> list[tuple[int, float]]:
+    """Definitions whose name the query spells out (`make_context`, `Command.make_context`).
+
+    People and agents paste identifiers; the definition should outrank its callers, which
+    BM25 scores alike and vectors may not favour. Ties are broken by the other signals.
+    """
+    rows = set()
+    for name in named_definitions(req.query):
+        found = [r for r in reader.symbol_rows.get(name, ()) if mask[r]]
+        if len(defining_files(reader, found)) <= MAX_DEFINING_FILES:
+            rows.update(found)
+    if not rows:
+        return []
+    lex_rank = {r: i for i, (r, _) in enumerate(lex)}
+    vec_rank = {r: i for i, (r, _) in enumerate(vec)}
+    ordered = sorted(rows, key=lambda r: (lex_rank.get(r, len(lex)), vec_rank.get(r, len(vec)), r))
+    return [(r, 1.0) for r in ordered[:depth]]
+
+
+def _kind_ok(wanted: str | None, lang: str, kind: str) -> bool:
+    if wanted in ("code", "doc"):
+        return category(lang) == wanted
+    return wanted is None or kind == wanted
+
+
+def overlay_ranks(overlay: Overlay, req: SearchRequest, vector: np.ndarray | None, vec: list) -> tuple[list, list]:
+    """The session's chunks that pass the filters, as (key, score) lists: vectors merged with the
+    snapshot's by cosine (comparable), and a lexical list of their own (query words matched)."""
+    include, ignore = globs(req.paths, "path"), globs(req.ignore, "ignore")
+    keep = []
+    for i, c in enumerate(overlay.chunks):
+        if (req.repos and c.repo not in req.repos) or (req.langs and c.lang not in req.langs):
+            continue
+        if not _kind_ok(req.kind, c.lang, c.kind):
+            continue
+        if (include and not include.match_file(c.path)) or (ignore and ignore.match_file(c.path)):
+            continue
+        keep.append(i)
+    if not keep:
+        return vec, []
+    merged = vec
+    if vector is not None:  # None: BM25 alone
+        scores = cosines(overlay.vectors[keep], vector)
+        merged = sorted(vec + [(OverlayKey(i), float(sc)) for i, sc in zip(keep, scores)], key=lambda x: -x[1])
+        merged = merged[:CANDIDATES]
+    words = set(tokens(req.query)) - STOPWORDS
+    lexical = []
+    for i in keep:
+        c = overlay.chunks[i]
+        found = words & set(tokens(f"{c.symbol} {c.path} {c.text}"))
+        if found:
+            lexical.append((OverlayKey(i), float(len(found))))
+    lexical.sort(key=lambda x: -x[1])
+    return merged, lexical
+
+
+def similarity(reader: SnapshotReader | None, overlay: Overlay | None, keys: list, vector: np.ndarray) -> list[float]:
+    """The exact cosine between the query vector and each key's chunk (a snapshot row, or an OverlayKey in
+    the overlay), from the vectors already held: the one similarity every score threshold reads."""
+    rows = [k for k in keys if not isinstance(k, OverlayKey)]
+    held = [k.index for k in keys if isinstance(k, OverlayKey)]
+    by_row = dict(zip(rows, cosines(reader.vectors[rows], vector).tolist())) if rows else {}
+    by_index = dict(zip(held, cosines(overlay.vectors[held], vector).tolist())) if held else {}
+    return [by_index[k.index] if isinstance(k, OverlayKey) else by_row[k] for k in keys]
+
+
+def rrf(rankings: list[tuple[str, float, list]], signals: tuple[str, ...] = ()) -> dict:
+    """Weighted reciprocal-rank fusion, the one implementation (search, overlays, file ranking): each
+    ranking is (signal, weight, [(key, score), ...] best first). Returns key -> {"score", "<signal>_rank",
+    "<signal>_score"}, every signal named in `signals` present (None where it did not retrieve the key)."""
+    fused: dict = {}
+    for name, weight, ranked in rankings:
+        for position, (key, score) in enumerate(ranked, 1):
+            entry = fused.get(key)
+            if entry is None:
+                entry = fused[key] = {"score": 0.0, **{f"{s}_{f}": None for s in signals for f in ("rank", "score")}}
+            entry["score"] += weight / (RRF_K + position)
+            entry[f"{name}_rank"], entry[f"{name}_score"] = position, round(score, 4)
+    return fused
