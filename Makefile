@@ -1,4 +1,4 @@
-# blobdex: make install | install-torch | run | test | bench | bench-scale | bench-precision. The venv lives in .venv; the CLI is .venv/bin/blobdex.
+# blobdex: make install | install-torch | run | lint | test | docs | bench | bench-scale | bench-precision | clean. The venv lives in .venv; the CLI is .venv/bin/blobdex.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -22,7 +22,7 @@ CONFIG ?= blobdex.toml
 SYMBOLS ?= get
 PORT ?= 8765
 
-.PHONY: install install-torch run lint test bench bench-scale bench-precision clean
+.PHONY: install install-torch run lint test docs bench bench-scale bench-precision clean
 
 install: $(VENV)/.installed
 
@@ -63,6 +63,10 @@ lint: install
 
 test: install-torch lint .tools/.installed
 	$(BIN)/python -m pytest -q
+
+# The manual in docs/ as a site (mkdocs.yml; MkDocs comes with the test extra): --strict fails on a broken link.
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir site
 
 bench: install-torch
 	$(BIN)/python ci/bench.py

@@ -1,4 +1,6 @@
-"""The README's walkthrough, run line by line through the installed `blobdex` console script."""
+"""The README's walkthrough, run line by line through the installed `blobdex` console script, and its MCP
+registration, started. A tested block is found by its `<!-- tested: NAME -->` marker in README.md or docs/*.md,
+so it is run wherever it lives."""
 
 import json
 import os
@@ -18,9 +20,19 @@ ROOT = Path(__file__).resolve().parent.parent
 STAND_INS = {"https://host/acme/api.git": "{api}", "/srv/git/tools.git": "{tools}"}
 
 
+def documents() -> list[str]:
+    return [p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]]
+
+
+def marked(name: str) -> str:
+    """The text after the one `<!-- tested: NAME` marker of the documentation (the block it marks comes next)."""
+    found = [text.split(f"<!-- tested: {name}", 1)[1] for text in documents() if f"<!-- tested: {name}" in text]
+    assert len(found) == 1, f"{len(found)} documents mark a '{name}' block; exactly one must"
+    return found[0]
+
+
 def walkthrough() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block = text.split("<!-- tested: walkthrough", 1)[1].split("```", 2)[1]
+    block = marked("walkthrough").split("```", 2)[1]
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.startswith("blobdex ")]
 
 
@@ -153,8 +165,7 @@ def test_readme_mcp_config_starts_a_working_stdio_server(workdir):
     from mcp import Client, StdioServerParameters
 
     _, work, env, _, _ = workdir
-    text = (ROOT / "README.md").read_text()
-    block = text.split("<!-- tested: mcp-config", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    block = marked("mcp-config").split("```json", 1)[1].split("```", 1)[0]
     server = json.loads(block)["mcpServers"]["blobdex"]
     command = server["command"].replace("/path/to/blobdex/.venv/bin/blobdex", BLOBDEX)
     args = [a.replace("/path/to/blobdex/blobdex.toml", str(work / "blobdex.toml")) for a in server["args"]]
@@ -176,8 +187,9 @@ def test_readme_http_registration_url_is_what_serve_listens_on(workdir):
     import httpx
 
     _, work, env, _, _ = workdir
-    text = (ROOT / "README.md").read_text()
-    line = next(x for x in text.splitlines() if x.startswith("claude mcp add --transport http"))
+    lines = [x for text in documents() for x in text.splitlines() if x.startswith("claude mcp add --transport http")]
+    assert len(lines) == 1, lines  # one registration line, the one this test serves
+    line = lines[0]
     url = line.split()[-1]
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as s:
