@@ -9,11 +9,10 @@ reorders only the first RERANK_POOL candidates and leaves the rest in fused orde
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 
-from indexer.embed import TORCH_ADVICE
+from indexer.embed import TORCH_ADVICE, offline_hub
 from indexer.errors import BlobdexError
 
 log = logging.getLogger(__name__)
@@ -27,8 +26,7 @@ class RerankError(BlobdexError):
 
 class Reranker:
     def __init__(self, name: str):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        offline_hub()
         try:
             from sentence_transformers import CrossEncoder
             from transformers.utils import logging as hf_logging

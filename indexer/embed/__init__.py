@@ -79,6 +79,14 @@ class HashEmbedder:
         return out / np.where(norms == 0, 1, norms)
 
 
+def offline_hub() -> None:
+    """Nothing may be downloaded at run time: a Hugging Face model must be a local path or already cached,
+    and stderr belongs to our own progress and errors (the embedder and the reranker both load from the hub)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def _threads() -> int:
     """The threads a model may use: OMP_NUM_THREADS where set (Ray sets it to an actor's CPUs, so actors sharing
     a node do not each take every core), else the cores this process may use."""
@@ -99,10 +107,7 @@ class SentenceTransformerEmbedder:
         )
         if os.path.isabs(path) and not os.path.exists(path):  # said before importing torch, which costs seconds
             raise EmbedError(f"cannot load embedding model {name!r}: no such directory; {advice}")
-        # Nothing may be downloaded at run time: a model must be a local path or already cached.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        offline_hub()
         try:
             import torch
             from sentence_transformers import SentenceTransformer

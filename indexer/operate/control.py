@@ -163,13 +163,19 @@ async def add_repo(request: Request, grant: dict):
     return 201, {"repo": _repo_row(spec, {}), "queued": True}
 
 
-@endpoint
-async def remove_repo(request: Request, grant: dict):
+def _configured_repo(request: Request, grant: dict):
+    """The config, org and name of the repo a path names, once the grant may touch it and it exists."""
     org, name = request.path_params["org"], request.path_params["name"]
     _may(grant, org)
     cfg = request.app.state.config()
     if cfg.repo(name, org) is None:
         raise HookError(404, f"no repo {org}/{name} is configured; GET {PREFIX}/repos lists them", "not_found")
+    return cfg, org, name
+
+
+@endpoint
+async def remove_repo(request: Request, grant: dict):
+    cfg, org, name = _configured_repo(request, grant)
     configmod.save(configmod.without_repo(cfg, name, org))
     with Queue(cfg.data_dir) as queue:
         queue.sweep({r.key for r in request.app.state.config().repos})
@@ -178,11 +184,7 @@ async def remove_repo(request: Request, grant: dict):
 
 @endpoint
 async def reindex(request: Request, grant: dict):
-    org, name = request.path_params["org"], request.path_params["name"]
-    _may(grant, org)
-    cfg = request.app.state.config()
-    if cfg.repo(name, org) is None:
-        raise HookError(404, f"no repo {org}/{name} is configured; GET {PREFIX}/repos lists them", "not_found")
+    cfg, org, name = _configured_repo(request, grant)
     with Queue(cfg.data_dir) as queue:
         new = queue.enqueue(org, name)
     return 202, {"queued": f"{org}/{name}", "coalesced": not new}
