@@ -1,5 +1,5 @@
 """The versions of the tools whose output a snapshot and the cache hold, each with its history, and the one
-record that composes them (zoekt's FeatureVersion, beside the format's own version in snapshot.py).
+record that composes them (zoekt's FeatureVersion, beside the format's own version in snapshot/format.py).
 
 Bump a tool's version when its output changes for the same bytes: cache entries made under another version
 are erased, and the next `blobdex index` rebuilds instead of reporting the snapshot unchanged. This module

@@ -47,7 +47,9 @@ def test_tool_versions_keep_the_manifest_json_and_the_cache_keys_as_they_were():
         chunker_version=2, policy_version=2, tokenizer_version=2, extractor_version=1, resolver_version=0
     )
     others = {k: v for k, v in manifest.__dict__.items() if k not in manifest.tools.as_fields()}
-    assert Manifest(**others, **manifest.tools.as_fields()).to_json() == manifest.to_json()  # as build.py writes one
+    assert (
+        Manifest(**others, **manifest.tools.as_fields()).to_json() == manifest.to_json()
+    )  # as build/assemble.py writes one
     # Keys of entries an existing cache holds: the format every earlier version wrote.
     assert Cache.blob_key("9f2c", "python", 16384, manifest.tools) == "9f2c:python:p2:c2:x1:m16384"
     old_key = f"9f2c:python:p{POLICY_VERSION}:c{CHUNKER_VERSION}:x{EXTRACTOR_VERSION}:m16384"
@@ -81,6 +83,7 @@ def test_without_the_legacy_extra_a_lance_only_snapshot_says_how_to_move_on(data
         read_chunks(snap)
     assert str(refused.value) == (
         f"snapshot {str(snap)!r} is of format 1 or 2 and keeps its chunks in a Lance table, which this install cannot "
-        f"read: run 'blobdex index --full' to rewrite it as format 3, or install the legacy extra "
-        f"(pip install 'blobdex[legacy]')"
+        f"read: install the legacy extra (pip install 'blobdex[legacy]') to read it, or, when every repo fetches, run "
+        f"'blobdex index --full' to rewrite it as format 3 (a repo that cannot be fetched is carried from it, so that "
+        f"run reads it too)"
     )

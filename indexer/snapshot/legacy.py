@@ -18,7 +18,8 @@ def read_lance_chunks(snapshot_dir: Path) -> pa.Table:
     except ImportError:
         raise SnapshotError(
             f"snapshot {str(snapshot_dir)!r} is of format 1 or 2 and keeps its chunks in a Lance table, which this "
-            f"install cannot read: run 'blobdex index --full' to rewrite it as format 3, or install the legacy extra "
-            f"(pip install 'blobdex[legacy]')"
+            f"install cannot read: install the legacy extra (pip install 'blobdex[legacy]') to read it, or, when "
+            f"every repo fetches, run 'blobdex index --full' to rewrite it as format 3 (a repo that cannot be "
+            f"fetched is carried from it, so that run reads it too)"
         ) from None
     return lance.dataset(str(snapshot_dir / VECTORS_DIR / f"{CHUNKS_TABLE}.lance")).to_table()
