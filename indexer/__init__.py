@@ -9,7 +9,7 @@ server imports none of them, and no kernel module imports one. Enforced by tests
 # The batch half's rooms, lowest first: a room imports the kernel and the rooms before it, never one after it.
 ROOMS = (
     "calls",  # call resolution: which definition a call reaches (rules per language family, declared, SCIP)
-    "build",  # one index run, in stage order: mirror, scan, chunk and resolve, embed, write parts, publish
+    "build",  # one index run, in stage order: mirror, scan, history, chunk and resolve, embed, write, publish
     "operate",  # operations: the indexer's commands, the queue, the --every loop, sources, the webhooks process
 )
 # Imports of a room from query/, each for a stated reason (module -> the rooms it may use).
@@ -18,4 +18,5 @@ SANCTIONED = {
     "query/cli.py": {"operate"},  # the one `blobdex` command mounts the indexer's commands (init, repo, index)
     "query/eval/cli.py": {"operate"},  # the eval commands read --config/--data-dir as every command does
     "query/token_cli.py": {"operate"},  # so do the token commands
+    "query/history_cli.py": {"operate"},  # and the history commands
 }

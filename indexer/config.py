@@ -15,6 +15,7 @@ import tomlkit
 
 from indexer import credentials
 from indexer.errors import BlobdexError
+from indexer.history import HistorySettings
 
 CONFIG_NAME = "blobdex.toml"
 DEFAULT_DATA_DIR = ".blobdex"
@@ -49,6 +50,9 @@ KNOWN_KEYS = {
     "store_region": ("string", 'store_region = "us-east-1"'),
     "store_access_key": ("string", 'store_access_key = "env:NAME" (a reference, never the key)'),
     "store_secret_key": ("string", 'store_secret_key = "env:NAME" (a reference, never the key)'),
+    "history": ("string", 'history = "messages" (or "off", or "diffs": the hunks too)'),
+    "history_since": ("date", 'history_since = "2024-01-01"'),  # checked by HistorySettings.from_config
+    "history_max_commits": ("whole number", "history_max_commits = 50000"),
     "repo": ("list of tables", "[[repo]] sections"),
     "release": ("list of tables", "[[release]] sections (a secret-detector false positive, released)"),
     "jwt_secret": ("string", 'jwt_secret = "env:NAME" (a reference, never the key; or export BLOBDEX_JWT_SECRET)'),
@@ -86,9 +90,8 @@ def store_url_problem(url: str) -> str | None:
 
 def cluster_address_problem(address: str) -> str | None:
     """What is wrong with a Ray address, or None."""
-    if address in ("local", "auto") or cluster_host_port(address):
-        return None
-    return f'is {address!r}; use "local", "auto", "ray://HOST:PORT" or "HOST:PORT"'
+    ok = address in ("local", "auto") or cluster_host_port(address)
+    return None if ok else f'is {address!r}; use "local", "auto", "ray://HOST:PORT" or "HOST:PORT"'
 
 
 STORE_KEYS = ("store", "store_endpoint", "store_region", "store_access_key", "store_secret_key")
@@ -118,8 +121,7 @@ PROTOCOL_AUTH_PREFIXES = ("jwt_", "github_")
 # Secrets that query/surfaces/cip.py takes only from the environment, so that a file never holds them.
 ENV_ONLY_KEYS = {"github_client_secret": "BLOBDEX_GITHUB_CLIENT_SECRET"}
 
-# Names become directory names (mirrors/<org>/<repo>.git), so they are restricted.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # names become directory names: restricted
 
 
 class ConfigError(BlobdexError):
@@ -217,6 +219,7 @@ class Config:
     # query/surfaces/cip.py `load_settings` lays the environment over them.
     protocol_auth: dict = field(default_factory=dict)
     releases: tuple[Release, ...] = ()  # every [[release]] table, also those naming no configured repo
+    history: HistorySettings = HistorySettings()  # what a run keeps of each repo's history (indexer/history.py)
 
     def repo(self, name: str, org: str = DEFAULT_ORG) -> RepoSpec | None:
         return next((r for r in self.repos if r.name == name and r.org == org), None)
@@ -304,6 +307,8 @@ def load(
         raise ConfigError(f"{where}: `store` {problem}")
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
         raise ConfigError(f'{where}: `encoder` is {raw["encoder"]!r}; use "onnx" (the default) or "torch"')
+    if isinstance(history := HistorySettings.from_config(raw), str):
+        raise ConfigError(f"{where}: {history}")
     if data_dir is None:
         data_dir = os.environ.get("BLOBDEX_DATA_DIR")
     resolved = Path(data_dir) if data_dir is not None else path.parent / raw.get("data_dir", DEFAULT_DATA_DIR)
@@ -327,6 +332,7 @@ def load(
         cluster_workers=raw.get("cluster_workers", 0),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},
         releases=releases,
+        history=history,
     )
 
 

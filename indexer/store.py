@@ -222,7 +222,7 @@ def snapshot_files(data_dir: Path, snapshot_id: str) -> list[str]:
     manifest = Manifest.from_json((snap / MANIFEST).read_text(encoding="utf-8"))
     if manifest.format_version < 3:
         raise StoreError(f"snapshot {snapshot_id} is of format {manifest.format_version}; run 'blobdex index --full'")
-    roots = [snap] + [parts_dir(data_dir) / p for r in manifest.repos for p in r.parts]
+    roots = [snap] + [parts_dir(data_dir) / p for r in manifest.repos for p in (*r.parts, *r.history)]
     files = []
     for root in dict.fromkeys(roots):
         files += [p.relative_to(data_dir).as_posix() for p in sorted(root.rglob("*")) if p.is_file()]

@@ -19,6 +19,7 @@ from indexer.errors import BlobdexError
 from indexer.listen import bind
 from indexer.observe import LOG_FORMATS, log_format, say, serving_logs, setup_logging
 from query.eval.cli import eval_group, tune_cmd
+from query.history_cli import COMMANDS as HISTORY_COMMANDS
 from query.token_cli import token
 
 # Exit codes: 0 ok; 1 a repo failed or the disk is full (the run's own report says which);
@@ -514,6 +515,8 @@ def route_cmd(ctx, task, limit, org, as_json) -> None:
 cli.add_command(eval_group)
 cli.add_command(tune_cmd)
 cli.add_command(token)
+for command in HISTORY_COMMANDS:
+    cli.add_command(command)
 
 
 def main() -> None:

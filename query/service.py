@@ -25,11 +25,14 @@ from indexer.config import Config
 from indexer.embed import Embedder, configured_embedder, embed_text, fast_variant, model_id_for
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
+from query.blame import Blame, blame
 from query.browse import FilePage, Outline, list_files, outline
 from query.clips import ClipStore
 from query.expand_context import context, references
+from query.diff import DiffPage, diff
 from query.get_file import FileText, get_file
 from query.grep import GrepMatch, grep
+from query import history
 from query.live import LiveSnapshot
 from query.localize import localize
 from query.reader import SnapshotReader
@@ -427,6 +430,27 @@ class Service:
         name, commit_id = indexed_ref(self.cfg, self._manifest(), org, repo)
         found = get_file(self.cfg.data_dir, repo, path, commit_id or name, org, start, end, self.cfg.releases)
         return replace(found, ref=name) if commit_id else found
+
+    def search_commits(self, org: str, query: str = "", cursor: str | None = None, **filters) -> history.CommitPage:
+        """Commits by message, changed paths and hunks (query.history.search_commits: filters and order)."""
+        return history.search_commits(self.reader(), org, query, cursor=cursor, **filters)
+
+    def log(self, org: str, repo: str, path: str | None = None, ref: str | None = None, **page) -> history.CommitPage:
+        """The commits that touched `path` (query.history.log); `page`: limit, cursor."""
+        return history.log(self.reader(), org, repo, path, ref, **page)
+
+    def blame(
+        self, org: str, repo: str, path: str, ref: str | None = None, start: int | None = None, end: int | None = None
+    ) -> Blame:
+        """Each line's last commit, for the lines get_file would answer (the indexed commit without a ref)."""
+        file = self.get_file(org, repo, path, ref, start, end)
+        reader = self.reader()
+        hist = history.history_of(reader)
+        return blame(self.cfg.data_dir, file, lambda c, p: hist.renamed_from(org, repo, c, p), reader.snapshot_id)
+
+    def diff(self, org: str, repo: str, base: str, head: str, path: str | None = None, **page) -> DiffPage:
+        """The change between two refs or commits (query.diff); `page`: limit, cursor."""
+        return diff(self.cfg.data_dir, org, repo, base, head, path, **page)
 
     def _manifest(self) -> Manifest | None:
         """The served snapshot's manifest; before one is opened (the CLI's get-file needs no vectors), the

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from indexer.errors import BlobdexError
-from indexer.snapshot import TABLE_SCHEMAS, open_manifest, read_chunks, read_graph
+from indexer.snapshot import HISTORY_SCHEMAS, TABLE_SCHEMAS, open_manifest, read_chunks, read_graph, read_history
 
 
 class SqlError(BlobdexError):
@@ -14,14 +14,16 @@ class SqlError(BlobdexError):
 
 
 def connect(data_dir: Path):
-    """(snapshot_id, an in-memory DuckDB with one table per graph table). DuckDB is imported here: every
-    query process imports this module, few run SQL."""
+    """(snapshot_id, an in-memory DuckDB with one table per graph and history table). DuckDB is imported here:
+    every query process imports this module, few run SQL."""
     import duckdb
 
     path, manifest = open_manifest(data_dir)
     con = duckdb.connect(":memory:")
     for name in TABLE_SCHEMAS:
         con.register(name, read_graph(path, name))
+    for name in HISTORY_SCHEMAS:
+        con.register(name, read_history(path, manifest, name))
     return manifest.snapshot_id, con
 
 

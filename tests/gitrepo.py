@@ -45,17 +45,24 @@ def _tree(repo: Repo, files: dict) -> bytes:
 
 
 def commit(
-    repo: Repo, files: dict, branch: str = "main", message: str = "change", parents: list[bytes] | None = None
+    repo: Repo,
+    files: dict,
+    branch: str = "main",
+    message: str = "change",
+    parents: list[bytes] | None = None,
+    author: str = "Test <test@example.com>",
+    when: int | None = None,
 ) -> str:
-    """Commit exactly `files` as the whole tree on `branch` (its current tip is the parent)."""
+    """Commit exactly `files` as the whole tree on `branch` (its current tip is the parent), by `author` at `when`
+    (seconds since the epoch; now by default)."""
     ref = f"refs/heads/{branch}".encode()
     if parents is None:
         parents = [repo.refs[ref]] if ref in repo.refs else []
     c = Commit()
     c.tree = _tree(repo, files)
     c.parents = parents
-    c.author = c.committer = b"Test <test@example.com>"
-    c.commit_time = c.author_time = int(time.time())
+    c.author = c.committer = author.encode()
+    c.commit_time = c.author_time = int(time.time()) if when is None else when
     c.commit_timezone = c.author_timezone = 0
     c.message = message.encode()
     repo.object_store.add_object(c)

@@ -1,5 +1,6 @@
-"""One index run, in stage order: mirror (fetch, read refs) -> scan (changed repos) -> chunk and resolve calls (new
-blobs, changed paths) -> embed -> write parts -> publish. The stages are this package's modules; this one runs them.
+"""One index run, in stage order: mirror (fetch, read refs) -> scan (changed repos) -> history (new commits) ->
+chunk and resolve calls (new blobs, changed paths) -> embed -> write parts -> publish. The stages are this
+package's modules; this one runs them.
 
 Safe to run from cron on every push: a lock keeps runs apart, caches make unchanged content free, a run writes
 only the paths that changed (indexer/build/parts.py), and a repo that fails keeps the content the previous snapshot
@@ -22,6 +23,7 @@ from indexer import mirror, runs, snapshot
 from indexer.build.assemble import plan_parts, publish_snapshot, totals
 from indexer.build.cache import Cache, text_id
 from indexer.build.changes import changes_of
+from indexer.build.history import history_stage
 from indexer.build.cluster import Cluster
 from indexer.build.report import RepoReport, Report
 from indexer.build.vectors import backfill, fast_tier, missing_vectors
@@ -219,7 +221,7 @@ def _run(
         if problem is None:
             report.unchanged = True
             report.snapshot_id = prev.snapshot_id
-            _fill_from_manifest(report, prev, work)
+            _fill_from_manifest(report, prev, work, cfg.data_dir)
             return report
         _note(report, f"rebuilding: nothing changed upstream, but snapshot {prev.snapshot_id} is damaged ({problem})")
         base = None
@@ -249,6 +251,7 @@ def _run(
             embedder=embedder,
             cluster=cluster,
         )
+        run.history = history_stage(run, full)
         return _build(run)
     finally:
         if cluster is not None:
@@ -377,12 +380,12 @@ def _unchanged(cfg: Config, prev: Manifest, work: list[RepoWork], model_id: str)
             return False
         if (before.include, before.exclude, before.releases) != w.spec.prepared_as:
             return False
-        if [(r.ref, r.commit_id) for r in before.refs] != w.refs:
+        if [(r.ref, r.commit_id) for r in before.refs] != w.refs or before.history_as != cfg.history.recorded:
             return False
     return True
 
 
-def _fill_from_manifest(report: Report, prev: Manifest, work: list[RepoWork]) -> None:
+def _fill_from_manifest(report: Report, prev: Manifest, work: list[RepoWork], data_dir: Path) -> None:
     """The report of an unchanged run: what `prev` holds, with this run's error for a repo that failed again."""
     errors = {w.spec.key: w.report.error for w in work if not w.ok}
     report.repos = [
@@ -400,7 +403,7 @@ def _fill_from_manifest(report: Report, prev: Manifest, work: list[RepoWork]) ->
         for r in prev.repos
     ]
     report.chunks_reused = prev.chunks
-    totals(report, prev)
+    totals(report, prev, data_dir)
 
 
 def _build(run: Run) -> Report:
@@ -443,7 +446,7 @@ def _publish_changes(run: Run) -> Report:
         else:
             serving = run.prev_path
             report.snapshot_id = run.prev.snapshot_id
-            totals(report, run.prev)
+            totals(report, run.prev, run.cfg.data_dir)
         left = backfill(run, missing, dict(zip(ids, texts)), serving.name)
         report.backlog = left
         if left:  # backfill_seconds ran out

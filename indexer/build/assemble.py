@@ -24,7 +24,9 @@ from indexer.build.rows import Tables
 from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState
 from indexer.build.vectors import embed_stage, vectors
 from indexer.versions import TOOLS
-from indexer.snapshot.write import write_edges, write_lexical, write_views
+from indexer.snapshot.read import history_commits, read_history_parts
+from indexer.snapshot.schemas import COMMIT_CHANGES_SCHEMA, COMMITS_SCHEMA
+from indexer.snapshot.write import write_edges, write_history_lexical, write_lexical, write_views
 
 if TYPE_CHECKING:
     from indexer.build.work import RepoWork, Run
@@ -84,6 +86,8 @@ def publish_snapshot(
     same_model = base is not None and base.manifest.model_id == run.model_id
     dim = base.manifest.dim if same_model else (run.embedder.dim if run.embedder else run.loaded_embedder().dim)
     states, written = planned.states, {}
+    for key, h in run.history.items():
+        states[key].history, states[key].history_as = list(h.parts), h.settings
     for key, plan in planned.plans.items():
         t0 = time.monotonic()  # the embed stage cached them: read back (a damaged entry is embedded again)
         matrix, again = vectors(run, plan.texts(), dim, show_progress=False)
@@ -101,6 +105,7 @@ def publish_snapshot(
     try:
         t0 = time.monotonic()
         _lexical(run, built, written, lexical_from)
+        _history_lexical(run, built, states)
         edge_count = _edges(cfg.data_dir, built, states)
         report.seconds["write"] += time.monotonic() - t0
         t0 = time.monotonic()
@@ -133,7 +138,7 @@ def publish_snapshot(
             "seconds": round(time.monotonic() - run.started, 3),
         }
     )
-    totals(report, manifest)
+    totals(report, manifest, cfg.data_dir)
     for w in run.work:
         state = states[w.spec.key]
         w.report.files, w.report.files_indexed, w.report.chunks = state.files, state.files_indexed, state.chunks
@@ -197,6 +202,22 @@ def _lexical(run: Run, built: Path, written: dict[tuple[str, str], RepoParts], l
         write_lexical(built, base.path / snapshot.LEXICAL_DIR, drop, run.removed(), add, bar)
 
 
+def _history_lexical(run: Run, built: Path, states: dict) -> None:
+    """The new snapshot's commits index: the base's with the documents of repos whose history a base part
+    replaced (or that left) deleted and the new parts' commits added; from scratch when the base has none."""
+    base = run.base.path / snapshot.HISTORY_DIR if run.base is not None else None
+    if base is not None and base.is_dir():
+        drop = [key for key, h in run.history.items() if h.drop] + run.removed()
+        new = [h for h in run.history.values() if h.written is not None]
+        commits = pa.concat_tables([h.commits for h in new]) if new else COMMITS_SCHEMA.empty_table()
+        changes = pa.concat_tables([h.changes for h in new]) if new else COMMIT_CHANGES_SCHEMA.empty_table()
+        write_history_lexical(built, base, drop, commits, changes)
+    elif any(s.history for s in states.values()):
+        parts = [p for s in states.values() for p in s.history]
+        commits, changes = (read_history_parts(run.cfg.data_dir, parts, t) for t in ("commits", "commit_changes"))
+        write_history_lexical(built, None, [], commits, changes)
+
+
 def _no_rows() -> pa.Table:
     return pa.table(
         {
@@ -218,7 +239,7 @@ def _edges(data_dir: Path, built: Path, states: dict) -> int:
     return len(rows)
 
 
-def totals(report: Report, manifest: Manifest) -> None:
+def totals(report: Report, manifest: Manifest, data_dir: Path) -> None:
     report.chunks = manifest.chunks
     report.graph = {t: sum(r.graph.get(t, 0) for r in manifest.repos) for t in FACT_COLUMNS}
     report.graph["edges"] = manifest.edges
@@ -228,5 +249,6 @@ def totals(report: Report, manifest: Manifest) -> None:
     for r in manifest.repos:
         report.files_skipped.update(r.files_skipped)
     report.secrets_held_back = sum(r.secrets_held_back for r in manifest.repos)
+    report.commits = history_commits(data_dir, manifest)
     report.parse_fallbacks = sum(r.parse_fallbacks for r in manifest.repos)
     report.syntax_errors = sum(r.syntax_errors for r in manifest.repos)

@@ -7,7 +7,7 @@ import resource
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-STAGES = ("mirror", "scan", "chunk", "extract", "resolve", "embed", "write", "publish")
+STAGES = ("mirror", "scan", "history", "chunk", "extract", "resolve", "embed", "write", "publish")
 
 
 @dataclass(kw_only=True)
@@ -47,6 +47,8 @@ class Report:
     syntax_errors: int = 0
     graph: dict[str, int] = field(default_factory=dict)  # rows per graph table, edges included
     calls_resolved_again: int = 0  # stored calls of paths the run kept, resolved again: those its changes touch
+    commits: int = 0  # commits the published snapshot's history holds, and those this run read from mirrors
+    commits_read: int = 0
     notes: list[str] = field(default_factory=list)  # one sentence each: what the run repaired, or why it refused
     # Every snapshot this run published, in order: {snapshot_id, model, tier, seconds since the run began}
     # (a fast-first run publishes the static tier, then the model's own); and the chunks still lacking the
@@ -93,6 +95,8 @@ class Report:
                 "syntax_errors": self.syntax_errors,
                 "graph": self.graph,
                 "calls_resolved_again": self.calls_resolved_again,
+                "commits": self.commits,
+                "commits_read": self.commits_read,
             },
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
@@ -142,6 +146,7 @@ class Report:
             f"  secrets held back {t['secrets_held_back']}, parse fallbacks {t['parse_fallbacks']}, "
             f"files with syntax errors {t['syntax_errors']}",
             "  graph: " + (", ".join(f"{k} {v}" for k, v in t["graph"].items()) or "-"),
+            f"  history: {t['commits']} commits ({t['commits_read']} read this run)",
             f"  seconds: {secs}",
         ]
         if self.cluster:

@@ -86,6 +86,7 @@ class Run:
     started: float  # time.monotonic() at the run's start
     embedder: Embedder | None = None
     cluster: Cluster | None = None  # config `cluster`: new blobs and embedding spread over Ray
+    history: dict = field(default_factory=dict)  # (org, name) -> build.history.RepoHistory, from the history stage
 
     def removed(self) -> list[tuple[str, str]]:
         """The repos the base holds that the config no longer names: the run leaves them out."""

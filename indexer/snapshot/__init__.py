@@ -14,6 +14,10 @@ A snapshot is a manifest that names immutable **parts**, plus the few files that
         files.parquet       one row per (ref, path): blob_id, lang, bytes, sha256, skip reason, chunks
         symbols … url_literals .parquet   structural facts at those paths (FACT_COLUMNS)
         card.parquet        the repo's card and its vector
+      parts/<part_id>/      a history part (indexer/build/history.py), listed in a repo's `history`, not `parts`:
+        history.json        org, repo, the heads it was read to, base or delta, the settings it was read with
+        commits.parquet     one row per commit: parents, author, committer, times, the message (screened)
+        commit_changes.parquet   one row per path a commit changed: old path, blobs, lines added and removed
       snapshots/<snapshot_id>/
         manifest.json       what is inside, from which commits, built how; per repo the parts, oldest first
         lexical/            a Tantivy index over every live chunk row, keyed by `row`: the segment files the
@@ -21,13 +25,16 @@ A snapshot is a manifest that names immutable **parts**, plus the few files that
                             new segments and deletion files (Tantivy never rewrites a file in place)
         graph/edges.parquet cross-repo coupling edges with evidence (indexer/build/edges.py), computed from every
                             repo's coupling facts (part.json) at each publish
-        graph.sql           DuckDB views of the graph tables over the parts, for analysts
+        history/            a Tantivy index of every listed commit (message, changed paths, hunks), linked
+                            from the previous snapshot's and changed, as lexical/ is
+        graph.sql           DuckDB views of the graph and history tables over the parts, for analysts
       CURRENT               names the live snapshot; replaced atomically, written last
 
 A repo's parts are read in order: a row of one part is **superseded** when a later part of the same repo speaks
 for its path (lists it in paths.parquet), so a one-line change writes one small delta part and the snapshot
 references every other part as it was. Every reader of a snapshot goes through the functions below, which
-apply that rule, so no caller sees a superseded row.
+apply that rule, so no caller sees a superseded row. A repo's history parts supersede nothing: a delta adds the
+commits new since the part before it, and a run that finds history rewritten writes a base, listed alone.
 
 A snapshot of format 1 or 2 keeps everything in its own directory (vectors/chunks.lance or chunks.arrow,
 graph/*.parquet, cards.parquet) and reads as one part. `<data_dir>/backfill.json`, while a fast-tier snapshot
@@ -45,6 +52,8 @@ from indexer.snapshot.format import (
     FORMAT_VERSION,
     GRAPH_DIR,
     GRAPH_VIEWS,
+    HISTORY_DIR,
+    HISTORY_INFO,
     LEXICAL_DIR,
     MANIFEST,
     PARTS_DIR,
@@ -68,6 +77,7 @@ from indexer.snapshot.schemas import (
     FACT_KEY_FIELDS,
     FILES_SCHEMA,
     GRAPH_SCHEMAS,
+    HISTORY_SCHEMAS,
     PART_FILES_SCHEMA,
     PART_TABLES,
     PATHS_SCHEMA,
@@ -75,9 +85,11 @@ from indexer.snapshot.schemas import (
     TABLE_SCHEMAS,
     cards_schema,
     chunk_schema,
+    history_lexical_schema,
     lexical_schema,
 )
 from indexer.snapshot.manifest import (
+    HistoryInfo,
     Manifest,
     PartInfo,
     PartRef,
@@ -92,12 +104,15 @@ from indexer.snapshot.read import (
     UNIT_TOLERANCE,
     live,
     open_chunks_arrow,
+    open_history_lexical,
     open_lexical,
     part_file,
     parts_of,
     read_cards,
     read_chunks,
     read_graph,
+    read_history,
+    read_history_info,
     read_part_chunks,
     read_part_info,
     read_part_table,
@@ -109,6 +124,14 @@ from indexer.snapshot.read import (
 from indexer.snapshot.legacy import read_lance_chunks
 
 __all__ = [
+    "read_history_info",
+    "read_history",
+    "open_history_lexical",
+    "history_lexical_schema",
+    "HistoryInfo",
+    "HISTORY_SCHEMAS",
+    "HISTORY_INFO",
+    "HISTORY_DIR",
     "CARD",
     "CARDS",
     "CHUNKS_ARROW",

@@ -14,6 +14,8 @@ from indexer.errors import BlobdexError
 # 3: parts. A snapshot names immutable per-repo parts that later snapshots share, a run writes only the paths
 #    that changed, and the lexical index shares its unchanged segment files; no Lance table (query processes
 #    map chunks.arrow, which format 2 already wrote beside it).
+#    Later, without a new version (a reader of 3 that predates it finds nothing missing): history parts, listed
+#    per repo in `history` only when it has some, and the snapshot's commits index (history/).
 FORMAT_VERSION = 3
 READABLE_FORMATS = (1, 2, 3)  # a format-1 snapshot lacks `held_back`: readers take it as empty
 
@@ -26,6 +28,8 @@ PATHS = "paths"
 CHUNKS_ARROW = "chunks.arrow"
 CARD = "card.parquet"
 LEXICAL_DIR = "lexical"
+HISTORY_INFO = "history.json"  # a history part's own part.json (indexer/build/history.py)
+HISTORY_DIR = "history"  # a snapshot's commits index, beside lexical/
 GRAPH_DIR = "graph"
 GRAPH_VIEWS = "graph.sql"
 # Where a format-1/2 snapshot kept what a part holds now.

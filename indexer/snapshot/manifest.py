@@ -40,6 +40,10 @@ class RepoState:
     exclude: list[str] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)  # format 3: its part ids, oldest (the base) first
     releases: str = ""  # config.RepoSpec.releases_digest it was prepared with; "" (not written) for none
+    # Its history parts, oldest (a base) first, and the settings they were read with (HistorySettings.recorded);
+    # both not written when history is off.
+    history: list[str] = field(default_factory=list)
+    history_as: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +94,7 @@ class Manifest:
         for repo in data["repos"]:
             repo.pop("indexed_at")
             repo.pop("parts")
+            repo.pop("history")
         return json.dumps(data, sort_keys=True)
 
     def to_json(self) -> str:
@@ -100,9 +105,10 @@ class Manifest:
             del data["next_row"]
             for repo in data["repos"]:
                 del repo["parts"]
-        for repo in data["repos"]:  # a repo without releases reads as it did before releases existed
-            if not repo["releases"]:
-                del repo["releases"]
+        for repo in data["repos"]:  # a repo without releases or history reads as it did before they existed
+            for name in ("releases", "history", "history_as"):
+                if not repo[name]:
+                    del repo[name]
         return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
@@ -132,6 +138,27 @@ class PartInfo:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryInfo:
+    """history.json: what a history part is. A base holds the repo's history as its settings bound it; a delta
+    the commits new since the heads of the part before it."""
+
+    part_id: str
+    org: str
+    repo: str
+    base: bool
+    heads: list[str]  # the commits of the repo's refs when it was read: the next run reads what is new since
+    commits: int
+    settings: str  # HistorySettings.recorded
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "HistoryInfo":
+        return cls(**json.loads(text))
 
 
 @dataclass(frozen=True)

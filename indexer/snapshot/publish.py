@@ -152,7 +152,7 @@ def listed_parts(data_dir: Path) -> set[str] | None:
             log.warning("keeping every part: the manifest of snapshot %s cannot be read (%s)", snapshot_id, exc)
             return None
         for repo in manifest.repos:
-            listed.update(repo.parts)
+            listed.update(repo.parts, repo.history)
     return listed
 
 

@@ -14,6 +14,8 @@ from indexer.snapshot.format import (
     CARD,
     CARDS,
     CHUNKS_ARROW,
+    HISTORY_DIR,
+    HISTORY_INFO,
     LEXICAL_DIR,
     PART_INFO,
     PATHS,
@@ -23,8 +25,8 @@ from indexer.snapshot.format import (
     parts_dir,
 )
 from indexer.snapshot.legacy import read_lance_chunks
-from indexer.snapshot.manifest import Manifest, PartInfo, PartRef, open_manifest
-from indexer.snapshot.schemas import PART_FILES_SCHEMA, TABLE_SCHEMAS, cards_schema, chunk_schema
+from indexer.snapshot.manifest import HistoryInfo, Manifest, PartInfo, PartRef, open_manifest
+from indexer.snapshot.schemas import HISTORY_SCHEMAS, PART_FILES_SCHEMA, TABLE_SCHEMAS, cards_schema, chunk_schema
 
 
 def part_file(ref: PartRef, table: str) -> Path:
@@ -197,6 +199,45 @@ def open_lexical(snapshot_dir: Path):
     import tantivy
 
     return tantivy.Index.open(str(snapshot_dir / LEXICAL_DIR))
+
+
+def read_history_info(part: Path) -> HistoryInfo:
+    return HistoryInfo.from_json((part / HISTORY_INFO).read_text(encoding="utf-8"))
+
+
+def read_history(
+    snapshot_dir: Path, manifest: Manifest, table: str, repos: set[tuple[str, str]] | None = None, **options
+) -> pa.Table:
+    """A history table (`commits` or `commit_changes`) of every repo (or of `repos`) the snapshot holds history
+    of: each repo's history parts in order (a base first, so nothing is superseded), as HISTORY_SCHEMAS types it."""
+    listed = [p for r in manifest.repos if repos is None or (r.org, r.name) in repos for p in r.history]
+    return read_history_parts(data_dir_of(snapshot_dir), listed, table, **options)
+
+
+def read_history_parts(data_dir: Path, part_ids: list[str], table: str, **options) -> pa.Table:
+    """A history table of these history parts, in order."""
+    import pyarrow.parquet as pq
+
+    schema = HISTORY_SCHEMAS[table]
+    tables = [pq.read_table(parts_dir(data_dir) / p / f"{table}.parquet", schema=schema, **options) for p in part_ids]
+    if not tables:
+        empty = schema.empty_table()
+        return empty.select(options["columns"]) if "columns" in options else empty
+    return pa.concat_tables(tables)
+
+
+def history_commits(data_dir: Path, manifest: Manifest) -> int:
+    """How many commits the snapshot's history holds, from its parts' history.json."""
+    root = parts_dir(data_dir)
+    return sum(read_history_info(root / p).commits for r in manifest.repos for p in r.history)
+
+
+def open_history_lexical(snapshot_dir: Path):
+    """The snapshot's commits index, or None when it holds no history."""
+    import tantivy
+
+    path = snapshot_dir / HISTORY_DIR
+    return tantivy.Index.open(str(path)) if path.is_dir() else None
 
 
 def store_error(exc: BaseException) -> bool:

@@ -128,3 +128,56 @@ def lexical_schema():
     for name in ("content", "symbol", "path"):
         builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
     return builder.build()
+
+
+# A history part (indexer/build/history.py): one row per commit it holds, and one per path each commit changed
+# (indexer/history.py says what a merge changed). Times are seconds since the epoch, UTC.
+COMMITS_SCHEMA = pa.schema(
+    [
+        ("org", pa.string()),
+        ("repo", pa.string()),
+        ("commit_id", pa.string()),
+        ("parents", pa.list_(pa.string())),
+        ("author_name", pa.string()),
+        ("author_email", pa.string()),
+        ("author_time", pa.int64()),
+        ("committer_name", pa.string()),
+        ("committer_email", pa.string()),
+        ("committer_time", pa.int64()),
+        ("subject", pa.string()),
+        ("message", pa.string()),  # screened: a line holding credential material reads `[line held back: KIND]`
+        ("held_back", pa.int32()),  # lines of the message and its hunks held back
+        ("files_changed", pa.int32()),
+        ("added", pa.int32()),
+        ("removed", pa.int32()),
+    ]
+)
+COMMIT_CHANGES_SCHEMA = pa.schema(
+    [
+        ("org", pa.string()),
+        ("repo", pa.string()),
+        ("commit_id", pa.string()),
+        ("path", pa.string()),
+        ("old_path", pa.string()),  # the path before: differs from `path` for a rename
+        ("change", pa.string()),  # add | modify | delete | rename
+        ("old_blob", pa.string()),
+        ("new_blob", pa.string()),
+        ("added", pa.int32()),  # -1 for a binary file
+        ("removed", pa.int32()),
+        ("hunks", pa.string()),  # `history = "diffs"`: the change's hunks, capped and screened; "" otherwise
+    ]
+)
+# Table name -> schema of the history tables; graph.sql and `blobdex sql` show one view per entry.
+HISTORY_SCHEMAS = {"commits": COMMITS_SCHEMA, "commit_changes": COMMIT_CHANGES_SCHEMA}
+
+
+def history_lexical_schema():
+    """The commits index: one document per commit, keyed by (org, repo, commit_id)."""
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    for name in ("org", "repo", "commit_id"):
+        builder.add_text_field(name, stored=True, tokenizer_name="raw")
+    for name in ("message", "paths", "hunks"):
+        builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
+    return builder.build()

@@ -1,5 +1,5 @@
 """Reconciling a snapshot: manifest -> parts (chunk rows and vectors, graph tables, cards) -> lexical documents
--> edges.
+-> edges -> history parts and the commits index.
 
 `verify` reads every store in full; `open_check` is the cheap part, for a run about to keep a snapshot, and
 `check_oldest` re-reads, within a byte budget, the parts checked longest ago. Both `verify` and `check_oldest` read
@@ -29,17 +29,21 @@ from indexer.snapshot import (
     Manifest,
     PartRef,
     SnapshotError,
+    data_dir_of,
     graph_path,
     live,
     lexical_schema,
     now_iso,
     open_chunks_arrow,
+    open_history_lexical,
     open_lexical,
     open_manifest,
     part_file,
+    parts_dir,
     parts_of,
     read_cards,
     read_graph,
+    read_history_info,
     read_lance_chunks,
     read_part_chunks,
     read_part_info,
@@ -97,6 +101,28 @@ def open_check(path: Path, manifest: Manifest) -> str | None:
         pq.read_metadata(graph_path(path, "edges"))
     except Exception as exc:
         return f"graph: {_first_line(exc)}"
+    return _history_problem(path, manifest)
+
+
+def _history_problem(path: Path, manifest: Manifest) -> str | None:
+    """Why the snapshot's history cannot be served, or None: every history part's history.json and Parquet
+    footers read and its commits counted, and the commits index holding one document per commit."""
+    root, total = parts_dir(data_dir_of(path)), 0
+    try:
+        for part_id in (p for r in manifest.repos for p in r.history):
+            info = read_history_info(root / part_id)
+            if pq.read_metadata(root / part_id / "commits.parquet").num_rows != info.commits:
+                return f"history part {part_id}: history.json says {info.commits} commits, its table holds others"
+            pq.read_metadata(root / part_id / "commit_changes.parquet")
+            total += info.commits
+        index = open_history_lexical(path)
+        documents = index.searcher().num_docs if index is not None else 0
+    except BaseException as exc:
+        if not store_error(exc):
+            raise
+        return f"history: {_first_line(exc)}"
+    if documents != total:
+        return f"history parts hold {total} commits, the commits index has {documents} documents"
     return None
 
 

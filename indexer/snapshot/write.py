@@ -20,15 +20,20 @@ from indexer.snapshot import (
     FACT_COLUMNS,
     GRAPH_DIR,
     GRAPH_VIEWS,
+    HISTORY_DIR,
+    HISTORY_INFO,
+    HISTORY_SCHEMAS,
     LEXICAL_DIR,
     PART_INFO,
     PARTS_DIR,
     PATHS,
     TABLE_SCHEMAS,
+    HistoryInfo,
     Manifest,
     PartInfo,
     cards_schema,
     graph_path,
+    history_lexical_schema,
     lexical_schema,
     new_snapshot_id,
 )
@@ -88,23 +93,78 @@ def write_lexical(
     `drop_rows` and of `drop_repos` deleted and `add`'s rows (row, org, repo, path, symbol, text) added; or, with
     no base, a new index of `add`. Tantivy writes new segment and deletion files and replaces meta.json by
     rename, so the base's files are never changed."""
-    path = built / LEXICAL_DIR
+    index = _index_from(built / LEXICAL_DIR, lexical_schema(), base)
+    writer = index.writer(heap_size=TANTIVY_HEAP_BYTES, num_threads=1)
+    schema = index.schema
+    for start in range(0, len(drop_rows), DELETE_BATCH):
+        ids = drop_rows[start : start + DELETE_BATCH]
+        writer.delete_documents_by_query(tantivy.Query.term_set_query(schema, "row", ids))
+    _drop_repos(writer, schema, drop_repos)
+    _add_documents(writer, add, progress)
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def _index_from(path: Path, schema, base: Path | None):
+    """A Tantivy index at `path`: a new one, or `base`'s files linked (Tantivy writes new segment and deletion
+    files and replaces meta.json by rename, so the base's files are never changed)."""
     path.mkdir()
     if base is None:
-        index = tantivy.Index(lexical_schema(), path=str(path))
-    else:
-        for source in base.iterdir():
-            if source.is_file() and source.name not in TANTIVY_LOCKS:
-                _link(source, path / source.name)
-        index = tantivy.Index.open(str(path))
-    writer = index.writer(heap_size=TANTIVY_HEAP_BYTES, num_threads=1)
-    Q, Occur, schema = tantivy.Query, tantivy.Occur, index.schema
-    for start in range(0, len(drop_rows), DELETE_BATCH):
-        writer.delete_documents_by_query(Q.term_set_query(schema, "row", drop_rows[start : start + DELETE_BATCH]))
-    for org, repo in drop_repos:
+        return tantivy.Index(schema, path=str(path))
+    for source in base.iterdir():
+        if source.is_file() and source.name not in TANTIVY_LOCKS:
+            _link(source, path / source.name)
+    return tantivy.Index.open(str(path))
+
+
+def _drop_repos(writer, schema, repos: list[tuple[str, str]]) -> None:
+    Q, Occur = tantivy.Query, tantivy.Occur
+    for org, repo in repos:
         both = [(Occur.Must, Q.term_query(schema, "org", org)), (Occur.Must, Q.term_query(schema, "repo", repo))]
         writer.delete_documents_by_query(Q.boolean_query(both))
-    _add_documents(writer, add, progress)
+
+
+def write_history_part(data_dir: Path, *, info: dict, commits: pa.Table, changes: pa.Table) -> HistoryInfo:
+    """Write one history part (`info`: HistoryInfo's fields but part_id and commits) aside, then rename it into
+    place."""
+    part_id = new_snapshot_id()
+    built = part_build_dir(data_dir, part_id)
+    try:
+        _write_parquet(commits, built / "commits.parquet")
+        _write_parquet(changes, built / "commit_changes.parquet")
+        part = HistoryInfo(part_id=part_id, commits=commits.num_rows, **info)
+        (built / HISTORY_INFO).write_text(part.to_json(), encoding="utf-8")
+        finish_part(data_dir, built, part_id)
+    except BaseException:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    return part
+
+
+def write_history_lexical(
+    built: Path, base: Path | None, drop_repos: list[tuple[str, str]], commits: pa.Table, changes: pa.Table
+) -> None:
+    """The snapshot's commits index: `base`'s (another snapshot's history/) linked, the documents of `drop_repos`
+    deleted, one document per row of `commits` added (its message, and its changed paths and hunks from
+    `changes`); or, with no base, a new index of `commits`."""
+    index = _index_from(built / HISTORY_DIR, history_lexical_schema(), base)
+    writer = index.writer(heap_size=TANTIVY_HEAP_BYTES, num_threads=1)
+    _drop_repos(writer, index.schema, drop_repos)
+    paths: dict[tuple[str, str, str], list[str]] = {}
+    hunks: dict[tuple[str, str, str], list[str]] = {}
+    c = changes.select(["org", "repo", "commit_id", "path", "hunks"]).to_pydict()
+    for org, repo, commit_id, path, text in zip(c["org"], c["repo"], c["commit_id"], c["path"], c["hunks"]):
+        paths.setdefault((org, repo, commit_id), []).extend(path_tokens(path))
+        if text:
+            hunks.setdefault((org, repo, commit_id), []).extend(tokens(text))
+    m = commits.select(["org", "repo", "commit_id", "message"]).to_pydict()
+    for org, repo, commit_id, message in zip(m["org"], m["repo"], m["commit_id"], m["message"]):
+        key = (org, repo, commit_id)
+        doc = tantivy.Document(org=org, repo=repo, commit_id=commit_id)
+        doc.add_text("message", " ".join(tokens(message)))
+        doc.add_text("paths", " ".join(paths.get(key, ())))
+        doc.add_text("hunks", " ".join(hunks.get(key, ())))
+        writer.add_document(doc)
     writer.commit()
     writer.wait_merging_threads()
 
@@ -189,6 +249,15 @@ def write_views(built: Path, manifest: Manifest) -> None:
             "WHERE c.org = p.org AND c.repo = p.repo AND c.seq > p.seq AND c.path = t.path);"
         )
     lines.append(f"CREATE OR REPLACE TEMP VIEW edges AS SELECT * FROM read_parquet('{GRAPH_DIR}/edges.parquet');")
+    for table, schema in HISTORY_SCHEMAS.items():  # history parts supersede nothing: every row is live
+        files = [f"{where}/{h}/{table}.parquet" for r in manifest.repos for h in r.history]
+        source = f"read_parquet({_sql_list(files)})" if files else None
+        names = ", ".join(schema.names) if files else ", ".join(f"NULL AS {c}" for c in schema.names)
+        lines.append(
+            f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {names} FROM {source};"
+            if source
+            else f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {names} WHERE false;"
+        )
     (built / GRAPH_VIEWS).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -59,6 +59,9 @@ FILE_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("ids",)
 CONTEXT_PARAMS = ("symbol", "repo", "name_only", "cursor", "limit")
 REFERENCES_PARAMS = ("symbol", "repo", "path", "line", "name_only", "cursor", "limit")
 FILES_PARAMS, OUTLINE_PARAMS = ("repo", "path_glob", "ref", "cursor", "limit"), ("repo", "path", "ref")
+COMMITS_FIELDS = ("query", "repos", "paths", "author", "since", "until", "ref", "limit", "cursor")
+LOG_PARAMS, BLAME_PARAMS = ("repo", "path", "ref", "limit", "cursor"), ("repo", "path", "ref", "start", "end")
+DIFF_PARAMS = ("repo", "base", "head", "path", "limit", "cursor")
 
 
 def shape(request: Request, status: int, message: str, code: str | None) -> Response:
@@ -198,10 +201,10 @@ async def file(request: Request):
         raise SurfaceError(400, "give repo and path (and optionally ref, start, end)")
     f = _fields(q)
     start, end = f.integer("start", loose=True), f.integer("end", loose=True)
-    f = await offload(lambda: service.get_file(org, q["repo"], q["path"], q.get("ref"), start, end))
+    found = await offload(lambda: service.get_file(org, q["repo"], q["path"], q.get("ref"), start, end))
     return {
-        **{k: v for k, v in asdict(f).items() if k != "content"},
-        "content": f.content.decode("utf-8", "replace"),
+        **{k: v for k, v in asdict(found).items() if k != "content"},
+        "content": found.content.decode("utf-8", "replace"),
     }
 
 
@@ -342,6 +345,65 @@ async def internal(request: Request, exc: Exception) -> Response:
     return shape(request, 500, INTERNAL_MESSAGE, None)
 
 
+@endpoint(shape)
+async def commits(request: Request):
+    """search_commits over HTTP: commits by message, changed paths and hunks, with filters."""
+    service, org = _service(request), current_org.get()
+    f = _fields(await read_body(request, COMMITS_FIELDS))
+    asked = {
+        "repos": f.strs("repos", one=True),
+        "paths": f.strs("paths", one=True),
+        "author": f.text("author"),
+        "since": f.text("since"),
+        "until": f.text("until"),
+        "ref": f.text("ref"),
+        "limit": f.integer("limit", 10, loose=True),
+    }
+    query, cursor = f.text("query") or "", f.text("cursor")
+    page = await offload(lambda: service.search_commits(org, query, cursor, **asked))
+    return asdict(page)
+
+
+@endpoint(shape)
+async def log(request: Request):
+    """log over HTTP: the commits that touched a path, newest first."""
+    service, org = _service(request), current_org.get()
+    q = _params(request, LOG_PARAMS)
+    if not q.get("repo"):
+        raise SurfaceError(400, "give repo (and optionally path, ref, limit, cursor)")
+    limit = _fields(q).integer("limit", 20, loose=True)
+    page = await offload(
+        lambda: service.log(org, q["repo"], q.get("path"), q.get("ref"), limit=limit, cursor=q.get("cursor"))
+    )
+    return asdict(page)
+
+
+@endpoint(shape)
+async def blame(request: Request):
+    """blame over HTTP: each line's last commit."""
+    service, org = _service(request), current_org.get()
+    q = _params(request, BLAME_PARAMS)
+    if not q.get("repo") or not q.get("path"):
+        raise SurfaceError(400, "give repo and path (and optionally ref, start, end)")
+    f = _fields(q)
+    start, end = f.integer("start", loose=True), f.integer("end", loose=True)
+    return asdict(await offload(lambda: service.blame(org, q["repo"], q["path"], q.get("ref"), start, end)))
+
+
+@endpoint(shape)
+async def diff(request: Request):
+    """diff over HTTP: the change between two refs or commits, a page of files at a time."""
+    service, org = _service(request), current_org.get()
+    q = _params(request, DIFF_PARAMS)
+    if not q.get("repo") or not q.get("base") or not q.get("head"):
+        raise SurfaceError(400, "give repo, base and head (and optionally path, limit, cursor)")
+    limit = _fields(q).integer("limit", 20, loose=True)
+    page = await offload(
+        lambda: service.diff(org, q["repo"], q["base"], q["head"], q.get("path"), limit=limit, cursor=q.get("cursor"))
+    )
+    return asdict(page)
+
+
 ROUTES = [
     Route("/healthz", healthz),
     Route("/metrics", metrics),
@@ -356,6 +418,10 @@ ROUTES = [
     Route("/v1/route", route, methods=["POST"]),
     Route("/v1/context", context),
     Route("/v1/references", references),
+    Route("/v1/commits", commits, methods=["POST"]),
+    Route("/v1/log", log),
+    Route("/v1/blame", blame),
+    Route("/v1/diff", diff),
     Route("/v1/repos", repos),
     Route("/v1/status", status),
     Route("/v1/sessions/{session_id}/sync", session_sync, methods=["POST"]),

@@ -37,7 +37,8 @@ FILE_LINES_PER_CALL = 500
 INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
 order: route_task (which repos own a task) -> search_code (relevant code across repos) -> get_chunk / get_file
 (read more, at any commit, without cloning) -> expand_context (callers in other services, routes, config keys).
-grep finds exact text; list_files and outline map a repo and a file without reading them. list_repos and
+grep finds exact text; list_files and outline map a repo and a file without reading them. search_commits, log,
+blame and diff read history: when and why something changed, and who changed it. list_repos and
 index_status say what is indexed and how fresh it is. To search your own uncommitted edits, sync_workspace them
 into a session and pass session_id to search_code."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -450,6 +451,70 @@ def index_status(ctx: Context) -> str:
     return json.dumps(service.status(org).to_dict(), indent=1)
 
 
+def search_commits(
+    ctx: Context,
+    query: Annotated[str, Field(description="Words of the change you look for; empty: the newest commits.")] = "",
+    repos: Annotated[list[str] | None, Field(description="Only these repos.")] = None,
+    paths: Annotated[list[str] | None, Field(description="Only commits that changed these files or folders.")] = None,
+    author: Annotated[str | None, Field(description="Part of the author's name or email.")] = None,
+    since: Annotated[str | None, Field(description="Authored on or after this date, 2024-01-31.")] = None,
+    until: Annotated[str | None, Field(description="Authored on or before this date.")] = None,
+    ref: Annotated[str | None, Field(description="Only commits reachable from this branch.")] = None,
+    limit: Annotated[int, Field(ge=1, le=200, description="How many commits.")] = 10,
+    cursor: Cursor = None,
+) -> str:
+    """Search commit history: messages, changed paths (and diffs where indexed). Answers "when and why did this
+    change", "was this fixed before"; each commit lists the files it changed. Then diff or get_file."""
+    service, org = _scope(ctx)
+    filters = {"repos": tuple(repos or ()), "paths": tuple(paths or ()), "limit": limit}
+    page = service.search_commits(org, query, cursor, author=author, since=since, until=until, ref=ref, **filters)
+    title = f"commits matching {query!r}" if query else "newest commits"
+    return render.commits_markdown(title, page.snapshot_id, page.commits, page.next_cursor, "search_commits")
+
+
+def log(
+    ctx: Context,
+    repo: Annotated[str, Field(description="Repo name.")],
+    path: Annotated[str | None, Field(description="A file or folder; none: every commit.")] = None,
+    ref: Ref = None,
+    limit: Annotated[int, Field(ge=1, le=200, description="How many commits.")] = 20,
+    cursor: Cursor = None,
+) -> str:
+    """The commits that touched a file or folder, newest first, following renames (git log --follow)."""
+    service, org = _scope(ctx)
+    page = service.log(org, repo, path, ref, limit=limit, cursor=cursor)
+    title = f"log of {repo}:{path}" if path else f"log of {repo}"
+    return render.commits_markdown(title, page.snapshot_id, page.commits, page.next_cursor, "log")
+
+
+def blame(
+    ctx: Context,
+    repo: Annotated[str, Field(description="Repo name.")],
+    path: Annotated[str, Field(description="Repo-relative path of a file.")],
+    ref: Ref = None,
+    start_line: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None,
+    end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
+) -> str:
+    """For each line of a file, the commit that last changed it, with date, author and subject (git blame)."""
+    service, org = _scope(ctx)
+    return render.blame_markdown(service.blame(org, repo, path, ref, start_line, end_line))
+
+
+def diff(
+    ctx: Context,
+    repo: Annotated[str, Field(description="Repo name.")],
+    base: Annotated[str, Field(description="Branch, tag or commit to compare from, e.g. main~1 or a commit id.")],
+    head: Annotated[str, Field(description="Branch, tag or commit to compare to.")],
+    path: Annotated[str | None, Field(description="Only this file or folder.")] = None,
+    limit: Annotated[int, Field(ge=1, le=100, description="Files per page.")] = 20,
+    cursor: Cursor = None,
+) -> str:
+    """The change between two refs or commits, file by file with hunks; pass a commit's parent and the commit
+    (id~1, id) to see one commit."""
+    service, org = _scope(ctx)
+    return render.diff_markdown(service.diff(org, repo, base, head, path, limit=limit, cursor=cursor))
+
+
 # Every tool, in the order list_tools shows them, with what it may do to the server's state.
 TOOLS = (
     (search_code, READ_ONLY),
@@ -461,6 +526,10 @@ TOOLS = (
     (route_task, READ_ONLY),
     (expand_context, READ_ONLY),
     (find_references, READ_ONLY),
+    (search_commits, READ_ONLY),
+    (log, READ_ONLY),
+    (blame, READ_ONLY),
+    (diff, READ_ONLY),
     (sync_workspace, WRITES),
     (session_status, READ_ONLY),
     (end_session, DISCARDS),

@@ -113,6 +113,45 @@ def _navigation() -> dict:
     }
 
 
+def _history() -> dict:
+    """The routes that read history: search_commits, log, blame, diff."""
+    return {
+        "/v1/commits": {
+            "post": _op(
+                "Commits by message, changed paths and hunks (BM25), or the newest; with filters",
+                {
+                    "query": {"type": "string"},
+                    "repos": STRINGS,
+                    "paths": STRINGS,
+                    "author": {"type": "string"},
+                    "since": {"type": "string", "format": "date"},
+                    "until": {"type": "string", "format": "date"},
+                    "ref": {"type": "string"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+                    "cursor": CURSOR,
+                },
+                extra={"409": STALE},
+            )
+        },
+        "/v1/log": {
+            "get": _op(
+                "The commits that touched a path, newest first, following renames",
+                params=["repo", "path", "ref", "limit", "cursor"],
+                extra={"409": STALE},
+            )
+        },
+        "/v1/blame": {
+            "get": _op("Each line's last commit, author and date", params=["repo", "path", "ref", "start", "end"])
+        },
+        "/v1/diff": {
+            "get": _op(
+                "The change between two refs or commits, file by file, capped and paged",
+                params=["repo", "base", "head", "path", "limit", "cursor"],
+            )
+        },
+    }
+
+
 def document() -> dict:
     return {
         "openapi": "3.1.0",
@@ -155,6 +194,7 @@ def document() -> dict:
                 "post": _op("Which repos own a task", {"task": {"type": "string"}, "limit": {"type": "integer"}})
             },
             **_navigation(),
+            **_history(),
             "/v1/sessions/{session_id}/sync": {
                 "post": _op(
                     "Add a session's uncommitted edits",

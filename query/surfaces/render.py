@@ -373,3 +373,69 @@ def outline_markdown(o) -> str:
     else:
         lines += ["", "Next: get_file with start_line/end_line to read a definition; find_references for its callers."]
     return "\n".join(lines)
+
+
+# -- history: search_commits, log, blame, diff (markdown for every audience: the CLI prints it too) ---------------
+
+CHANGE_MARK = {"add": "A", "modify": "M", "delete": "D", "rename": "R"}
+PATHS_LISTED = 8  # changed paths a commit's line lists; the rest are counted
+
+
+def _counts(added, removed) -> str:
+    return "binary" if added is None or added < 0 else f"+{added} -{removed}"
+
+
+def commits_markdown(title: str, snapshot_id: str, commits: list[dict], next_cursor: str | None, tool: str) -> str:
+    """search_commits' and log's answer: one line per commit (repo, id, date, author, subject), its changed paths
+    under it, and how to read on."""
+    lines = [heading(title), ""]
+    for c in commits:
+        score = f" • score {c['score']}" if "score" in c else ""
+        lines.append(f"- {c['repo']} {c['commit_id'][:12]} • {c['date'][:10]} • {c['author']} • {c['subject']}{score}")
+        listed = c.get("paths", [])[:PATHS_LISTED]
+        changed = ", ".join(
+            f"{CHANGE_MARK.get(p['change'], '?')} {p.get('old_path', '') + ' -> ' if 'old_path' in p else ''}"
+            f"{p['path']} ({_counts(p['added'], p['removed'])})"
+            for p in listed
+        )
+        rest = c["files_changed"] - len(listed)
+        if changed:
+            lines.append(f"  {changed}" + (f", and {rest} more" if rest > 0 else ""))
+    if not commits:
+        lines.append("no commits")
+    lines.append("")
+    lines.append(f"(more: {go_on(tool, next_cursor)})" if next_cursor else f"(snapshot {snapshot_id})")
+    return "\n".join(lines)
+
+
+def blame_markdown(b) -> str:
+    """blame's answer: per line the short commit, its date and author, then the line; the commits' subjects
+    after."""
+    head = f"{b.repo}:{b.path} at {b.ref} ({b.commit_id[:12]}), lines {b.line_start}-{b.line_end} of {b.total_lines}"
+    width = max((len(c["author"]) for c in b.commits.values()), default=0)
+    rows = []
+    for x in b.lines:
+        c = b.commits[x["commit_id"]]
+        mark = "^" if x.get("boundary") else " "
+        rows.append(f"{mark}{x['commit_id'][:10]} {c['date'][:10]} {c['author']:<{width}} {x['line']:>6}  {x['text']}")
+    subjects = [f"  {cid[:10]} {c['subject']}" for cid, c in b.commits.items()]
+    return "\n".join([head, "", *rows, "", "commits:", *subjects])
+
+
+def diff_markdown(d) -> str:
+    """diff's answer: the two commits, then each file's change, counts and hunks in a fence."""
+    lines = [
+        f"{d.repo}: {d.base} ({d.base_commit[:12]}) .. {d.head} ({d.head_commit[:12]}): {d.total} files changed",
+        "",
+    ]
+    for f in d.files:
+        name = f"{f['old_path']} -> {f['path']}" if "old_path" in f else f["path"]
+        note = f" • {f['note']}" if "note" in f else ""
+        lines.append(f"### {CHANGE_MARK.get(f['change'], '?')} {name} ({_counts(f['added'], f['removed'])}){note}")
+        if f["hunks"]:
+            ticks = fence(f["hunks"])
+            cut = "\n(cut: this file's diff is longer)" if f.get("truncated") else ""
+            lines += [f"{ticks}diff", f["hunks"], ticks + cut]
+    if d.next_cursor:
+        lines.append(f"\n(more files: {go_on('diff', d.next_cursor)})")
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""The history stage: for each repo a run fetched, the commits its refs reach that the previous snapshot's history
+parts do not hold yet, read from the mirror and written as a history part (indexer/snapshot/write.py).
+
+A run whose refs moved forward writes a delta of the new commits; one that finds history rewritten (a force-push,
+a ref gone), other settings, more than MAX_PARTS parts, or a --full run writes a base of the whole history the
+settings allow, listed alone. A repo that failed, or was left out of the run, keeps the history it had.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from indexer import history, mirror
+from indexer.build.progress import Progress
+from indexer.snapshot import HistoryInfo, parts_dir, read_history_info
+from indexer.snapshot.schemas import COMMIT_CHANGES_SCHEMA, COMMITS_SCHEMA
+from indexer.snapshot.write import write_history_part
+
+if TYPE_CHECKING:
+    from indexer.build.work import RepoWork, Run
+
+log = logging.getLogger(__name__)
+
+MAX_PARTS = 16  # a repo's history parts before a run writes one base of them all
+
+
+@dataclass(kw_only=True)
+class RepoHistory:
+    """One repo's history in the snapshot being published: its parts and settings, whether the commits index
+    drops what it held of the repo (a base replaced it, or history is off), and the rows a new part added."""
+
+    parts: list[str] = field(default_factory=list)
+    settings: str = ""
+    drop: bool = False
+    written: HistoryInfo | None = None
+    commits: pa.Table = field(default_factory=COMMITS_SCHEMA.empty_table)
+    changes: pa.Table = field(default_factory=COMMIT_CHANGES_SCHEMA.empty_table)
+
+
+def history_stage(run: Run, full: bool) -> dict[tuple[str, str], RepoHistory]:
+    """Each configured repo's history for the snapshot this run publishes; seconds.history is its time."""
+    t0 = time.monotonic()
+    out = {}
+    for w in run.work:
+        try:
+            out[w.spec.key] = _repo_history(run, w, full)
+        except Exception as exc:  # corrupt objects in a mirror: this repo's history only, and not its content
+            log.warning("cannot read the history of %s/%s", *w.spec.key, exc_info=True)
+            before = run.prev.repo(*w.spec.key) if run.prev is not None else None
+            out[w.spec.key] = RepoHistory(
+                parts=list(before.history) if before else [], settings=before.history_as if before else ""
+            )
+            run.report.notes.append(
+                f"cannot read the history of repo {w.spec.name!r} ({type(exc).__name__}: {exc}); it keeps the "
+                "history it had, and the next run tries again"
+            )
+    run.report.seconds["history"] += time.monotonic() - t0
+    return out
+
+
+def _repo_history(run: Run, w: RepoWork, full: bool) -> RepoHistory:
+    settings = run.cfg.history
+    before = run.prev.repo(*w.spec.key) if run.prev is not None else None
+    held = list(before.history) if before is not None else []
+    if not w.ok or not w.fetched:  # failed, or left out: as the previous snapshot has it
+        return RepoHistory(parts=held, settings=before.history_as if before else "")
+    if settings.mode == "off":
+        return RepoHistory(drop=bool(held))
+    same = not full and held and before.history_as == settings.recorded
+    heads = sorted({commit_id for _, commit_id in w.refs})
+    with mirror.open_mirror(w.mirror_path) as repo:
+        if same:
+            last = read_history_info(parts_dir(run.cfg.data_dir) / held[-1])
+            if sorted(set(last.heads)) == heads:
+                return RepoHistory(parts=held, settings=settings.recorded)
+            forward = all(any(history.is_ancestor(repo, h, n) for n in heads) for h in last.heads)
+            if forward and len(held) < MAX_PARTS:
+                delta = _read(run, w, repo, heads, last.heads, base=False)
+                return RepoHistory(parts=[*held, delta.written.part_id], settings=settings.recorded, **_rows(delta))
+        found = _read(run, w, repo, heads, [], base=True)
+    return RepoHistory(parts=[found.written.part_id], settings=settings.recorded, drop=bool(held), **_rows(found))
+
+
+@dataclass
+class _Read:
+    written: HistoryInfo
+    commits: pa.Table
+    changes: pa.Table
+
+
+def _rows(read: _Read) -> dict:
+    return {"written": read.written, "commits": read.commits, "changes": read.changes}
+
+
+def _read(run: Run, w: RepoWork, repo, heads: list[str], exclude: list[str], base: bool) -> _Read:
+    """Read the commits `heads` reach and `exclude` does not, and write them as a history part."""
+    settings, (org, name) = run.cfg.history, w.spec.key
+    commits = history.walk(repo, heads, exclude, settings)
+    c_rows: dict[str, list] = {n: [] for n in COMMITS_SCHEMA.names}
+    p_rows: dict[str, list] = {n: [] for n in COMMIT_CHANGES_SCHEMA.names}
+    with Progress(f"history {org}/{name}", len(commits), run.show_progress) as bar:
+        for commit in commits:
+            changed = history.changes(repo, commit, hunks=settings.mode == "diffs")
+            message, held = history.screen(commit.message.decode("utf-8", "replace")[: history.MAX_MESSAGE_CHARS])
+            author, committer = history.person(commit.author), history.person(commit.committer)
+            commit_id = commit.id.decode()
+            for key, value in {
+                "org": org,
+                "repo": name,
+                "commit_id": commit_id,
+                "parents": [p.decode() for p in commit.parents],
+                "author_name": author[0],
+                "author_email": author[1],
+                "author_time": commit.author_time,
+                "committer_name": committer[0],
+                "committer_email": committer[1],
+                "committer_time": commit.commit_time,
+                "subject": message.strip().split("\n", 1)[0],
+                "message": message,
+                "held_back": held + sum(c.held_back for c in changed),
+                "files_changed": len(changed),
+                "added": sum(max(c.added, 0) for c in changed),
+                "removed": sum(max(c.removed, 0) for c in changed),
+            }.items():
+                c_rows[key].append(value)
+            for c in changed:
+                for key, value in {"org": org, "repo": name, "commit_id": commit_id, **_change_fields(c)}.items():
+                    p_rows[key].append(value)
+            bar.advance()
+    commits_table = pa.table(c_rows, schema=COMMITS_SCHEMA)
+    changes_table = pa.table(p_rows, schema=COMMIT_CHANGES_SCHEMA)
+    info = {"org": org, "repo": name, "base": base, "heads": heads, "settings": settings.recorded}
+    written = write_history_part(run.cfg.data_dir, info=info, commits=commits_table, changes=changes_table)
+    run.report.commits_read += len(commits)
+    return _Read(written, commits_table, changes_table)
+
+
+def _change_fields(c: history.PathChange) -> dict:
+    return {
+        "path": c.path,
+        "old_path": c.old_path,
+        "change": c.change,
+        "old_blob": c.old_blob,
+        "new_blob": c.new_blob,
+        "added": c.added,
+        "removed": c.removed,
+        "hunks": c.hunks,
+    }

@@ -1,0 +1,364 @@
+"""History from the snapshot's tables: search_commits (BM25 over messages, changed paths and hunks, with filters)
+and log (the commits that touched a path, newest first, following renames). Blame and diff read the mirror
+(query/blame.py, query/diff.py).
+
+The tables hold the commits each repo's indexed refs reach, as the indexer's history settings bound them
+(indexer/history.py); a commit's changed paths are what git's `log PATH` counts (a merge only where it differs
+from every parent)."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+import tantivy
+
+from indexer.errors import BlobdexError
+from indexer.history import when
+from indexer.snapshot import open_history_lexical, read_history
+from indexer.tokenize import path_tokens, tokens
+from query.cursor import CursorError
+from query.cursor import decode as cursor_decode
+from query.cursor import encode as cursor_encode
+from query.reader import SnapshotReader
+
+MAX_COMMITS_PER_PAGE = 200
+PATHS_SHOWN = 20  # changed paths listed per commit in an answer; `files_changed` counts them all
+CANDIDATES = 2000  # BM25 hits read before filters; widened until a page fills or every hit is seen
+PATH_BOOST, HUNK_BOOST = 0.5, 0.3  # a word in the message says more than one in a path or a changed line
+
+
+class HistoryError(BlobdexError):
+    """History cannot be answered as asked; the message says why and what to try."""
+
+    status = 400
+
+
+class NoHistory(HistoryError):
+    """The snapshot holds no history of that repo (history is off, or the repo is not indexed)."""
+
+    status = 404
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitPage:
+    snapshot_id: str
+    commits: list[dict]  # commit_dict, with `score` for a search
+    next_cursor: str | None
+
+
+class History:
+    """One snapshot's history tables, loaded once: commits by key, the paths each changed, parents."""
+
+    def __init__(self, reader: SnapshotReader):
+        self.commits = read_history(reader.path, reader.manifest, "commits")
+        changes = read_history(
+            reader.path,
+            reader.manifest,
+            "commit_changes",
+            columns=["org", "repo", "commit_id", "path", "old_path", "change", "added", "removed"],
+        )
+        c = self.commits.select(["org", "repo", "commit_id"]).to_pydict()
+        self.keys = list(zip(c["org"], c["repo"], c["commit_id"]))
+        self.row = {key: i for i, key in enumerate(self.keys)}
+        self.time = self.commits.column("committer_time").to_numpy()
+        self.org = np.array(c["org"], dtype=object)
+        self.repo = np.array(c["repo"], dtype=object)
+        self.parents = self.commits.column("parents").to_pylist()
+        self.paths: list[list[tuple]] = [[] for _ in self.keys]
+        ch = changes.to_pydict()
+        for i in range(changes.num_rows):
+            at = self.row.get((ch["org"][i], ch["repo"][i], ch["commit_id"][i]))
+            if at is not None:
+                self.paths[at].append(
+                    (ch["path"][i], ch["old_path"][i], ch["change"][i], ch["added"][i], ch["removed"][i])
+                )
+        index = open_history_lexical(reader.path)
+        self.index = index
+        self.searcher = index.searcher() if index is not None else None
+        self._reachable: dict[tuple[str, str, str], np.ndarray] = {}
+
+    def reachable(self, org: str, repo: str, head: str) -> np.ndarray:
+        """Rows of the commits `head` reaches in the tables, newest first (by commit time, as `git log`)."""
+        key = (org, repo, head)
+        if key not in self._reachable:
+            start = self.row.get(key)
+            order = []
+            if start is not None:
+                seen, queue = {start}, [(-int(self.time[start]), start)]
+                while queue:
+                    _, at = heapq.heappop(queue)
+                    order.append(at)
+                    for p in self.parents[at]:
+                        nxt = self.row.get((org, repo, p))
+                        if nxt is not None and nxt not in seen:
+                            seen.add(nxt)
+                            heapq.heappush(queue, (-int(self.time[nxt]), nxt))
+            self._reachable[key] = np.array(order, dtype=np.int64)
+        return self._reachable[key]
+
+    def renamed_from(self, org: str, repo: str, commit_id: str, path: str) -> str | None:
+        """The path a file had before `commit_id` renamed it to `path`, or None."""
+        at = self.row.get((org, repo, commit_id))
+        if at is None:
+            return None
+        return next((old for p, old, change, _, _ in self.paths[at] if change == "rename" and p == path), None)
+
+    def commit_dict(self, at: int, paths: bool = True) -> dict:
+        row = {k: self.commits.column(k)[at].as_py() for k in _SHOWN}
+        changed = self.paths[at]
+        out = {
+            "org": row["org"],
+            "repo": row["repo"],
+            "commit_id": row["commit_id"],
+            "parents": row["parents"],
+            "author": row["author_name"],
+            "author_email": row["author_email"],
+            "date": when(row["author_time"]),
+            "committed": when(row["committer_time"]),
+            "subject": row["subject"],
+            "message": row["message"],
+            "files_changed": row["files_changed"],
+            "added": row["added"],
+            "removed": row["removed"],
+        }
+        if paths:
+            out["paths"] = [
+                {"path": p, "change": c, **({"old_path": o} if o != p else {}), "added": a, "removed": r}
+                for p, o, c, a, r in changed[:PATHS_SHOWN]
+            ]
+        return out
+
+
+_SHOWN = (
+    "org",
+    "repo",
+    "commit_id",
+    "parents",
+    "author_name",
+    "author_email",
+    "author_time",
+    "committer_time",
+    "subject",
+    "message",
+    "files_changed",
+    "added",
+    "removed",
+)
+
+
+def history_of(reader: SnapshotReader) -> History:
+    return reader.cached("history", lambda: History(reader))
+
+
+def _seconds(value: str | None, name: str) -> int | None:
+    """An ISO date or time (UTC unless it says otherwise) as seconds since the epoch."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise HistoryError(f"{name} {value!r} is not a date: write it as 2024-01-31 or 2024-01-31T12:00:00Z") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp())
+
+
+def _head(reader: SnapshotReader, org: str, repo: str, ref: str | None) -> str:
+    """The commit an indexed ref names (short or full name, or a commit id the tables hold); HistoryError when
+    the history tables cannot answer for it."""
+    state = reader.manifest.repo(org, repo)
+    if state is None:
+        known = sorted(r.name for r in reader.manifest.repos if r.org == org)
+        raise NoHistory(f"unknown repo {repo!r} in org {org!r}; indexed repos: {', '.join(known) or 'none'}")
+    if not state.history:
+        raise NoHistory(
+            f'the index holds no history of repo {repo!r}: its config has history = "off", or it was indexed '
+            "before history was; set history = \"messages\" and run 'blobdex index'"
+        )
+    for x in state.refs:
+        if ref in (None, "", x.ref, x.ref.removeprefix("refs/heads/"), x.ref.removeprefix("refs/tags/")):
+            return x.commit_id
+    hist = history_of(reader)
+    if ref and len(ref) >= 4:
+        found = [k[2] for k in hist.keys if k[0] == org and k[1] == repo and k[2].startswith(ref)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise HistoryError(f"commit id prefix {ref!r} is ambiguous in repo {repo!r}; give more digits")
+    indexed = ", ".join(x.ref for x in state.refs)
+    raise HistoryError(
+        f"{ref!r} is neither a ref the index holds of repo {repo!r} ({indexed}) nor a commit of its history; pass "
+        "one of those refs or a commit they reach"
+    )
+
+
+def _page(reader: SnapshotReader, kind: str, asked: dict, cursor: str | None, limit: int) -> int:
+    if not 1 <= limit <= MAX_COMMITS_PER_PAGE:
+        raise HistoryError(f"limit {limit} is out of range: use 1 to {MAX_COMMITS_PER_PAGE}")
+    start = cursor_decode(cursor, kind, reader.snapshot_id, asked)
+    if start is not None and (type(start) is not int or start < 0):
+        raise CursorError(f"that cursor's position is not one a {kind} page gives: ask again without a cursor")
+    return start or 0
+
+
+def log(
+    reader: SnapshotReader,
+    org: str,
+    repo: str,
+    path: str | None = None,
+    ref: str | None = None,
+    limit: int = 20,
+    cursor: str | None = None,
+) -> CommitPage:
+    """The commits `ref` reaches that touched `path` (a file or a folder; every commit without one), newest
+    first. A file renamed on the way is followed to its older name, as `git log --follow`."""
+    head = _head(reader, org, repo, ref)
+    asked = {"org": org, "repo": repo, "path": path, "head": head, "limit": limit}
+    start = _page(reader, "log", asked, cursor, limit)
+    hist = history_of(reader)
+    rows = hist.reachable(org, repo, head)
+    if path:
+        rows = _touching(hist, rows, path.strip("/"))
+    page = rows[start : start + limit]
+    more = start + limit < len(rows)
+    return CommitPage(
+        snapshot_id=reader.snapshot_id,
+        commits=[hist.commit_dict(int(r)) for r in page],
+        next_cursor=cursor_encode("log", reader.snapshot_id, asked, start + limit) if more else None,
+    )
+
+
+def _touching(hist: History, rows: np.ndarray, path: str) -> np.ndarray:
+    names, folder = {path}, path + "/"
+    out = []
+    for at in rows.tolist():
+        hit = False
+        for p, old, change, _, _ in hist.paths[at]:
+            if p in names or p.startswith(folder) or old.startswith(folder):
+                hit = True
+                if change == "rename" and p in names:
+                    names.add(old)  # older commits knew the file by its old name
+        if hit:
+            out.append(at)
+    return np.array(out, dtype=np.int64)
+
+
+def search_commits(
+    reader: SnapshotReader,
+    org: str,
+    query: str = "",
+    repos: tuple[str, ...] = (),
+    paths: tuple[str, ...] = (),
+    author: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    ref: str | None = None,
+    limit: int = 10,
+    cursor: str | None = None,
+) -> CommitPage:
+    """Commits whose message (or changed paths, or hunks where indexed) match `query` by BM25, best first; with
+    no query, the newest. Filters: repos, changed paths (a file or a folder), author (part of the name or the
+    email, any case), since/until (the author's date), ref (reachable from it; with one repo, or the ref's
+    name in each repo)."""
+    asked = {
+        "org": org,
+        "query": query,
+        "repos": list(repos),
+        "paths": list(paths),
+        "author": author,
+        "since": since,
+        "until": until,
+        "ref": ref,
+        "limit": limit,
+    }
+    start = _page(reader, "search_commits", asked, cursor, limit)
+    hist = history_of(reader)
+    mask = _mask(reader, hist, org, repos, paths, author, since, until, ref)
+    words = [w for w in dict.fromkeys(tokens(query)) if w]
+    if words and hist.searcher is not None:
+        ranked = _bm25(hist, org, repos, words, mask, start + limit + 1)
+    else:
+        allowed = np.flatnonzero(mask)
+        order = allowed[np.argsort(-hist.time[allowed], kind="stable")] if len(allowed) else allowed
+        ranked = [(int(r), None) for r in order[: start + limit + 1]]
+    page = ranked[start : start + limit]
+    commits = []
+    for at, score in page:
+        d = hist.commit_dict(at)
+        if score is not None:
+            d["score"] = round(score, 4)
+        commits.append(d)
+    more = len(ranked) > start + limit
+    return CommitPage(
+        snapshot_id=reader.snapshot_id,
+        commits=commits,
+        next_cursor=cursor_encode("search_commits", reader.snapshot_id, asked, start + limit) if more else None,
+    )
+
+
+def _mask(reader, hist: History, org, repos, paths, author, since, until, ref) -> np.ndarray:
+    mask = hist.org == org
+    if repos:
+        mask &= np.isin(hist.repo, list(repos))
+    lo, hi = _seconds(since, "since"), _seconds(until, "until")
+    if lo is not None or hi is not None:
+        times = hist.commits.column("author_time").to_numpy()
+        if lo is not None:
+            mask &= times >= lo
+        if hi is not None:
+            mask &= times <= hi
+    if author:
+        needle = author.lower()
+        names = hist.commits.column("author_name").to_pylist()
+        emails = hist.commits.column("author_email").to_pylist()
+        mask &= np.array([needle in n.lower() or needle in e.lower() for n, e in zip(names, emails)], dtype=bool)
+    if paths:
+        wanted = [p.strip("/") for p in paths]
+        mask &= np.array(
+            [any(_under(p, w) or _under(o, w) for p, o, *_ in hist.paths[i] for w in wanted) for i in range(len(mask))],
+            dtype=bool,
+        )
+    if ref:
+        names = list(repos) or sorted({r.name for r in reader.manifest.repos if r.org == org and r.history})
+        reach = np.zeros(len(mask), dtype=bool)
+        for name in names:
+            try:
+                reach[hist.reachable(org, name, _head(reader, org, name, ref))] = True
+            except HistoryError:
+                if len(names) == 1:
+                    raise
+        mask &= reach
+    return mask
+
+
+def _under(path: str, wanted: str) -> bool:
+    return path == wanted or path.startswith(wanted + "/")
+
+
+def _bm25(hist: History, org, repos, words, mask, depth) -> list[tuple[int, float]]:
+    Q, Occur, schema = tantivy.Query, tantivy.Occur, hist.index.schema
+    should = []
+    for w in words:
+        should.append((Occur.Should, Q.term_query(schema, "message", w)))
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "hunks", w), HUNK_BOOST)))
+    for w in dict.fromkeys(t for word in words for t in path_tokens(word)):
+        should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "paths", w), PATH_BOOST)))
+    must = [(Occur.Must, Q.term_query(schema, "org", org)), (Occur.Must, Q.boolean_query(should))]
+    if repos:
+        must.append((Occur.Must, Q.term_set_query(schema, "repo", list(repos))))
+    query = Q.boolean_query(must)
+    fetch = max(CANDIDATES, depth)
+    while True:
+        result = hist.searcher.search(query, fetch)
+        ranked = []
+        for score, address in result.hits:
+            doc = hist.searcher.doc(address)
+            at = hist.row.get((doc["org"][0], doc["repo"][0], doc["commit_id"][0]))
+            if at is not None and mask[at]:
+                ranked.append((at, float(score)))
+        if len(ranked) >= depth or len(result.hits) < fetch:
+            return ranked[:depth]
+        fetch *= 4
