@@ -28,6 +28,9 @@ DEFAULT_MODE = "messages"
 DEFAULT_MAX_COMMITS = 50_000  # per repo, newest first: a base history part holds at most this many
 BINARY_PROBE = 8000  # bytes git reads for a NUL before it calls a blob binary
 MAX_DIFF_LINES = 20_000  # a side longer than this is counted as lines added and removed, not diffed
+MAX_DIFF_CELLS = 4_000_000  # line pairs of what changed between two versions that a line diff compares at most
+MAX_EDITS = 200  # lines added and removed that line_counts finds by a minimal diff; past it, by counts
+RENAME_FILES = 20  # a commit adding and deleting more files than this finds only renames of identical content
 MAX_HUNK_CHARS = 8_000  # per changed path, in `diffs` mode: the rest of a huge change is not kept
 MAX_MESSAGE_CHARS = 16_000  # a commit message longer than this is kept to this many characters
 
@@ -113,24 +116,33 @@ def is_ancestor(repo, older: str, newer: str) -> bool:
         return False
 
 
-def changes(repo, commit: Commit, hunks: bool = False) -> list[PathChange]:
+def changes(repo, commit: Commit, with_hunks: bool = False) -> list[PathChange]:
     """What `commit` changed, as the module's docstring says (against its one parent, or what differs from every
     parent of a merge), renames detected."""
     from dulwich.diff_tree import RenameDetector, tree_changes
 
     store = repo.object_store
-    detector = RenameDetector(store)
-    if not commit.parents:
-        found = list(tree_changes(store, None, commit.tree, rename_detector=detector))
-    else:
-        found = list(tree_changes(store, store[commit.parents[0]].tree, commit.tree, rename_detector=detector))
+    before = store[commit.parents[0]].tree if commit.parents else None
+    found = list(tree_changes(store, before, commit.tree))
+    kinds = {c.type for c in found}
+    if "add" in kinds and "delete" in kinds:  # only then can a path have moved (dulwich would read every delete)
+        found = list(tree_changes(store, before, commit.tree, rename_detector=RenameDetector(store, RENAME_FILES)))
+    if commit.parents:
         for parent in commit.parents[1:]:
             also = {(c.new or c.old).path for c in tree_changes(store, store[parent].tree, commit.tree)}
             found = [c for c in found if (c.new or c.old).path in also]
-    return [_path_change(store, c, hunks) for c in found]
+    return [_path_change(store, c, with_hunks) for c in found]
 
 
-def _path_change(store, c, hunks: bool) -> PathChange:
+def changes_of(mirror: str, commit_ids: list[str], with_hunks: bool) -> list[list[PathChange]]:
+    """`changes` of each commit, reading the mirror at `mirror` itself: a worker process's share of a long walk."""
+    from dulwich.repo import Repo
+
+    with Repo(mirror) as repo:
+        return [changes(repo, repo[c.encode()], with_hunks) for c in commit_ids]
+
+
+def _path_change(store, c, with_hunks: bool) -> PathChange:
     before, after = c.old, c.new  # the missing side of an add or a delete is None
     old_path = (before or after).path.decode("utf-8", "surrogateescape")
     path = (after or before).path.decode("utf-8", "surrogateescape")
@@ -139,7 +151,7 @@ def _path_change(store, c, hunks: bool) -> PathChange:
     if old is None or new is None:  # a submodule, or a blob the mirror lacks: no lines to count
         added, removed, text = -1, -1, ""
     else:
-        added, removed, text = line_counts(old, new, hunks)
+        added, removed, text = line_counts(old, new, with_hunks)
     text, held = screen(text) if text else ("", 0)
     return PathChange(
         path=path,
@@ -175,27 +187,115 @@ def lines_of(data: bytes) -> list[str]:
     return data.decode("utf-8", "replace").splitlines()
 
 
+def _trimmed(old: list[str], new: list[str]) -> tuple[int, int]:
+    """How many lines the two versions share at their start and, after that, at their end."""
+    most = min(len(old), len(new))
+    head = 0
+    while head < most and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < most - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return head, tail
+
+
 def matching(old: list[str], new: list[str]) -> list[tuple[int, int, int]]:
-    """The runs of lines `new` keeps from `old`: (start in old, start in new, length), as a line diff finds them."""
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    return [tuple(b) for b in matcher.get_matching_blocks() if b.size]
+    """The runs of lines `new` keeps from `old`: (start in old, start in new, length), as a line diff finds them.
+    The lines both share at the start and the end are matched first (a changelog edited at its top costs
+    nothing); what lies between is diffed only when it is under MAX_DIFF_CELLS line pairs, else no line of it
+    matches (a diff there took minutes: difflib is quadratic on lines that repeat)."""
+    head, tail = _trimmed(old, new)
+    blocks = [(0, 0, head)] if head else []
+    a, b = old[head : len(old) - tail], new[head : len(new) - tail]
+    if a and b and len(a) * len(b) <= MAX_DIFF_CELLS:
+        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        blocks += [(head + i, head + j, n) for i, j, n in matcher.get_matching_blocks() if n]
+    if tail:
+        blocks.append((len(old) - tail, len(new) - tail, tail))
+    return blocks
 
 
-def line_counts(old: bytes, new: bytes, hunks: bool = False) -> tuple[int, int, str]:
-    """(lines added, lines removed, the hunks' text when asked) between two versions of a file; (-1, -1, "") for
-    a binary one. Sides longer than MAX_DIFF_LINES are counted by lines that differ, without hunks."""
+def hunks(old: list[str], new: list[str], context: int = 2) -> str:
+    """The unified diff's hunks (without the ---/+++ header) of two versions, from `matching`'s runs and numbered
+    as git numbers them; "" when what changed is too large to diff (over MAX_DIFF_CELLS line pairs)."""
+    head, tail = _trimmed(old, new)
+    if (len(old) - head - tail) * (len(new) - head - tail) > MAX_DIFF_CELLS:
+        return ""
+    ops, i, j = [], 0, 0
+    for x, y, size in [*matching(old, new), (len(old), len(new), 0)]:
+        tag = "replace" if i < x and j < y else "delete" if i < x else "insert" if j < y else ""
+        if tag:
+            ops.append((tag, i, x, j, y))
+        if size:
+            ops.append(("equal", x, x + size, y, y + size))
+        i, j = x + size, y + size
+    out = []
+    for group in _Opcodes(ops).get_grouped_opcodes(context):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        out.append(f"@@ -{_span(i1, i2 - i1)} +{_span(j1, j2 - j1)} @@")
+        for tag, x1, x2, y1, y2 in group:
+            out += [" " + line for line in old[x1:x2]] if tag == "equal" else []
+            out += ["-" + line for line in old[x1:x2]] if tag in ("replace", "delete") else []
+            out += ["+" + line for line in new[y1:y2]] if tag in ("replace", "insert") else []
+    return "\n".join(out)
+
+
+class _Opcodes(difflib.SequenceMatcher):
+    """difflib's grouping of opcodes into hunks, over opcodes made elsewhere."""
+
+    def __init__(self, ops: list[tuple]):
+        super().__init__(None, [], [])
+        self.ops = ops
+
+    def get_opcodes(self):
+        return self.ops
+
+
+def _span(start: int, length: int) -> str:
+    """A hunk header's range, as git writes it: 1-based start (the line before, for an empty range), and the
+    length when it is not 1."""
+    first = start + 1 if length else start
+    return f"{first}" if length == 1 else f"{first},{length}"
+
+
+def line_counts(old: bytes, new: bytes, with_hunks: bool = False) -> tuple[int, int, str]:
+    """(lines added, lines removed, the hunks' text when asked) between two versions of a file, as few as a line
+    diff needs (git's --numstat); (-1, -1, "") for a binary one. Where that takes more than MAX_EDITS edits, or
+    a side is longer than MAX_DIFF_LINES, the lines whose count differs, without hunks."""
     if binary(old) or binary(new):
         return -1, -1, ""
     a, b = lines_of(old), lines_of(new)
-    if max(len(a), len(b)) > MAX_DIFF_LINES:
-        gone, came = Counter(a) - Counter(b), Counter(b) - Counter(a)
+    head, tail = _trimmed(a, b)
+    middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    edits = _edits(middle_a, middle_b) if max(len(a), len(b)) <= MAX_DIFF_LINES else None
+    if edits is None:
+        gone, came = Counter(middle_a) - Counter(middle_b), Counter(middle_b) - Counter(middle_a)
         return sum(came.values()), sum(gone.values()), ""
-    kept = sum(n for _, _, n in matching(a, b))
-    text = ""
-    if hunks:
-        diff = difflib.unified_diff(a, b, lineterm="", n=2)
-        text = "\n".join(line for i, line in enumerate(diff) if i >= 2)[:MAX_HUNK_CHARS]  # the ---/+++ header
-    return len(b) - kept, len(a) - kept, text
+    grown = len(middle_b) - len(middle_a)  # added - removed; added + removed = edits
+    text = hunks(a, b)[:MAX_HUNK_CHARS] if with_hunks else ""
+    return (edits + grown) // 2, (edits - grown) // 2, text
+
+
+def _edits(old: list[str], new: list[str]) -> int | None:
+    """The fewest lines to delete and insert to turn `old` into `new` (Myers' greedy O((N+M)D) walk, counting
+    only), or None past MAX_EDITS."""
+    ids: dict[str, int] = {}
+    a = [ids.setdefault(line, len(ids)) for line in old]
+    b = [ids.setdefault(line, len(ids)) for line in new]
+    n, m = len(a), len(b)
+    most = min(n + m, MAX_EDITS)
+    far = [0] * (2 * most + 3)  # far[k + most + 1]: the furthest x reached on diagonal k = x - y
+    for d in range(most + 1):
+        for k in range(-d, d + 1, 2):
+            at = k + most + 1
+            x = far[at + 1] if k == -d or (k != d and far[at - 1] < far[at + 1]) else far[at - 1] + 1
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            far[at] = x
+            if x >= n and y >= m:
+                return d
+    return None
 
 
 def screen(text: str) -> tuple[str, int]:

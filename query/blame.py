@@ -2,9 +2,9 @@
 
 Lines are passed from a commit to its parents where a line diff matches them (every parent of a merge in turn, as
 `git blame` does); a line no parent has is the commit's own. A file renamed on the way is followed through the
-renames the history tables hold. The walk stops after MAX_STEPS commits: lines not settled by then are the last
-commit's, marked `boundary`, as git marks a boundary commit. Results are cached by (mirror, commit, path):
-commits never change.
+renames the history tables hold, and a commit the tables say left the file alone costs no read. The walk stops
+after MAX_STEPS commits that changed it: lines not settled by then are the last commit's, marked `boundary`, as
+git marks a boundary commit. Results are cached by (mirror, commit, path, snapshot): commits never change.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections import OrderedDict
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from dulwich.object_store import tree_lookup_path
 
@@ -42,10 +43,22 @@ class Blame:
     commits: dict[str, dict]  # commit_id -> {author, author_email, date, subject}
 
 
-def blame(data_dir: Path, file: FileText, renames, snapshot_id: str) -> Blame:
-    """Blame of the lines get_file answered (`file`: the text shown, its commit and path). `renames(commit_id,
-    path)`: the path the file had before that commit renamed it, or None, from snapshot `snapshot_id`'s
-    history."""
+class Graph(Protocol):
+    """What the history tables of one snapshot say about commits (query.history.History)."""
+
+    def commit(self, commit_id: str) -> tuple[list[str], int] | None:
+        """(parents, commit time) of a commit the tables hold; None for one they do not."""
+
+    def touched(self, commit_id: str, path: str) -> bool:
+        """Whether the commit changed `path` (a commit the tables hold)."""
+
+    def renamed_from(self, commit_id: str, path: str) -> str | None:
+        """The path a file had before the commit renamed it to `path`, or None."""
+
+
+def blame(data_dir: Path, file: FileText, graph: Graph, snapshot_id: str) -> Blame:
+    """Blame of the lines get_file answered (`file`: the text shown, its commit and path), with what the history
+    tables of snapshot `snapshot_id` say about commits (`graph`)."""
     if file.total_lines > MAX_BLAME_LINES:
         raise BadRequest(
             f"{file.path!r} in repo {file.repo!r} has {file.total_lines} lines, over blame's {MAX_BLAME_LINES}; "
@@ -53,7 +66,7 @@ def blame(data_dir: Path, file: FileText, renames, snapshot_id: str) -> Blame:
         )
     mirror = mirror_dir(data_dir, file.org, file.repo)
     key = (str(mirror), file.commit_id, file.path, snapshot_id)
-    owners = _cache.pop(key, None) or _attribute(mirror, file.commit_id, file.path, renames)
+    owners = _cache.pop(key, None) or _attribute(mirror, file.commit_id, file.path, graph)
     _cache[key] = owners
     while len(_cache) > CACHED:
         _cache.popitem(last=False)
@@ -94,56 +107,71 @@ def _commit_info(commit) -> dict:
     }
 
 
-def _attribute(mirror: Path, commit_id: str, path: str, renames) -> tuple[tuple[str, bool], ...]:
-    """(commit_id, boundary) of each line of `path` at `commit_id`."""
+def _attribute(mirror: Path, commit_id: str, path: str, graph: Graph) -> tuple[tuple[str, bool], ...]:
+    """(commit_id, boundary) of each line of `path` at `commit_id`. A commit the history tables say left the path
+    as its one parent had it passes every line on without a read of the mirror; the others are diffed."""
     with open_mirror(mirror) as repo:
-        versions: dict[bytes, list[str]] = {}
-
-        def lines(blob_id: bytes) -> list[str]:
-            if blob_id not in versions:
-                versions[blob_id] = history.lines_of(repo[blob_id].data)
-            return versions[blob_id]
-
-        start = repo[commit_id.encode()]
-        blob_id = _blob(repo, start.tree, path)
-        count = len(lines(blob_id))
+        walk = _Walk(repo, graph)
+        count = len(walk.lines(_blob(repo, repo[commit_id.encode()].tree, path)))
         owners: list[tuple[str, bool]] = [("", False)] * count
-        pending: dict[tuple[bytes, str], list[tuple[int, int]]] = {(start.id, path): [(i, i) for i in range(count)]}
-        queue = [(-start.commit_time, start.id, path)]
+        walk.hand_on(commit_id, path, [(i, i) for i in range(count)])
         steps = 0
-        while queue:
-            _, cid, p = heapq.heappop(queue)
-            items = pending.pop((cid, p), None)
+        while walk.queue:
+            _, cid, p = heapq.heappop(walk.queue)
+            items = walk.pending.pop((cid, p), None)
             if not items:
                 continue
-            commit = repo[cid]
+            known = graph.commit(cid)
+            if known and len(known[0]) == 1 and not graph.touched(cid, p):
+                walk.hand_on(known[0][0], p, items)  # the same blob at its parent: every line as it is
+                continue
+            commit, left = repo[cid.encode()], items
             steps += 1
-            left = items
             if steps < MAX_STEPS:
-                here = _blob(repo, commit.tree, p)
-                before = renames(cid.decode(), p) or p
-                for parent_id in commit.parents:
-                    if not left:
-                        break
-                    parent = repo[parent_id]
-                    theirs = _blob(repo, parent.tree, before)
-                    if theirs is None:
-                        continue
-                    if theirs == here:
-                        passed, left = left, []
-                    else:
-                        mapped = _mapping(lines(theirs), lines(here))
-                        passed = [(mapped[i], f) for i, f in left if i in mapped]
-                        left = [(i, f) for i, f in left if i not in mapped]
-                    if passed:
-                        key = (parent.id, before)
-                        if key not in pending:
-                            heapq.heappush(queue, (-parent.commit_time, parent.id, before))
-                        pending.setdefault(key, []).extend(passed)
+                left = walk.to_parents(commit, p, graph.renamed_from(cid, p) or p, items)
             boundary = steps >= MAX_STEPS and bool(commit.parents)
             for _, f in left:
-                owners[f] = (cid.decode(), boundary)
+                owners[f] = (cid, boundary)
         return tuple(owners)
+
+
+class _Walk:
+    """One blame's walk: the commits still to visit, newest first, with the lines each is asked about."""
+
+    def __init__(self, repo, graph: Graph):
+        self.repo, self.graph = repo, graph
+        self.versions: dict[bytes, list[str]] = {}
+        self.pending: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (commit, path) -> (line there, line asked)
+        self.queue: list[tuple[int, str, str]] = []
+
+    def lines(self, blob_id: bytes) -> list[str]:
+        if blob_id not in self.versions:
+            self.versions[blob_id] = history.lines_of(self.repo[blob_id].data)
+        return self.versions[blob_id]
+
+    def hand_on(self, commit_id: str, path: str, items: list[tuple[int, int]]) -> None:
+        if (commit_id, path) not in self.pending:
+            known = self.graph.commit(commit_id)
+            when = known[1] if known else self.repo[commit_id.encode()].commit_time
+            heapq.heappush(self.queue, (-when, commit_id, path))
+        self.pending.setdefault((commit_id, path), []).extend(items)
+
+    def to_parents(self, commit, path: str, before: str, items: list) -> list:
+        """Pass the lines each parent (`before`: the path there) has on to it, in turn; the rest are the commit's."""
+        here, left = _blob(self.repo, commit.tree, path), items
+        for parent_id in commit.parents:
+            theirs = _blob(self.repo, self.repo[parent_id].tree, before) if left else None
+            if theirs is None:
+                continue
+            if theirs == here:
+                passed, left = left, []
+            else:
+                mapped = _mapping(self.lines(theirs), self.lines(here))
+                passed = [(mapped[i], f) for i, f in left if i in mapped]
+                left = [(i, f) for i, f in left if i not in mapped]
+            if passed:
+                self.hand_on(parent_id.decode(), before, passed)
+        return left
 
 
 def _mapping(old: list[str], new: list[str]) -> dict[int, int]:

@@ -6,7 +6,6 @@ a marker naming its kind, as everywhere else (indexer/history.py screen)."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,7 +114,9 @@ def _file(store, c) -> dict:
     a, b = history.lines_of(old), history.lines_of(new)
     if max(len(a), len(b)) > history.MAX_DIFF_LINES:
         return {**out, "added": added, "removed": removed, "hunks": "", "note": "too long to diff here: use git"}
-    body = "\n".join(list(difflib.unified_diff(a, b, lineterm="", n=CONTEXT_LINES))[2:])
+    body = history.hunks(a, b, CONTEXT_LINES)
+    if not body and added + removed:
+        return {**out, "added": added, "removed": removed, "hunks": "", "note": "too large to diff here: use git"}
     text, held = history.screen(body[:MAX_DIFF_CHARS])
     out.update(added=added, removed=removed, hunks=text)
     if len(body) > MAX_DIFF_CHARS:

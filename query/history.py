@@ -22,12 +22,16 @@ from indexer.tokenize import path_tokens, tokens
 from query.cursor import CursorError
 from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
+from query.query_text import STOPWORDS
 from query.reader import SnapshotReader
 
 MAX_COMMITS_PER_PAGE = 200
 PATHS_SHOWN = 20  # changed paths listed per commit in an answer; `files_changed` counts them all
 CANDIDATES = 2000  # BM25 hits read before filters; widened until a page fills or every hit is seen
 PATH_BOOST, HUNK_BOOST = 0.5, 0.3  # a word in the message says more than one in a path or a changed line
+# The history signal (file_votes): the past commits most like a task vote for the files they changed.
+SIMILAR_COMMITS = 50  # commits that vote
+HALF_LIFE_DAYS = 365.0  # a commit this much older than the repo's newest votes half as much
 
 
 class HistoryError(BlobdexError):
@@ -99,12 +103,9 @@ class History:
             self._reachable[key] = np.array(order, dtype=np.int64)
         return self._reachable[key]
 
-    def renamed_from(self, org: str, repo: str, commit_id: str, path: str) -> str | None:
-        """The path a file had before `commit_id` renamed it to `path`, or None."""
-        at = self.row.get((org, repo, commit_id))
-        if at is None:
-            return None
-        return next((old for p, old, change, _, _ in self.paths[at] if change == "rename" and p == path), None)
+    def graph(self, org: str, repo: str) -> "RepoGraph":
+        """What the tables say about one repo's commits, as blame asks it (query.blame.Graph)."""
+        return RepoGraph(self, org, repo)
 
     def commit_dict(self, at: int, paths: bool = True) -> dict:
         row = {k: self.commits.column(k)[at].as_py() for k in _SHOWN}
@@ -130,6 +131,32 @@ class History:
                 for p, o, c, a, r in changed[:PATHS_SHOWN]
             ]
         return out
+
+
+@dataclass(frozen=True)
+class RepoGraph:
+    """One repo's commits in the history tables: parents and times, and which paths each changed."""
+
+    hist: History
+    org: str
+    repo: str
+
+    def _row(self, commit_id: str) -> int | None:
+        return self.hist.row.get((self.org, self.repo, commit_id))
+
+    def commit(self, commit_id: str) -> tuple[list[str], int] | None:
+        at = self._row(commit_id)
+        return None if at is None else (self.hist.parents[at], int(self.hist.time[at]))
+
+    def touched(self, commit_id: str, path: str) -> bool:
+        at = self._row(commit_id)
+        return at is None or any(p == path or old == path for p, old, *_ in self.hist.paths[at])
+
+    def renamed_from(self, commit_id: str, path: str) -> str | None:
+        at = self._row(commit_id)
+        if at is None:
+            return None
+        return next((old for p, old, change, _, _ in self.hist.paths[at] if change == "rename" and p == path), None)
 
 
 _SHOWN = (
@@ -362,3 +389,50 @@ def _bm25(hist: History, org, repos, words, mask, depth) -> list[tuple[int, floa
         if len(ranked) >= depth or len(result.hits) < fetch:
             return ranked[:depth]
         fetch *= 4
+
+
+def similar_commits(reader: SnapshotReader, org: str, repos: tuple[str, ...], text: str, depth: int):
+    """The commits of the snapshot's history most like `text` by BM25 (message, changed paths, hunks), best
+    first: (row, score). Empty when the snapshot holds no history."""
+    hist = history_of(reader)
+    words = [w for w in dict.fromkeys(tokens(text)) if w and w not in STOPWORDS]
+    if not words or hist.searcher is None:
+        return []
+    mask = hist.org == org
+    if repos:
+        mask &= np.isin(hist.repo, list(repos))
+    return _bm25(hist, org, repos, words, mask, depth)
+
+
+def file_votes(reader: SnapshotReader, org: str, repos: tuple[str, ...], text: str) -> list[tuple[tuple, float]]:
+    """Files ranked by what the organisation already changed for tasks like this one (BugLocator's similar
+    reports): each of the SIMILAR_COMMITS commits most like `text` votes for the files it changed, by its
+    similarity (relative to the best), halved every HALF_LIFE_DAYS it is older than its repo's newest commit,
+    and shared among the files it changed. Only files the snapshot indexes get votes; the history is what the
+    indexed commits reach, so nothing newer than them can vote."""
+    ranked = similar_commits(reader, org, repos, text, SIMILAR_COMMITS)
+    if not ranked:
+        return []
+    hist, best = history_of(reader), ranked[0][1] or 1.0
+    newest = reader.cached("history:newest", lambda: _newest(hist))
+    live = reader.files(org)
+    votes: dict[tuple[str, str], float] = {}
+    for at, score in ranked:
+        changed = [p for p, _, change, _, _ in hist.paths[at] if change != "delete"]
+        if not changed:
+            continue
+        repo = hist.repo[at]
+        age = (newest[(org, repo)] - int(hist.time[at])) / 86400
+        weight = (score / best) * 0.5 ** (age / HALF_LIFE_DAYS) / len(changed)
+        for path in changed:
+            if (repo, path) in live:
+                votes[(repo, path)] = votes.get((repo, path), 0.0) + weight
+    return sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _newest(hist: History) -> dict[tuple[str, str], int]:
+    """(org, repo) -> the commit time of its newest commit."""
+    newest: dict[tuple[str, str], int] = {}
+    for key, t in zip(zip(hist.org.tolist(), hist.repo.tolist()), hist.time.tolist()):
+        newest[key] = max(newest.get(key, t), t)
+    return newest

@@ -15,12 +15,13 @@ file MRR on three of four histories in `blobdex eval commits`; docs/benchmarks.m
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import re2
 
 from indexer.embed import Embedder
 from indexer.languages import GRAMMARS, is_test_file, language_for
+from query.history import file_votes
 from query.reader import SnapshotReader
 from query.search import (
     RRF_K,
@@ -36,6 +37,8 @@ from query.query_text import named_definitions, title_and_body
 
 DECAY = 0.5  # within a signal, the n-th best chunk of a file adds DECAY**n of its share
 SIGNALS = ("vector", "bm25", "symbol")  # a file's place in the symbol list is its first definition's
+FILE_MODES = ("hybrid", "vector", "bm25", "history")  # history: files ranked by similar past commits alone
+HISTORY_WEIGHT = 1.0  # the history signal's weight in the fusion of file rankings
 NAMED_SYMBOL_BONUS = 0.02  # about one signal's first place, per definition a one-line text names (at most 3)
 # A text with a body (a report, not a subject line) names many definitions in passing: they still rank in
 # the symbol list, but a bonus on top lifted every file defining one of them over the file to change
@@ -141,6 +144,9 @@ def runner_repos(reader: SnapshotReader, org: str) -> frozenset[str]:
 
 
 def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, reranker=None) -> list[FileHit]:
+    if req.mode == "history":
+        validate(replace(req, mode="hybrid"), reader)
+        return _history_alone(reader, req)
     validate(req, reader)
     mask = row_mask(req, reader)
     pool = candidates(reader, embedder, req, reranker=reranker, mask=mask)
@@ -148,12 +154,7 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
     for hit in pool:  # fused chunk order: each file's evidence is its best three chunks
         key = (hit.repo, hit.path)
         if key not in files:
-            files[key] = FileHit(
-                repo=hit.repo,
-                path=hit.path,
-                score=0.0,
-                signals={"named_symbols": 0, "named_file": False, "named_scope": False, "test_weight": 1.0},
-            )
+            files[key] = _file_hit(hit.repo, hit.path)
         if len(files[key].evidence) < 3:
             files[key].evidence.append(hit)
     lists = {
@@ -166,6 +167,12 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
         (name, 1.0, [(key, 0.0) for key in _file_order(hits, 0.0 if name == "symbol" else DECAY)])
         for name, hits in lists.items()
     ]
+    if req.mode == "hybrid":
+        voted = file_votes(reader, req.org, req.repos, req.query)
+        for repo, path in (key for key, _ in voted if key not in files):
+            files[(repo, path)] = _file_hit(repo, path)
+        if voted:
+            orders.append(("history", HISTORY_WEIGHT, voted))
     fused: dict[tuple[str, str], float] = defaultdict(float)
     for key, entry in rrf(orders).items():
         files[key].signals.update({k: v for k, v in entry.items() if k.endswith("_rank")})
@@ -198,6 +205,25 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
         )
         entry.score = round(s["test_weight"] * (weight * fused[key] + named), 6)
     return sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
+
+
+def _file_hit(repo: str, path: str) -> FileHit:
+    signals = {"named_symbols": 0, "named_file": False, "named_scope": False, "test_weight": 1.0}
+    return FileHit(repo=repo, path=path, score=0.0, signals=signals)
+
+
+def _history_alone(reader: SnapshotReader, req: SearchRequest) -> list[FileHit]:
+    """Files ranked by the history signal alone (eval's `history` column)."""
+    ranked = []
+    for position, ((repo, path), score) in enumerate(file_votes(reader, req.org, req.repos, req.query)[: req.limit], 1):
+        hit = _file_hit(repo, path)
+        hit.score, hit.signals["history_rank"], hit.signals["history_score"] = (
+            round(score, 6),
+            position,
+            round(score, 4),
+        )
+        ranked.append(hit)
+    return ranked
 
 
 def _file_order(hits: list[Hit], decay: float) -> list[tuple[str, str]]:

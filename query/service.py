@@ -445,8 +445,7 @@ class Service:
         """Each line's last commit, for the lines get_file would answer (the indexed commit without a ref)."""
         file = self.get_file(org, repo, path, ref, start, end)
         reader = self.reader()
-        hist = history.history_of(reader)
-        return blame(self.cfg.data_dir, file, lambda c, p: hist.renamed_from(org, repo, c, p), reader.snapshot_id)
+        return blame(self.cfg.data_dir, file, history.history_of(reader).graph(org, repo), reader.snapshot_id)
 
     def diff(self, org: str, repo: str, base: str, head: str, path: str | None = None, **page) -> DiffPage:
         """The change between two refs or commits (query.diff); `page`: limit, cursor."""

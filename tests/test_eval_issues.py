@@ -145,7 +145,12 @@ def test_eval_issues_cli_prints_the_table_split_and_lengths(shop):
     out = CliRunner().invoke(cli, args + ["--split", "all", "--json"])
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
-    assert {mode: s["n"] for mode, s in result["summary"].items()} == {"hybrid": 3, "vector": 3, "bm25": 3}
+    assert {mode: s["n"] for mode, s in result["summary"].items()} == {
+        "hybrid": 3,
+        "vector": 3,
+        "bm25": 3,
+        "history": 3,
+    }
     assert [(row["kind"], row["expected"]) for row in result["cases"]] == [
         ("commit", ["shop/cart.py"]),
         ("pull request", ["shop/price.py"]),

@@ -17,6 +17,7 @@ from query.eval.metrics import Scores, run_cases
 from query.eval.queries import load_queries
 from query.eval.scratch import drop_scratch, index_scratch
 from query.localize import (
+    HISTORY_WEIGHT,
     NAMED_FILE_BONUS,
     NAMED_SYMBOL_BONUS,
     NON_SOURCE_WEIGHT,
@@ -70,12 +71,13 @@ def test_files_fuse_each_signals_own_file_ranking(reader, hasher):
         assert alone and {f.path: f.signals[f"{signal}_rank"] for f in hybrid if f.path in alone} == alone
     for f in hybrid:
         ranks = [f.signals[k] for k in ("vector_rank", "bm25_rank", "symbol_rank") if f.signals.get(k)]
+        history = HISTORY_WEIGHT / (RRF_K + f.signals["history_rank"]) if f.signals.get("history_rank") else 0.0
         weight = NON_SOURCE_WEIGHT if f.path.endswith(".md") else 1.0  # README.md, docs/guide.md
         bonus = NAMED_SYMBOL_BONUS * min(f.signals["named_symbols"], 3) + (
             NAMED_FILE_BONUS if f.signals["named_file"] else 0.0
         )
         assert f.signals["test_weight"] == 1.0  # no test file here, and the query does not speak of tests
-        assert f.score == pytest.approx(weight * sum(1 / (RRF_K + r) for r in ranks) + bonus, abs=1e-6)
+        assert f.score == pytest.approx(weight * (sum(1 / (RRF_K + r) for r in ranks) + history) + bonus, abs=1e-6)
     assert any(f.path.endswith(".md") for f in hybrid)  # the weight was exercised
 
 
@@ -169,7 +171,7 @@ def test_eval_queries_from_jsonl(corpus, reader, hasher, tmp_path):
         + "\n"
     )
     result = run_cases(reader, hasher, load_queries(path))
-    assert set(result["summary"]) == {"hybrid", "vector", "bm25"}
+    assert set(result["summary"]) == {"hybrid", "vector", "bm25", "history"}
     assert result["summary"]["hybrid"]["hit@1"] == 1.0 and result["summary"]["bm25"]["hit@1"] == 1.0
     assert result["cases"][1]["hybrid"]["top"][0] == "queue/src/lib.rs"
     bad = tmp_path / "bad.jsonl"

@@ -22,7 +22,10 @@ from indexer.embed import HashEmbedder
 from indexer.history import MAX_DIFF_LINES
 from indexer.snapshot import open_manifest, read_history
 from indexer.snapshot.verify import open_check
+from query.eval.commits import eval_commits
 from query.history import HistoryError, NoHistory
+from query.localize import localize
+from query.search import SearchRequest
 from query.service import Service
 from query.surfaces.app import app
 from query.surfaces.mcp import build
@@ -390,3 +393,76 @@ def test_a_mirror_whose_history_cannot_be_read_keeps_serving_its_files(tmp_path,
     assert report.published and report.repos[0].status == "ok" and report.repos[0].files == 2
     assert any("cannot read the history of repo 'api'" in n for n in report.notes)
     assert len(_parts(cfg)) == 1  # the history it had
+
+
+# -- history as a ranking signal ------------------------------------------------------------------------------
+
+
+def _shop(tmp_path):
+    """A shop whose history fixed rounding in billing twice; the files' text never says "rounding"."""
+    repo = gitrepo.init(tmp_path / "src" / "shop")
+    files = {
+        "shop/billing.py": b"def total(items):\n    return sum(i.price for i in items)\n",
+        "shop/cart.py": b"def add(cart, item):\n    cart.append(item)\n",
+        "shop/search.py": b"def find(items, word):\n    return [i for i in items if word in i.name]\n",
+    }
+    gitrepo.commit(repo, files, message="Open the shop", when=T)
+    for n, message in enumerate(["Fix rounding of cents in totals", "Rounding again: half cents round up"], 1):
+        files = {**files, "shop/billing.py": files["shop/billing.py"] + f"# {n}\n".encode()}
+        gitrepo.commit(repo, files, message=message, when=T + n * 86400)
+    files = {**files, "shop/cart.py": files["shop/cart.py"] + b"# carts\n"}
+    gitrepo.commit(repo, files, message="Let carts hold more items", when=T + 5 * 86400)
+    return repo, files
+
+
+def test_past_fixes_vote_for_the_files_they_changed(tmp_path):
+    _shop(tmp_path)
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
+    run(cfg, show_progress=False)
+    service = Service(cfg, embedder=HashEmbedder())
+    reader = service.reader()
+    task = "Customers see totals off by one cent: rounding is wrong"
+    alone = localize(reader, service.embedder, SearchRequest(query=task, limit=5, mode="history"))
+    assert [f.path for f in alone] == ["shop/billing.py"] and alone[0].signals["history_rank"] == 1
+    fused = localize(reader, service.embedder, SearchRequest(query=task, limit=5))
+    assert fused[0].path == "shop/billing.py" and fused[0].signals["history_rank"] == 1
+    # Without history there is no such vote, and the files' own text does not find it first.
+    cfg.path.write_text('history = "off"\n' + cfg.path.read_text())
+    run(load(cfg.path), show_progress=False)
+    plain = Service(load(cfg.path), embedder=HashEmbedder())
+    assert localize(plain.reader(), plain.embedder, SearchRequest(query=task, limit=5, mode="history")) == []
+
+
+def test_eval_builds_each_cases_history_from_commits_before_it(tmp_path):
+    """`eval commits` asks each case at its parent, whose history cannot hold the case's own commit: a subject
+    found nowhere else gets no history vote, though the commit itself changed the expected file."""
+    repo, files = _shop(tmp_path)
+    files = {**files, "shop/search.py": files["shop/search.py"] + b"# zebra\n"}
+    gitrepo.commit(repo, files, message="Make the zebra quokka lookup case blind", when=T + 9 * 86400)
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
+    run(cfg, show_progress=False)
+    result = eval_commits(cfg, "shop", 10, 0, HashEmbedder())
+    rows = {row["query"]: row for row in result["cases"]}
+    assert rows["Make the zebra quokka lookup case blind"]["history"]["rank"] is None  # its own commit is unseen
+    assert rows["Rounding again: half cents round up"]["history"]["rank"] == 1  # the earlier rounding fix votes
+    assert set(result["summary"]) == {"hybrid", "vector", "bm25", "history"}
+
+
+def test_a_long_walk_read_by_worker_processes_gives_the_same_tables(tmp_path, monkeypatch):
+    repo = gitrepo.init(tmp_path / "src" / "api")
+    for i in range(7):
+        files = {"a.py": f"a = {i}\n".encode(), f"b{i % 3}.py": f"b = {i}\n".encode()}
+        gitrepo.commit(repo, files, message=f"Step {i} of the walk", when=T + i)
+    tables = []
+    for parallel in (False, True):
+        if parallel:  # spawned workers, two commits a slice, on any machine
+            monkeypatch.setattr("indexer.build.history.PARALLEL_FROM", 2)
+            monkeypatch.setattr("indexer.build.history.SLICE", 2)
+            monkeypatch.setattr("indexer.build.history.os.cpu_count", lambda: 2)
+        root = tmp_path / str(parallel)
+        root.mkdir()
+        cfg = write_config(root, [RepoSpec(name="api", url=str(tmp_path / "src" / "api"))])
+        assert run(cfg, show_progress=False).commits_read == 7
+        path, manifest = open_manifest(cfg.data_dir)
+        tables.append([read_history(path, manifest, t).to_pylist() for t in ("commits", "commit_changes")])
+    assert tables[0] == tables[1] and len(tables[0][0]) == 7 and tables[0][1]

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from query import localize as localize_module
 from query import search as search_module
-from query.localize import localize
+from query.localize import FILE_MODES, localize
 from query.reader import SnapshotReader
-from query.search import MODES, SearchRequest
+from query.search import SearchRequest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +76,7 @@ def configuration(reader: SnapshotReader, reranker=None) -> dict:
 
 def modes(reranker=None) -> tuple[str, ...]:
     """The columns an eval measures: each signal alone, hybrid, and hybrid reranked when a reranker is set."""
-    return MODES + (("rerank",) if reranker is not None else ())
+    return FILE_MODES + (("rerank",) if reranker is not None else ())
 
 
 def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "default", reranker=None) -> dict:
