@@ -1,4 +1,4 @@
-# blobdex: make install | install-torch | run | lint | test | docs | bench | bench-scale | bench-precision | clean. The venv lives in .venv; the CLI is .venv/bin/blobdex.
+# blobdex: make install | install-torch | run | lint | test | docs | bench | bench-scale | bench-precision | bench-history | clean. The venv lives in .venv; the CLI is .venv/bin/blobdex.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -22,7 +22,7 @@ CONFIG ?= blobdex.toml
 SYMBOLS ?= get
 PORT ?= 8765
 
-.PHONY: install install-torch run lint test docs bench bench-scale bench-precision clean
+.PHONY: install install-torch run lint test docs bench bench-scale bench-precision bench-history clean
 
 install: $(VENV)/.installed
 
@@ -70,6 +70,9 @@ docs: install
 
 bench: install-torch
 	$(BIN)/python ci/bench.py
+
+bench-history: install
+	$(BIN)/python ci/bench_history.py
 
 bench-scale: install-torch  # the default corpus copies networkx, which the torch extra installs
 	$(BIN)/python ci/bench_scale.py

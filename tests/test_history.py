@@ -415,7 +415,7 @@ def _shop(tmp_path):
     return repo, files
 
 
-def test_past_fixes_vote_for_the_files_they_changed(tmp_path):
+def test_past_fixes_vote_for_the_files_they_changed(tmp_path, monkeypatch):
     _shop(tmp_path)
     cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
     run(cfg, show_progress=False)
@@ -424,6 +424,7 @@ def test_past_fixes_vote_for_the_files_they_changed(tmp_path):
     task = "Customers see totals off by one cent: rounding is wrong"
     alone = localize(reader, service.embedder, SearchRequest(query=task, limit=5, mode="history"))
     assert [f.path for f in alone] == ["shop/billing.py"] and alone[0].signals["history_rank"] == 1
+    monkeypatch.setattr("query.localize.HISTORY_WEIGHT", 1.0)  # fused, where it is switched on
     fused = localize(reader, service.embedder, SearchRequest(query=task, limit=5))
     assert fused[0].path == "shop/billing.py" and fused[0].signals["history_rank"] == 1
     # Without history there is no such vote, and the files' own text does not find it first.
