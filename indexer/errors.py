@@ -25,6 +25,7 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     |  + FileTooLarge                 413  query/get_file.py
     + GrepError                       400  query/grep.py
     + HistoryError                    400  query/history.py
+    |  + DamagedHistory               503  query/history.py
     |  + NoHistory                    404  query/history.py
     + JudgementError                  400  query/eval/codesearchnet.py
     + MirrorError                     400  indexer/mirror.py

@@ -17,7 +17,7 @@ import tantivy
 
 from indexer.errors import BlobdexError
 from indexer.history import when
-from indexer.snapshot import open_history_lexical, read_history
+from indexer.snapshot import open_history_lexical, read_history, store_error
 from indexer.tokenize import path_tokens, tokens
 from query.cursor import CursorError
 from query.cursor import decode as cursor_decode
@@ -28,6 +28,7 @@ from query.reader import SnapshotReader
 MAX_COMMITS_PER_PAGE = 200
 PATHS_SHOWN = 20  # changed paths listed per commit in an answer; `files_changed` counts them all
 CANDIDATES = 2000  # BM25 hits read before filters; widened until a page fills or every hit is seen
+MAX_WORDS = 200  # distinct words of a query the commits index is asked for (a pasted report has more)
 PATH_BOOST, HUNK_BOOST = 0.5, 0.3  # a word in the message says more than one in a path or a changed line
 # The history signal (file_votes): the past commits most like a task vote for the files they changed.
 SIMILAR_COMMITS = 50  # commits that vote
@@ -44,6 +45,12 @@ class NoHistory(HistoryError):
     """The snapshot holds no history of that repo (history is off, or the repo is not indexed)."""
 
     status = 404
+
+
+class DamagedHistory(HistoryError):
+    """The snapshot's history parts or commits index are damaged: the rest of the snapshot still serves."""
+
+    status = 503
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,7 +184,20 @@ _SHOWN = (
 
 
 def history_of(reader: SnapshotReader) -> History:
-    return reader.cached("history", lambda: History(reader))
+    return reader.cached("history", lambda: _opened(reader))
+
+
+def _opened(reader: SnapshotReader) -> History:
+    try:
+        return History(reader)
+    except BaseException as exc:  # arrow and tantivy raise their own types on damaged bytes (pyo3 panics too)
+        if not store_error(exc):
+            raise
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DamagedHistory(
+            f"the history of snapshot {reader.snapshot_id} cannot be read ({reason}); run 'blobdex verify', then "
+            "'blobdex index --full' to write it again"
+        ) from exc
 
 
 def _seconds(value: str | None, name: str) -> int | None:
@@ -304,7 +324,7 @@ def search_commits(
     start = _page(reader, "search_commits", asked, cursor, limit)
     hist = history_of(reader)
     mask = _mask(reader, hist, org, repos, paths, author, since, until, ref)
-    words = [w for w in dict.fromkeys(tokens(query)) if w]
+    words = [w for w in dict.fromkeys(tokens(query)) if w][:MAX_WORDS]
     if words and hist.searcher is not None:
         ranked = _bm25(hist, org, repos, words, mask, start + limit + 1)
     else:
@@ -395,7 +415,7 @@ def similar_commits(reader: SnapshotReader, org: str, repos: tuple[str, ...], te
     """The commits of the snapshot's history most like `text` by BM25 (message, changed paths, hunks), best
     first: (row, score). Empty when the snapshot holds no history."""
     hist = history_of(reader)
-    words = [w for w in dict.fromkeys(tokens(text)) if w and w not in STOPWORDS]
+    words = [w for w in dict.fromkeys(tokens(text)) if w and w not in STOPWORDS][:MAX_WORDS]
     if not words or hist.searcher is None:
         return []
     mask = hist.org == org

@@ -467,3 +467,16 @@ def test_a_long_walk_read_by_worker_processes_gives_the_same_tables(tmp_path, mo
         path, manifest = open_manifest(cfg.data_dir)
         tables.append([read_history(path, manifest, t).to_pylist() for t in ("commits", "commit_changes")])
     assert tables[0] == tables[1] and len(tables[0][0]) == 7 and tables[0][1]
+
+
+def test_damaged_history_is_one_sentence_and_the_rest_still_serves(tmp_path, blobdex):
+    _shop(tmp_path)
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
+    run(cfg, show_progress=False)
+    part = open_manifest(cfg.data_dir)[1].repo("default", "shop").history[0]
+    table = cfg.data_dir / "parts" / part / "commits.parquet"
+    table.write_bytes(table.read_bytes()[:100])  # a torn write
+    refused = blobdex("--config", cfg.path, "log", "shop")
+    assert_one_sentence_error(refused, "the history of snapshot", "cannot be read", "blobdex verify")
+    assert blobdex("--config", cfg.path, "search", "total", "--json").code == 0  # code search is unaffected
+    assert open_check(*open_manifest(cfg.data_dir)).startswith("history")

@@ -35,6 +35,7 @@ MAX_PARTS = 16  # a repo's history parts before a run writes one base of them al
 PARALLEL_FROM = 2_000  # commits a walk must have before worker processes read them
 MAX_WORKERS = 8
 SLICE = 250  # commits one worker reads at a time
+PROGRESS_FROM = 500  # commits a walk must have to show progress lines (a few new commits take milliseconds)
 
 
 @dataclass(kw_only=True)
@@ -111,7 +112,8 @@ def _read(run: Run, w: RepoWork, repo, heads: list[str], exclude: list[str], bas
     commits = history.walk(repo, heads, exclude, settings)
     c_rows: dict[str, list] = {n: [] for n in COMMITS_SCHEMA.names}
     p_rows: dict[str, list] = {n: [] for n in COMMIT_CHANGES_SCHEMA.names}
-    with Progress(f"history {org}/{name}", len(commits), run.show_progress) as bar:
+    shown = run.show_progress and len(commits) >= PROGRESS_FROM
+    with Progress(f"history {org}/{name}", len(commits), shown) as bar:
         for commit, changed in zip(commits, _changes(repo, w.mirror_path, commits, settings.mode == "diffs")):
             message, held = history.screen(commit.message.decode("utf-8", "replace")[: history.MAX_MESSAGE_CHARS])
             author, committer = history.person(commit.author), history.person(commit.committer)

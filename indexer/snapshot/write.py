@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -64,9 +66,7 @@ def write_part(
 ) -> PartInfo:
     """Write one part (`info`: PartInfo's fields but part_id and rows; `chunks` in chunk_schema; `tables`: paths,
     files and every fact table) aside, then rename it into place. Returns what part.json says."""
-    part_id = new_snapshot_id()
-    built = part_build_dir(data_dir, part_id)
-    try:
+    with _aside(data_dir) as (part_id, built):
         with pa.OSFile(str(built / CHUNKS_ARROW), "wb") as sink, pa.ipc.new_file(sink, chunks.schema) as writer:
             writer.write_table(chunks.combine_chunks())  # one record batch: a reader's matrix is a view of the file
         for name, table in tables.items():
@@ -79,11 +79,21 @@ def write_part(
         _write_parquet(pa.table(card or empty, schema=cards_schema(dim)), built / CARD)
         part = PartInfo(part_id=part_id, rows=chunks.num_rows, **info)
         (built / PART_INFO).write_text(part.to_json(), encoding="utf-8")
+    return part
+
+
+@contextmanager
+def _aside(data_dir: Path) -> Iterator[tuple[str, Path]]:
+    """A new part's id and the folder it is written in aside; renamed into place when the block ends, removed if
+    it fails."""
+    part_id = new_snapshot_id()
+    built = part_build_dir(data_dir, part_id)
+    try:
+        yield part_id, built
         finish_part(data_dir, built, part_id)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
         raise
-    return part
 
 
 def write_lexical(
@@ -127,17 +137,11 @@ def _drop_repos(writer, schema, repos: list[tuple[str, str]]) -> None:
 def write_history_part(data_dir: Path, *, info: dict, commits: pa.Table, changes: pa.Table) -> HistoryInfo:
     """Write one history part (`info`: HistoryInfo's fields but part_id and commits) aside, then rename it into
     place."""
-    part_id = new_snapshot_id()
-    built = part_build_dir(data_dir, part_id)
-    try:
+    with _aside(data_dir) as (part_id, built):
         _write_parquet(commits, built / "commits.parquet")
         _write_parquet(changes, built / "commit_changes.parquet")
         part = HistoryInfo(part_id=part_id, commits=commits.num_rows, **info)
         (built / HISTORY_INFO).write_text(part.to_json(), encoding="utf-8")
-        finish_part(data_dir, built, part_id)
-    except BaseException:
-        shutil.rmtree(built, ignore_errors=True)
-        raise
     return part
 
 
