@@ -46,7 +46,7 @@ def test_a_one_commit_run_writes_one_delta_part_and_lists_every_other_part_as_it
     first = run(cfg, show_progress=False)
     path, before = open_manifest(cfg.data_dir)
     renew_rows = read_chunks(path, vectors=False).column("path").to_pylist().count("src/billing/renew.py")
-    held = {p.name: inode(p / "chunks.arrow") for p in parts_dir(cfg.data_dir).iterdir()}
+    held = {p: inode(parts_dir(cfg.data_dir) / p / "chunks.arrow") for r in before.repos for p in r.parts}
     gitrepo.commit(api, {**api_files(), "src/billing/renew.py": CHANGED})
     second = run(cfg, show_progress=False)
     path, after = open_manifest(cfg.data_dir)

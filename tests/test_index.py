@@ -233,7 +233,8 @@ def test_report_json_contract(two_repos):
         "secrets_held_back",
     ):
         assert key in t
-    assert set(d["seconds"]) == {"mirror", "scan", "chunk", "extract", "resolve", "embed", "write", "publish"}
+    stages = {"mirror", "scan", "history", "chunk", "extract", "resolve", "embed", "write", "publish"}
+    assert set(d["seconds"]) == stages
     assert set(t["graph"]) == {"symbols", "imports", "calls", "routes", "env_keys", "tasks", "url_literals", "edges"}
     assert {"name", "refs", "status", "error"} <= set(d["repos"][0])
     assert d["repos"][0]["refs"][0]["commit_id"] and os.path.isdir(cfg.data_dir / "mirrors" / "default" / "api.git")

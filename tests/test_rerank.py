@@ -72,7 +72,7 @@ def test_eval_adds_a_rerank_column(reader, hasher, cross_encoder, tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_text('{"query": "renew_subscription", "expected": ["src/billing/renew.py"]}\n')
     result = run_cases(reader, hasher, load_queries(path), reranker=cross_encoder)
-    assert set(result["summary"]) == {"hybrid", "vector", "bm25", "rerank"}
+    assert set(result["summary"]) == {"hybrid", "vector", "bm25", "history", "rerank"}
     assert result["cases"][0]["rerank"]["top"]
     files = localize(reader, hasher, SearchRequest(query="invoice total with tax"), reranker=cross_encoder)
     assert any(f.signals.get("rerank_rank") == 1 for f in files)  # its order is one more ranking fused per file

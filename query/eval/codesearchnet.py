@@ -143,7 +143,7 @@ def evaluate(
         )
     total = sum(len(v) for v in judged.values())
     covered = sum(1 for v in judged.values() for j in v if j.path in indexed)
-    columns = modes(reranker)
+    columns = modes(reranker, history=False)  # judged code snippets, no history to learn from
     scores: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in columns}
     rows = []
     for i, ((language, query), items) in enumerate(sorted(judged.items())):

@@ -71,12 +71,14 @@ def configuration(reader: SnapshotReader, reranker=None) -> dict:
         "non_source_weight": localize_module.NON_SOURCE_WEIGHT,
         "off_topic_test_weight": localize_module.OFF_TOPIC_TEST_WEIGHT,
         "off_topic_code_weight": localize_module.OFF_TOPIC_CODE_WEIGHT,
+        "history_weight": localize_module.HISTORY_WEIGHT,
     }
 
 
-def modes(reranker=None) -> tuple[str, ...]:
+def modes(reranker=None, history: bool = True) -> tuple[str, ...]:
     """The columns an eval measures: each signal alone, hybrid, and hybrid reranked when a reranker is set."""
-    return FILE_MODES + (("rerank",) if reranker is not None else ())
+    columns = FILE_MODES if history else tuple(m for m in FILE_MODES if m != "history")
+    return columns + (("rerank",) if reranker is not None else ())
 
 
 def run_cases(reader: SnapshotReader, embedder, cases: list[Case], org: str = "default", reranker=None) -> dict:
