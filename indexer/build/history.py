@@ -66,7 +66,7 @@ def history_stage(run: Run, full: bool) -> dict[tuple[str, str], RepoHistory]:
             )
             run.report.notes.append(
                 f"cannot read the history of repo {w.spec.name!r} ({type(exc).__name__}: {exc}); it keeps the "
-                "history it had, and the next run tries again"
+                "history it had, and the next run that finds the repo changed reads what is missing"
             )
     run.report.seconds["history"] += time.monotonic() - t0
     return out
