@@ -152,7 +152,7 @@ def _path_change(store, c, with_hunks: bool) -> PathChange:
         added, removed, text = -1, -1, ""
     else:
         added, removed, text = line_counts(old, new, with_hunks)
-    text, held = screen(text) if text else ("", 0)
+    text, held = screen_hunks(text) if text else ("", 0)
     return PathChange(
         path=path,
         old_path=old_path,
@@ -184,7 +184,11 @@ def binary(data: bytes) -> bool:
 
 
 def lines_of(data: bytes) -> list[str]:
-    return data.decode("utf-8", "replace").splitlines()
+    """A file's lines as git counts them (and get_file numbers them): split at "\n" only, a final newline ending
+    the last line rather than starting an empty one."""
+    text = data.decode("utf-8", "replace")
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _trimmed(old: list[str], new: list[str]) -> tuple[int, int]:
@@ -305,6 +309,18 @@ def screen(text: str) -> tuple[str, int]:
     held = withheld_lines(lines, 1, len(lines))
     for n, kind in held.items():
         lines[n - 1] = f"[line held back: {kind}]"
+    return "\n".join(lines), len(held)
+
+
+def screen_hunks(text: str) -> tuple[str, int]:
+    """Hunks (`hunks`' text) fit to store: `screen` of the lines as the files hold them, each line's `+`, `-` or
+    space taken off first (a key's removed lines start with `-`, which no key body does), put back after."""
+    lines = text.split("\n")
+    marks = [line[:1] if line[:1] in ("+", "-", " ") else "" for line in lines]
+    bodies = [line[len(mark) :] if not line.startswith("@@") else "" for line, mark in zip(lines, marks)]
+    held = withheld_lines(bodies, 1, len(bodies))
+    for n, kind in held.items():
+        lines[n - 1] = f"{marks[n - 1]}[line held back: {kind}]"
     return "\n".join(lines), len(held)
 
 

@@ -6,6 +6,7 @@ a marker naming its kind, as everywhere else (indexer/history.py screen)."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from indexer.mirror import MirrorError, mirror_dir, open_mirror
 from query.cursor import CursorError
 from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
-from query.get_file import BadRequest, GetFileError, _resolve, known_repos
+from query.get_file import MAX_FILE_BYTES, BadRequest, GetFileError, _resolve, blob_size, known_repos
 
 MAX_FILES_PER_PAGE = 100
 MAX_DIFF_CHARS = 20_000  # of one file's hunks; the rest is cut, and the file says so
@@ -71,12 +72,15 @@ def diff(
         found = [
             c
             for c in tree_changes(
-                store, repo[base_id.encode()].tree, repo[head_id.encode()].tree, rename_detector=RenameDetector(store)
+                store,
+                repo[base_id.encode()].tree,
+                repo[head_id.encode()].tree,
+                rename_detector=RenameDetector(store, history.RENAME_FILES),
             )
             if not under or any(_under(side.path.decode("utf-8", "replace"), under) for side in (c.old, c.new) if side)
         ]
         found.sort(key=lambda c: (c.new or c.old).path)
-        files = [_file(store, c) for c in found[start : start + limit]]
+        files = [_file(repo, c) for c in found[start : start + limit]]
     more = start + limit < len(found)
     return DiffPage(
         org=org,
@@ -95,7 +99,18 @@ def _under(path: str, wanted: str) -> bool:
     return path == wanted or path.startswith(wanted + "/")
 
 
-def _file(store, c) -> dict:
+def _size(repo, side) -> int | None:
+    """A side's blob size from its object header (None: unknown, or no blob), read before the blob is."""
+    if side is None or not side.sha or side.mode & 0o170000 == history.GITLINK:
+        return None
+    try:
+        return blob_size(repo, side.sha)
+    except (IndexError, ValueError, zlib.error):
+        return None
+
+
+def _file(repo, c) -> dict:
+    store = repo.object_store
     before, after = c.old, c.new
     path = (after or before).path.decode("utf-8", "replace")
     old_path = (before or after).path.decode("utf-8", "replace")
@@ -105,6 +120,9 @@ def _file(store, c) -> dict:
         out["old_path"] = old_path
     if any(skip_for_path(p.rsplit("/", 1)[-1]) is SkipReason.CREDENTIALS for p in {path, old_path}):
         return {**out, "added": None, "removed": None, "hunks": "", "note": "a credential file: never shown"}
+    sizes = [_size(repo, side) for side in (before, after)]
+    if any(size is not None and size > MAX_FILE_BYTES for size in sizes):
+        return {**out, "added": None, "removed": None, "hunks": "", "note": "over the size a diff reads: use git"}
     old, new = history.blob_data(store, before), history.blob_data(store, after)
     if old is None or new is None:
         return {**out, "added": None, "removed": None, "hunks": "", "note": "a submodule, or a blob the mirror lacks"}
@@ -117,7 +135,7 @@ def _file(store, c) -> dict:
     body = history.hunks(a, b, CONTEXT_LINES)
     if not body and added + removed:
         return {**out, "added": added, "removed": removed, "hunks": "", "note": "too large to diff here: use git"}
-    text, held = history.screen(body[:MAX_DIFF_CHARS])
+    text, held = history.screen_hunks(body[:MAX_DIFF_CHARS])
     out.update(added=added, removed=removed, hunks=text)
     if len(body) > MAX_DIFF_CHARS:
         out["truncated"] = True

@@ -8,6 +8,7 @@ from every parent)."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,6 +27,9 @@ from query.query_text import STOPWORDS
 from query.reader import SnapshotReader
 
 MAX_COMMITS_PER_PAGE = 200
+MAX_DEPTH = 10_000  # commits a cursor may page past (a forged cursor must not size a search)
+MAX_FILTER_VALUES = 50  # repos or paths one request may name
+REACHABLE_CACHED = 64  # heads whose reachable commits are kept; more start the cache afresh
 PATHS_SHOWN = 20  # changed paths listed per commit in an answer; `files_changed` counts them all
 CANDIDATES = 2000  # BM25 hits read before filters; widened until a page fills or every hit is seen
 MAX_WORDS = 200  # distinct words of a query the commits index is asked for (a pasted report has more)
@@ -90,10 +94,19 @@ class History:
         self.index = index
         self.searcher = index.searcher() if index is not None else None
         self._reachable: dict[tuple[str, str, str], np.ndarray] = {}
+        self._ids: dict[tuple[str, str], list[str]] = {}
+
+    def ids_of(self, org: str, repo: str) -> list[str]:
+        """One repo's commit ids, sorted (a prefix is looked up by bisection)."""
+        if (org, repo) not in self._ids:
+            self._ids[(org, repo)] = sorted(k[2] for k in self.keys if k[0] == org and k[1] == repo)
+        return self._ids[(org, repo)]
 
     def reachable(self, org: str, repo: str, head: str) -> np.ndarray:
         """Rows of the commits `head` reaches in the tables, newest first (by commit time, as `git log`)."""
         key = (org, repo, head)
+        if key not in self._reachable and len(self._reachable) >= REACHABLE_CACHED:
+            self._reachable.clear()
         if key not in self._reachable:
             start = self.row.get(key)
             order = []
@@ -230,7 +243,9 @@ def _head(reader: SnapshotReader, org: str, repo: str, ref: str | None) -> str:
             return x.commit_id
     hist = history_of(reader)
     if ref and len(ref) >= 4:
-        found = [k[2] for k in hist.keys if k[0] == org and k[1] == repo and k[2].startswith(ref)]
+        ids = hist.ids_of(org, repo)
+        at = bisect.bisect_left(ids, ref)
+        found = [c for c in ids[at : at + 2] if c.startswith(ref)]
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
@@ -246,7 +261,7 @@ def _page(reader: SnapshotReader, kind: str, asked: dict, cursor: str | None, li
     if not 1 <= limit <= MAX_COMMITS_PER_PAGE:
         raise HistoryError(f"limit {limit} is out of range: use 1 to {MAX_COMMITS_PER_PAGE}")
     start = cursor_decode(cursor, kind, reader.snapshot_id, asked)
-    if start is not None and (type(start) is not int or start < 0):
+    if start is not None and (type(start) is not int or not 0 <= start <= MAX_DEPTH):
         raise CursorError(f"that cursor's position is not one a {kind} page gives: ask again without a cursor")
     return start or 0
 
@@ -284,7 +299,7 @@ def _touching(hist: History, rows: np.ndarray, path: str) -> np.ndarray:
     for at in rows.tolist():
         hit = False
         for p, old, change, _, _ in hist.paths[at]:
-            if p in names or p.startswith(folder) or old.startswith(folder):
+            if p in names or old in names or p.startswith(folder) or old.startswith(folder):
                 hit = True
                 if change == "rename" and p in names:
                     names.add(old)  # older commits knew the file by its old name
@@ -347,6 +362,9 @@ def search_commits(
 
 
 def _mask(reader, hist: History, org, repos, paths, author, since, until, ref) -> np.ndarray:
+    for name, values in (("repos", repos), ("paths", paths)):
+        if len(values) > MAX_FILTER_VALUES:
+            raise HistoryError(f"{len(values)} {name} given; name at most {MAX_FILTER_VALUES}")
     mask = hist.org == org
     if repos:
         mask &= np.isin(hist.repo, list(repos))
@@ -364,10 +382,8 @@ def _mask(reader, hist: History, org, repos, paths, author, since, until, ref) -
         mask &= np.array([needle in n.lower() or needle in e.lower() for n, e in zip(names, emails)], dtype=bool)
     if paths:
         wanted = [p.strip("/") for p in paths]
-        mask &= np.array(
-            [any(_under(p, w) or _under(o, w) for p, o, *_ in hist.paths[i] for w in wanted) for i in range(len(mask))],
-            dtype=bool,
-        )
+        for i in np.flatnonzero(mask).tolist():  # only the rows the org and the other filters kept
+            mask[i] = any(_under(p, w) or _under(o, w) for p, o, *_ in hist.paths[i] for w in wanted)
     if ref:
         names = list(repos) or sorted({r.name for r in reader.manifest.repos if r.org == org and r.history})
         reach = np.zeros(len(mask), dtype=bool)

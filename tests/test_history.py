@@ -22,6 +22,8 @@ from indexer.embed import HashEmbedder
 from indexer.history import MAX_DIFF_LINES
 from indexer.snapshot import open_manifest, read_history
 from indexer.snapshot.verify import open_check
+from query.cursor import CursorError
+from query.cursor import encode as cursor_encode
 from query.eval.commits import eval_commits
 from query.history import HistoryError, NoHistory
 from query.localize import localize
@@ -480,3 +482,52 @@ def test_damaged_history_is_one_sentence_and_the_rest_still_serves(tmp_path, blo
     assert_one_sentence_error(refused, "the history of snapshot", "cannot be read", "blobdex verify")
     assert blobdex("--config", cfg.path, "search", "total", "--json").code == 0  # code search is unaffected
     assert open_check(*open_manifest(cfg.data_dir)).startswith("history")
+    repaired = run(cfg, show_progress=False)  # the no-change check finds it and reads history again
+    assert repaired.published and repaired.commits_read == 4 and open_check(*open_manifest(cfg.data_dir)) is None
+    assert blobdex("--config", cfg.path, "log", "shop").code == 0
+
+
+def _pem() -> bytes:
+    rng = random.Random(3)
+    body = "\n".join("".join(rng.choices(string.ascii_letters + string.digits + "+/", k=64)) for _ in range(12))
+    return f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n".encode()
+
+
+def test_a_key_removed_from_a_file_is_held_back_in_hunks_and_diffs(tmp_path, blobdex):
+    """A removed line starts with `-`, which no key body does: hunks are screened as the file held the lines."""
+    repo = gitrepo.init(tmp_path / "src" / "api")
+    gitrepo.commit(repo, {"settings.py": b"DEBUG = True\n" + _pem()}, message="Settings", when=T)
+    gitrepo.commit(repo, {"settings.py": b"DEBUG = True\n"}, message="Take the key out", when=T + 1)
+    cfg = write_config(tmp_path, [RepoSpec(name="api", url=str(tmp_path / "src" / "api"))])
+    cfg.path.write_text('history = "diffs"\n' + cfg.path.read_text())
+    run(load(cfg.path), show_progress=False)
+    body = _pem().decode().split("\n")[3]
+    path, manifest = open_manifest(cfg.data_dir)
+    hunks = "".join(c["hunks"] for c in read_history(path, manifest, "commit_changes").to_pylist())
+    assert "[line held back: private_key]" in hunks and body not in hunks
+    shown = blobdex("--config", cfg.path, "diff", "api", "main~1", "main", "--json")
+    assert shown.code == 0 and body not in shown.out and json.loads(shown.out)["files"][0]["held_back"] == 14
+    found = subprocess.run(["grep", "-rl", body, str(cfg.data_dir / "parts"), str(path)], capture_output=True)
+    assert found.stdout == b""
+
+
+def test_a_forged_cursor_is_refused_before_it_sizes_a_search(hist):
+    _, _, _, service = hist
+    asked = {"org": "default", "query": "overflow", "repos": [], "paths": [], "author": None, "since": None}
+    asked.update(until=None, ref=None, limit=10)
+    forged = cursor_encode("search_commits", service.reader().snapshot_id, asked, 10**9)
+    with pytest.raises(CursorError, match="not one a search_commits page gives"):
+        service.search_commits("default", "overflow", forged)
+    with pytest.raises(HistoryError, match="name at most 50"):
+        service.search_commits("default", "x", paths=tuple(f"p{i}" for i in range(51)))
+
+
+def test_blame_numbers_lines_as_git_does(tmp_path):
+    """A form feed or a lone carriage return is inside a line, as git and get_file count them."""
+    repo = gitrepo.init(tmp_path / "src" / "api")
+    first = gitrepo.commit(repo, {"ff.c": b"a\n\x0cb\nc\n"}, message="Start", when=T)
+    second = gitrepo.commit(repo, {"ff.c": b"a\n\x0cb\nc\nd\n"}, message="Add d", when=T + 1)
+    cfg = write_config(tmp_path, [RepoSpec(name="api", url=str(tmp_path / "src" / "api"))])
+    run(cfg, show_progress=False)
+    b = Service(cfg, embedder=HashEmbedder()).blame("default", "api", "ff.c")
+    assert [x["commit_id"] for x in b.lines] == [first, first, first, second]

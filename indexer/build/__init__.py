@@ -224,7 +224,7 @@ def _run(
             _fill_from_manifest(report, prev, work, cfg.data_dir)
             return report
         _note(report, f"rebuilding: nothing changed upstream, but snapshot {prev.snapshot_id} is damaged ({problem})")
-        base = None
+        base, full = None, True  # history too: the damage may be in its parts
         fetch_refs(cfg, [w for w in work if not w.fetched])  # a rebuild from scratch scans every repo
     for w in work:
         w.kept = base is not None and w.ok and at_base(base.manifest, w)

@@ -88,8 +88,8 @@ def _repo_history(run: Run, w: RepoWork, full: bool) -> RepoHistory:
             if sorted(set(last.heads)) == heads:
                 return RepoHistory(parts=held, settings=settings.recorded)
             forward = all(any(history.is_ancestor(repo, h, n) for n in heads) for h in last.heads)
-            if forward and len(held) < MAX_PARTS:
-                delta = _read(run, w, repo, heads, last.heads, base=False)
+            delta = _read(run, w, repo, heads, last.heads, base=False) if forward and len(held) < MAX_PARTS else None
+            if delta is not None:
                 return RepoHistory(parts=[*held, delta.written.part_id], settings=settings.recorded, **_rows(delta))
         found = _read(run, w, repo, heads, [], base=True)
     return RepoHistory(parts=[found.written.part_id], settings=settings.recorded, drop=bool(held), **_rows(found))
@@ -106,10 +106,13 @@ def _rows(read: _Read) -> dict:
     return {"written": read.written, "commits": read.commits, "changes": read.changes}
 
 
-def _read(run: Run, w: RepoWork, repo, heads: list[str], exclude: list[str], base: bool) -> _Read:
-    """Read the commits `heads` reach and `exclude` does not, and write them as a history part."""
+def _read(run: Run, w: RepoWork, repo, heads: list[str], exclude: list[str], base: bool) -> _Read | None:
+    """Read the commits `heads` reach and `exclude` does not, and write them as a history part. None for a delta
+    that reaches as many new commits as the settings keep: the older ones would be lost, so a base is read."""
     settings, (org, name) = run.cfg.history, w.spec.key
     commits = history.walk(repo, heads, exclude, settings)
+    if not base and len(commits) >= settings.max_commits:
+        return None
     c_rows: dict[str, list] = {n: [] for n in COMMITS_SCHEMA.names}
     p_rows: dict[str, list] = {n: [] for n in COMMIT_CHANGES_SCHEMA.names}
     shown = run.show_progress and len(commits) >= PROGRESS_FROM
