@@ -64,3 +64,12 @@ def decode(cursor: str | None, kind: str, snapshot_id: str, request: dict):
             f"{snapshot_id}); ask again without a cursor: pages of different snapshots would skip or repeat results"
         )
     return position
+
+
+def offset(cursor: str | None, kind: str, snapshot_id: str, request: dict, most: int) -> int:
+    """The row a paged answer continues from (0 for no cursor): `decode`'s position, refused unless it is a whole
+    number from 0 to `most`, so a forged cursor cannot size the work a page does."""
+    start = decode(cursor, kind, snapshot_id, request)
+    if start is not None and (type(start) is not int or not 0 <= start <= most):
+        raise CursorError(f"that cursor's position is not one a {kind} page gives: ask again without a cursor")
+    return start or 0

@@ -15,12 +15,12 @@ from dulwich.diff_tree import RenameDetector, tree_changes
 from indexer import history
 from indexer.ignore import SkipReason, skip_for_path
 from indexer.mirror import MirrorError, mirror_dir, open_mirror
-from query.cursor import CursorError
-from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
+from query.cursor import offset as cursor_offset
 from query.get_file import MAX_FILE_BYTES, BadRequest, GetFileError, _resolve, blob_size, known_repos
 
 MAX_FILES_PER_PAGE = 100
+MAX_FILES = 1_000_000  # files a diff's cursor may page past
 MAX_DIFF_CHARS = 20_000  # of one file's hunks; the rest is cut, and the file says so
 CONTEXT_LINES = 3
 
@@ -64,10 +64,7 @@ def diff(
         base_ref, base_id = _resolve(repo, base, repo_name)
         head_ref, head_id = _resolve(repo, head, repo_name)
         asked = {"org": org, "repo": repo_name, "path": under, "limit": limit}
-        start = cursor_decode(cursor, "diff", f"{base_id}..{head_id}", asked)
-        if start is not None and (type(start) is not int or start < 0):
-            raise CursorError("that cursor's position is not one a diff page gives: ask again without a cursor")
-        start = start or 0
+        start = cursor_offset(cursor, "diff", f"{base_id}..{head_id}", asked, MAX_FILES)
         store = repo.object_store
         found = [
             c

@@ -20,9 +20,8 @@ from indexer.errors import BlobdexError
 from indexer.history import when
 from indexer.snapshot import open_history_lexical, read_history, store_error
 from indexer.tokenize import path_tokens, tokens
-from query.cursor import CursorError
-from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
+from query.cursor import offset as cursor_offset
 from query.query_text import STOPWORDS
 from query.reader import SnapshotReader
 
@@ -95,6 +94,14 @@ class History:
         self.searcher = index.searcher() if index is not None else None
         self._reachable: dict[tuple[str, str, str], np.ndarray] = {}
         self._ids: dict[tuple[str, str], list[str]] = {}
+        self._authors: list[str] | None = None
+
+    def authors(self) -> list[str]:
+        """Each commit's author as the `author` filter reads it: name and email, lower case (built once)."""
+        if self._authors is None:
+            c = self.commits.select(["author_name", "author_email"]).to_pydict()
+            self._authors = [f"{n}\0{e}".lower() for n, e in zip(c["author_name"], c["author_email"])]
+        return self._authors
 
     def ids_of(self, org: str, repo: str) -> list[str]:
         """One repo's commit ids, sorted (a prefix is looked up by bisection)."""
@@ -260,10 +267,7 @@ def _head(reader: SnapshotReader, org: str, repo: str, ref: str | None) -> str:
 def _page(reader: SnapshotReader, kind: str, asked: dict, cursor: str | None, limit: int) -> int:
     if not 1 <= limit <= MAX_COMMITS_PER_PAGE:
         raise HistoryError(f"limit {limit} is out of range: use 1 to {MAX_COMMITS_PER_PAGE}")
-    start = cursor_decode(cursor, kind, reader.snapshot_id, asked)
-    if start is not None and (type(start) is not int or not 0 <= start <= MAX_DEPTH):
-        raise CursorError(f"that cursor's position is not one a {kind} page gives: ask again without a cursor")
-    return start or 0
+    return cursor_offset(cursor, kind, reader.snapshot_id, asked, MAX_DEPTH)
 
 
 def log(
@@ -377,9 +381,7 @@ def _mask(reader, hist: History, org, repos, paths, author, since, until, ref) -
             mask &= times <= hi
     if author:
         needle = author.lower()
-        names = hist.commits.column("author_name").to_pylist()
-        emails = hist.commits.column("author_email").to_pylist()
-        mask &= np.array([needle in n.lower() or needle in e.lower() for n, e in zip(names, emails)], dtype=bool)
+        mask &= np.array([needle in a for a in hist.authors()], dtype=bool)
     if paths:
         wanted = [p.strip("/") for p in paths]
         for i in np.flatnonzero(mask).tolist():  # only the rows the org and the other filters kept
