@@ -1,4 +1,5 @@
-"""History from the snapshot's tables: search_commits (BM25 over messages, changed paths and hunks, with filters)
+"""History from the snapshot's tables: search_commits (BM25 over messages, changed paths and hunks, fused with the
+messages' vectors, with filters)
 and log (the commits that touched a path, newest first, following renames). Blame and diff read the mirror
 (query/blame.py, query/diff.py).
 
@@ -10,20 +11,23 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import numpy as np
 import tantivy
 
+from indexer.embed import Embedder
 from indexer.errors import BlobdexError
 from indexer.history import when
-from indexer.snapshot import open_history_lexical, read_history, store_error
+from indexer.snapshot import open_history_lexical, read_commit_vectors, read_history, store_error
 from indexer.tokenize import path_tokens, tokens
 from query.cursor import encode as cursor_encode
 from query.cursor import offset as cursor_offset
 from query.query_text import STOPWORDS
 from query.reader import SnapshotReader
+from query.search import RRF_K, query_vectors
 
 MAX_COMMITS_PER_PAGE = 200
 MAX_DEPTH = 10_000  # commits a cursor may page past (a forged cursor must not size a search)
@@ -32,6 +36,10 @@ REACHABLE_CACHED = 64  # heads whose reachable commits are kept; more start the 
 PATHS_SHOWN = 20  # changed paths listed per commit in an answer; `files_changed` counts them all
 CANDIDATES = 2000  # BM25 hits read before filters; widened until a page fills or every hit is seen
 MAX_WORDS = 200  # distinct words of a query the commits index is asked for (a pasted report has more)
+# A commit's vector votes only this near the query: unrelated messages score below it with the bundled model
+# (the median of pytest's message pairs is 0.16; gibberish reaches 0.25), so a query that names nothing in the
+# history finds nothing, as it does by words.
+MIN_COSINE = 0.3
 PATH_BOOST, HUNK_BOOST = 0.5, 0.3  # a word in the message says more than one in a path or a changed line
 # The history signal (file_votes): the past commits most like a task vote for the files they changed.
 SIMILAR_COMMITS = 50  # commits that vote
@@ -89,6 +97,8 @@ class History:
                 self.paths[at].append(
                     (ch["path"][i], ch["old_path"][i], ch["change"][i], ch["added"][i], ch["removed"][i])
                 )
+        # each commit's vector and its model ("" where its part has none): rows of the query's model are compared
+        self.vectors, self.vector_model = read_commit_vectors(reader.path, reader.manifest)
         index = open_history_lexical(reader.path)
         self.index = index
         self.searcher = index.searcher() if index is not None else None
@@ -324,11 +334,13 @@ def search_commits(
     ref: str | None = None,
     limit: int = 10,
     cursor: str | None = None,
+    embedder: Callable[[], Embedder] | None = None,
 ) -> CommitPage:
-    """Commits whose message (or changed paths, or hunks where indexed) match `query` by BM25, best first; with
-    no query, the newest. Filters: repos, changed paths (a file or a folder), author (part of the name or the
-    email, any case), since/until (the author's date), ref (reachable from it; with one repo, or the ref's
-    name in each repo)."""
+    """Commits whose message (or changed paths, or hunks where indexed) match `query`, best first: BM25 fused by
+    reciprocal rank with the cosine of the messages' vectors (`embedder()`: the model they were embedded with,
+    loaded only when the history holds vectors); with no query, the newest. Filters: repos, changed paths (a
+    file or a folder), author (part of the name or the email, any case), since/until (the author's date), ref
+    (reachable from it; with one repo, or the ref's name in each repo)."""
     asked = {
         "org": org,
         "query": query,
@@ -343,9 +355,11 @@ def search_commits(
     start = _page(reader, "search_commits", asked, cursor, limit)
     hist = history_of(reader)
     mask = _mask(reader, hist, org, repos, paths, author, since, until, ref)
-    words = [w for w in dict.fromkeys(tokens(query)) if w][:MAX_WORDS]
+    words = _words(query)
     if words and hist.searcher is not None:
         ranked = _bm25(hist, org, repos, words, mask, start + limit + 1)
+        nearest = _nearest(hist, query, mask, start + limit + 1, embedder)
+        ranked = _fused(ranked, nearest, depth=start + limit + 1) if nearest else ranked
     else:
         allowed = np.flatnonzero(mask)
         order = allowed[np.argsort(-hist.time[allowed], kind="stable")] if len(allowed) else allowed
@@ -363,6 +377,13 @@ def search_commits(
         commits=commits,
         next_cursor=cursor_encode("search_commits", reader.snapshot_id, asked, start + limit) if more else None,
     )
+
+
+def _words(text: str) -> list[str]:
+    """The words of a query the commits index is asked for: without stopwords (every commit has "the"), unless
+    the query is nothing else."""
+    words = [w for w in dict.fromkeys(tokens(text)) if w]
+    return ([w for w in words if w not in STOPWORDS] or words)[:MAX_WORDS]
 
 
 def _mask(reader, hist: History, org, repos, paths, author, since, until, ref) -> np.ndarray:
@@ -429,26 +450,59 @@ def _bm25(hist: History, org, repos, words, mask, depth) -> list[tuple[int, floa
         fetch *= 4
 
 
-def similar_commits(reader: SnapshotReader, org: str, repos: tuple[str, ...], text: str, depth: int):
-    """The commits of the snapshot's history most like `text` by BM25 (message, changed paths, hunks), best
-    first: (row, score). Empty when the snapshot holds no history."""
+def _nearest(hist: History, text: str, mask: np.ndarray, depth: int, embedder) -> list[tuple[int, float]]:
+    """The `mask`ed commits whose message vectors are nearest `text`'s, at least MIN_COSINE, best first (none
+    when the history holds no vectors or no embedder is given; the model loads only then)."""
+    if embedder is None or not hist.vector_model.any():
+        return []
+    model = embedder()
+    allowed = np.flatnonzero(mask & (hist.vector_model == model.model_id))
+    if not len(allowed):
+        return []
+    scores = (hist.vectors[allowed] @ query_vectors(model, text).T).max(axis=1)
+    allowed, scores = allowed[scores >= MIN_COSINE], scores[scores >= MIN_COSINE]
+    if not len(allowed):
+        return []
+    k = min(depth, len(allowed))
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(allowed[i]), float(scores[i])) for i in top]
+
+
+def _fused(*rankings: list[tuple[int, float]], depth: int) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion of rankings of rows (RRF_K as code search fuses its signals)."""
+    score: dict[int, float] = {}
+    for ranking in rankings:
+        for position, (at, _) in enumerate(ranking, 1):
+            score[at] = score.get(at, 0.0) + 1 / (RRF_K + position)
+    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+
+
+def similar_commits(reader: SnapshotReader, org: str, repos: tuple[str, ...], text: str, depth: int, embedder=None):
+    """The commits of the snapshot's history most like `text` by BM25 (message, changed paths, hunks), fused
+    with their messages' vectors where `embedder` is their model, best first: (row, score). Empty when the
+    snapshot holds no history."""
     hist = history_of(reader)
-    words = [w for w in dict.fromkeys(tokens(text)) if w and w not in STOPWORDS][:MAX_WORDS]
+    words = _words(text)
     if not words or hist.searcher is None:
         return []
     mask = hist.org == org
     if repos:
         mask &= np.isin(hist.repo, list(repos))
-    return _bm25(hist, org, repos, words, mask, depth)
+    ranked = _bm25(hist, org, repos, words, mask, depth)
+    nearest = _nearest(hist, text, mask, depth, (lambda: embedder) if embedder is not None else None)
+    return _fused(ranked, nearest, depth=depth) if nearest else ranked
 
 
-def file_votes(reader: SnapshotReader, org: str, repos: tuple[str, ...], text: str) -> list[tuple[tuple, float]]:
+def file_votes(
+    reader: SnapshotReader, org: str, repos: tuple[str, ...], text: str, embedder: Embedder | None = None
+) -> list[tuple[tuple, float]]:
     """Files ranked by what the organisation already changed for tasks like this one (BugLocator's similar
     reports): each of the SIMILAR_COMMITS commits most like `text` votes for the files it changed, by its
     similarity (relative to the best), halved every HALF_LIFE_DAYS it is older than its repo's newest commit,
     and shared among the files it changed. Only files the snapshot indexes get votes; the history is what the
     indexed commits reach, so nothing newer than them can vote."""
-    ranked = similar_commits(reader, org, repos, text, SIMILAR_COMMITS)
+    ranked = similar_commits(reader, org, repos, text, SIMILAR_COMMITS, embedder)
     if not ranked:
         return []
     hist, best = history_of(reader), ranked[0][1] or 1.0

@@ -150,7 +150,7 @@ def runner_repos(reader: SnapshotReader, org: str) -> frozenset[str]:
 def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, reranker=None) -> list[FileHit]:
     if req.mode == "history":
         validate(replace(req, mode="hybrid"), reader)
-        return _history_alone(reader, req)
+        return _history_alone(reader, embedder, req)
     validate(req, reader)
     mask = row_mask(req, reader)
     pool = candidates(reader, embedder, req, reranker=reranker, mask=mask)
@@ -172,7 +172,7 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
         for name, hits in lists.items()
     ]
     if req.mode == "hybrid" and HISTORY_WEIGHT:
-        voted = file_votes(reader, req.org, req.repos, req.query)
+        voted = file_votes(reader, req.org, req.repos, req.query, embedder)
         for repo, path in (key for key, _ in voted if key not in files):
             files[(repo, path)] = _file_hit(repo, path)
         if voted:
@@ -216,10 +216,12 @@ def _file_hit(repo: str, path: str) -> FileHit:
     return FileHit(repo=repo, path=path, score=0.0, signals=signals)
 
 
-def _history_alone(reader: SnapshotReader, req: SearchRequest) -> list[FileHit]:
+def _history_alone(reader: SnapshotReader, embedder: Embedder, req: SearchRequest) -> list[FileHit]:
     """Files ranked by the history signal alone (eval's `history` column)."""
     ranked = []
-    for position, ((repo, path), score) in enumerate(file_votes(reader, req.org, req.repos, req.query)[: req.limit], 1):
+    for position, ((repo, path), score) in enumerate(
+        file_votes(reader, req.org, req.repos, req.query, embedder)[: req.limit], 1
+    ):
         hit = _file_hit(repo, path)
         hit.score, hit.signals["history_rank"], hit.signals["history_score"] = (
             round(score, 6),

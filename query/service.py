@@ -432,8 +432,11 @@ class Service:
         return replace(found, ref=name) if commit_id else found
 
     def search_commits(self, org: str, query: str = "", cursor: str | None = None, **filters) -> history.CommitPage:
-        """Commits by message, changed paths and hunks (query.history.search_commits: filters and order)."""
-        return history.search_commits(self.reader(), org, query, cursor=cursor, **filters)
+        """Commits by message, changed paths and hunks, and the messages' vectors, which are the configured
+        model's (query.history.search_commits: filters and order)."""
+        return history.search_commits(
+            self.reader(), org, query, cursor=cursor, embedder=lambda: self.embedder, **filters
+        )
 
     def log(self, org: str, repo: str, path: str | None = None, ref: str | None = None, **page) -> history.CommitPage:
         """The commits that touched `path` (query.history.log); `page`: limit, cursor."""

@@ -144,7 +144,10 @@ def test_a_backfill_cut_short_serves_the_static_tier_and_the_next_run_goes_on(tm
     slow = Recording(cfg, pause=0.6)  # at most two batches of four start within the second: the run stops early
     report = run(cfg, embedder=slow, show_progress=False)
     assert [s["tier"] for s in report.snapshots] == ["fast"] and report.published
-    assert 0 < report.backlog < 24 and report.backlog == 24 - len(slow.texts)
+    # the history stage embedded the repo's one commit message ("change") first, with the model: not a chunk
+    chunks_seen = [t for t in slow.texts if t != "change"]
+    assert len(chunks_seen) == len(slow.texts) - 1
+    assert 0 < report.backlog < 24 and report.backlog == 24 - len(chunks_seen)
     assert "the next 'blobdex index' goes on" in report.notes[-1]
     assert (
         f"chunks 24 ({24 - report.backlog} embedded, 0 from cache, {report.backlog} still to embed)" in report.to_text()
@@ -219,7 +222,8 @@ def test_an_eval_measures_the_model_never_its_static_tier(tmp_path, encoders, mo
     scratch = index_scratch(replace(cfg, model=int8), "api", "default", load_embedder(int8, cache=tmp_path / "g"))
     assert scratch.manifest.model_id == model_id_for(int8)
     cache = Cache(cfg.data_dir / "cache")
-    assert cache.count_vectors(STATIC_ID) == 0 and cache.count_vectors(model_id_for(int8)) == 4  # 3 chunks, 1 card
+    # 3 chunks, 1 card, 1 commit message
+    assert cache.count_vectors(STATIC_ID) == 0 and cache.count_vectors(model_id_for(int8)) == 5
 
 
 def test_a_repo_that_fails_keeps_serving_through_both_tiers(tmp_path, encoders, monkeypatch):

@@ -3,12 +3,17 @@
 import numpy as np
 import pytest
 
+from indexer.build import run
+from indexer.config import RepoSpec
 from indexer.embed import load_embedder
 from indexer.tokenize import tokens
+from query.history import search_commits
 from query.reader import SnapshotReader
 from query.query_text import STOPWORDS
 from query.search import SearchRequest, search
-from tests.corpus import build_corpus
+from query.service import Service
+from tests import gitrepo
+from tests.corpus import build_corpus, write_config
 
 FILES = {
     "mail/welcome.py": b'''import smtplib
@@ -140,3 +145,26 @@ def test_a_long_report_is_read_past_the_models_window(meaning_index):
     assert hits[0].path == "net/resilience.py"
     words = {w for w in tokens(LONG_REPORT) if not w.isdigit()} - STOPWORDS
     assert not words & set(tokens(FILES["net/resilience.py"].decode()))  # found by meaning, not by a shared word
+
+
+COMMITS = [
+    "Add the shoelace formula for polygons",
+    "Retry flaky network calls with exponential backoff",
+    "Store passwords as bcrypt hashes",
+]
+
+
+def test_search_commits_finds_a_commit_by_meaning(meaning_index, tmp_path):
+    """The commit's message shares no word with the query: words alone find nothing, its vector finds it."""
+    _, embedder = meaning_index
+    repo = gitrepo.init(tmp_path / "src")
+    for n, message in enumerate(COMMITS):
+        gitrepo.commit(repo, {"notes.txt": f"step {n}\n".encode()}, message=message)
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src"))], model="all-MiniLM-L6-v2")
+    run(cfg, embedder=embedder, show_progress=False)
+    query = "wait longer and longer between attempts when the connection drops"
+    assert not (set(tokens(query)) - STOPWORDS) & set(tokens(COMMITS[1]))
+    service = Service(cfg, embedder=embedder)
+    found = service.search_commits("default", query).commits
+    assert [c["subject"] for c in found] == [COMMITS[1]]
+    assert search_commits(service.reader(), "default", query).commits == []  # by words alone

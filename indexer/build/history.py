@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from indexer import history, mirror
 from indexer.build.progress import Progress
+from indexer.build.vectors import vectors
 from indexer.snapshot import HistoryInfo, parts_dir, read_history_info
 from indexer.snapshot.schemas import COMMIT_CHANGES_SCHEMA, COMMITS_SCHEMA
 from indexer.snapshot.write import write_history_part
@@ -83,8 +84,8 @@ def _repo_history(run: Run, w: RepoWork, full: bool) -> RepoHistory:
     same = not full and held and before.history_as == settings.recorded
     heads = sorted({commit_id for _, commit_id in w.refs})
     with mirror.open_mirror(w.mirror_path) as repo:
-        if same:
-            last = read_history_info(parts_dir(run.cfg.data_dir) / held[-1])
+        last = read_history_info(parts_dir(run.cfg.data_dir) / held[-1]) if same else None
+        if last is not None and all(_vectors_of(run, p) for p in held):  # another model's: read again (cached)
             if sorted(set(last.heads)) == heads:
                 return RepoHistory(parts=held, settings=settings.recorded)
             forward = all(any(history.is_ancestor(repo, h, n) for n in heads) for h in last.heads)
@@ -146,10 +147,24 @@ def _read(run: Run, w: RepoWork, repo, heads: list[str], exclude: list[str], bas
             bar.advance()
     commits_table = pa.table(c_rows, schema=COMMITS_SCHEMA)
     changes_table = pa.table(p_rows, schema=COMMIT_CHANGES_SCHEMA)
+    texts = [history.commit_text(m) for m in c_rows["message"]]
+    matrix, _ = vectors(run, texts, None, shown, f"embed commits {org}/{name}")
     info = {"org": org, "repo": name, "base": base, "heads": heads, "settings": settings.recorded}
-    written = write_history_part(run.cfg.data_dir, info=info, commits=commits_table, changes=changes_table)
+    written = write_history_part(
+        run.cfg.data_dir,
+        info={**info, "model_id": run.model_id},
+        commits=commits_table,
+        changes=changes_table,
+        vectors=matrix,
+    )
     run.report.commits_read += len(commits)
     return _Read(written, commits_table, changes_table)
+
+
+def _vectors_of(run: Run, part_id: str) -> bool:
+    """Whether a history part holds the vectors of the run's model (a part of another model is read again; its
+    commits' vectors come from the cache where that model embedded them before)."""
+    return read_history_info(parts_dir(run.cfg.data_dir) / part_id).model_id == run.model_id
 
 
 def _changes(repo, mirror: Path, commits: list, with_hunks: bool) -> Iterator[list[history.PathChange]]:

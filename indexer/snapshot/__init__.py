@@ -18,6 +18,7 @@ A snapshot is a manifest that names immutable **parts**, plus the few files that
         history.json        org, repo, the heads it was read to, base or delta, the settings it was read with
         commits.parquet     one row per commit: parents, author, committer, times, the message (screened)
         commit_changes.parquet   one row per path a commit changed: old path, blobs, lines added and removed
+        commit_vectors.parquet   the vector of each commit's message, row for row, by history.json's model_id
       snapshots/<snapshot_id>/
         manifest.json       what is inside, from which commits, built how; per repo the parts, oldest first
         lexical/            a Tantivy index over every live chunk row, keyed by `row`: the segment files the
@@ -54,6 +55,7 @@ from indexer.snapshot.format import (
     GRAPH_VIEWS,
     HISTORY_DIR,
     HISTORY_INFO,
+    COMMIT_VECTORS,
     LEXICAL_DIR,
     MANIFEST,
     PARTS_DIR,
@@ -86,6 +88,7 @@ from indexer.snapshot.schemas import (
     cards_schema,
     chunk_schema,
     history_lexical_schema,
+    commit_vectors_schema,
     lexical_schema,
 )
 from indexer.snapshot.manifest import (
@@ -113,6 +116,7 @@ from indexer.snapshot.read import (
     read_graph,
     read_history,
     read_history_info,
+    read_commit_vectors,
     read_part_chunks,
     read_part_info,
     read_part_table,
@@ -128,9 +132,12 @@ __all__ = [
     "read_history",
     "open_history_lexical",
     "history_lexical_schema",
+    "commit_vectors_schema",
+    "read_commit_vectors",
     "HistoryInfo",
     "HISTORY_SCHEMAS",
     "HISTORY_INFO",
+    "COMMIT_VECTORS",
     "HISTORY_DIR",
     "CARD",
     "CARDS",

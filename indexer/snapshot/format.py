@@ -29,6 +29,7 @@ CHUNKS_ARROW = "chunks.arrow"
 CARD = "card.parquet"
 LEXICAL_DIR = "lexical"
 HISTORY_INFO = "history.json"  # a history part's own part.json (indexer/build/history.py)
+COMMIT_VECTORS = "commit_vectors.parquet"  # a history part's vectors of its commits, row for row
 HISTORY_DIR = "history"  # a snapshot's commits index, beside lexical/
 GRAPH_DIR = "graph"
 GRAPH_VIEWS = "graph.sql"

@@ -152,6 +152,7 @@ class HistoryInfo:
     heads: list[str]  # the commits of the repo's refs when it was read: the next run reads what is new since
     commits: int
     settings: str  # HistorySettings.recorded
+    model_id: str = ""  # the model of commit_vectors.parquet; "": the part has none (written before it had)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

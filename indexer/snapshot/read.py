@@ -15,6 +15,7 @@ from indexer.snapshot.format import (
     CARDS,
     CHUNKS_ARROW,
     HISTORY_DIR,
+    COMMIT_VECTORS,
     HISTORY_INFO,
     LEXICAL_DIR,
     PART_INFO,
@@ -224,6 +225,35 @@ def read_history_parts(data_dir: Path, part_ids: list[str], table: str, **option
         empty = schema.empty_table()
         return empty.select(options["columns"]) if "columns" in options else empty
     return pa.concat_tables(tables)
+
+
+def read_commit_vectors(snapshot_dir: Path, manifest: Manifest) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of read_history(..., "commits")'s rows, row for row, and each row's model id ("" where its
+    part has none): (float32 matrix, object array). The matrix is the first model's width; a part of another
+    width reads as zeros (its rows' model says they are not comparable)."""
+    import pyarrow.parquet as pq
+
+    root = parts_dir(data_dir_of(snapshot_dir))
+    blocks, models, dim = [], [], 0
+    for part_id in (p for r in manifest.repos for p in r.history):
+        info = read_history_info(root / part_id)
+        vectors = None
+        if info.model_id:
+            vectors = vector_matrix(pq.read_table(root / part_id / COMMIT_VECTORS))
+            if vectors.shape[0] != info.commits:
+                raise ValueError(f"history part {part_id}: {vectors.shape[0]} vectors for {info.commits} commits")
+            dim = dim or vectors.shape[1]
+        blocks.append((info.commits, vectors))
+        models.extend([info.model_id if vectors is not None else ""] * info.commits)
+    matrix = np.zeros((len(models), dim), dtype=np.float32)
+    at, model = 0, np.array(models, dtype=object)
+    for n, vectors in blocks:
+        if vectors is not None and vectors.shape[1] == dim:
+            matrix[at : at + n] = vectors
+        else:
+            model[at : at + n] = ""
+        at += n
+    return matrix, model
 
 
 def history_commits(data_dir: Path, manifest: Manifest) -> int:

@@ -168,7 +168,14 @@ COMMIT_CHANGES_SCHEMA = pa.schema(
     ]
 )
 # Table name -> schema of the history tables; graph.sql and `blobdex sql` show one view per entry.
+# (commit_vectors.parquet, beside them, is read by query/history.py alone: a vector per commits row, in order.)
 HISTORY_SCHEMAS = {"commits": COMMITS_SCHEMA, "commit_changes": COMMIT_CHANGES_SCHEMA}
+
+
+def commit_vectors_schema(dim: int) -> pa.Schema:
+    """commit_vectors.parquet: one vector per row of the part's commits.parquet, in its order (HistoryInfo.model_id's
+    vector of the commit's `commit_text`)."""
+    return pa.schema([("vector", pa.list_(pa.float32(), dim))])
 
 
 def history_lexical_schema():

@@ -22,6 +22,7 @@ import tantivy
 from indexer.snapshot.checksums import check_pages
 from indexer.snapshot import (
     CARDS,
+    COMMIT_VECTORS,
     FACT_COLUMNS,
     LEXICAL_DIR,
     PART_TABLES,
@@ -114,6 +115,8 @@ def _history_problem(path: Path, manifest: Manifest) -> str | None:
             if pq.read_metadata(root / part_id / "commits.parquet").num_rows != info.commits:
                 return f"history part {part_id}: history.json says {info.commits} commits, its table holds others"
             pq.read_metadata(root / part_id / "commit_changes.parquet")
+            if info.model_id and pq.read_metadata(root / part_id / COMMIT_VECTORS).num_rows != info.commits:
+                return f"history part {part_id}: history.json says {info.commits} commits, its vectors are others"
             total += info.commits
         index = open_history_lexical(path)
         documents = index.searcher().num_docs if index is not None else 0

@@ -24,6 +24,7 @@ from indexer.snapshot import (
     GRAPH_VIEWS,
     HISTORY_DIR,
     HISTORY_INFO,
+    COMMIT_VECTORS,
     HISTORY_SCHEMAS,
     LEXICAL_DIR,
     PART_INFO,
@@ -35,6 +36,7 @@ from indexer.snapshot import (
     PartInfo,
     cards_schema,
     graph_path,
+    commit_vectors_schema,
     history_lexical_schema,
     lexical_schema,
     new_snapshot_id,
@@ -134,12 +136,18 @@ def _drop_repos(writer, schema, repos: list[tuple[str, str]]) -> None:
         writer.delete_documents_by_query(Q.boolean_query(both))
 
 
-def write_history_part(data_dir: Path, *, info: dict, commits: pa.Table, changes: pa.Table) -> HistoryInfo:
-    """Write one history part (`info`: HistoryInfo's fields but part_id and commits) aside, then rename it into
-    place."""
+def write_history_part(
+    data_dir: Path, *, info: dict, commits: pa.Table, changes: pa.Table, vectors: np.ndarray
+) -> HistoryInfo:
+    """Write one history part (`info`: HistoryInfo's fields but part_id and commits; `vectors`: one per commit,
+    by info's model_id) aside, then rename it into place."""
     with _aside(data_dir) as (part_id, built):
         _write_parquet(commits, built / "commits.parquet")
         _write_parquet(changes, built / "commit_changes.parquet")
+        dim = vectors.shape[1]
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
+        column = pa.FixedSizeListArray.from_arrays(flat, dim)
+        _write_parquet(pa.table([column], schema=commit_vectors_schema(dim)), built / COMMIT_VECTORS)
         part = HistoryInfo(part_id=part_id, commits=commits.num_rows, **info)
         (built / HISTORY_INFO).write_text(part.to_json(), encoding="utf-8")
     return part
