@@ -478,10 +478,19 @@ def _fused(*rankings: list[tuple[int, float]], depth: int) -> list[tuple[int, fl
     return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
 
 
-def similar_commits(reader: SnapshotReader, org: str, repos: tuple[str, ...], text: str, depth: int, embedder=None):
+def similar_commits(
+    reader: SnapshotReader,
+    org: str,
+    repos: tuple[str, ...],
+    text: str,
+    depth: int,
+    embedder=None,
+    before: int | None = None,
+):
     """The commits of the snapshot's history most like `text` by BM25 (message, changed paths, hunks), fused
-    with their messages' vectors where `embedder` is their model, best first: (row, score). Empty when the
-    snapshot holds no history."""
+    with their messages' vectors where `embedder` is their model, best first: (row, score); with `before` (an
+    eval's cutoff, seconds since the epoch), only commits committed earlier. Empty when the snapshot holds no
+    history."""
     hist = history_of(reader)
     words = _words(text)
     if not words or hist.searcher is None:
@@ -489,9 +498,19 @@ def similar_commits(reader: SnapshotReader, org: str, repos: tuple[str, ...], te
     mask = hist.org == org
     if repos:
         mask &= np.isin(hist.repo, list(repos))
+    if before is not None:
+        mask &= hist.time < before
     ranked = _bm25(hist, org, repos, words, mask, depth)
     nearest = _nearest(hist, text, mask, depth, (lambda: embedder) if embedder is not None else None)
-    return _fused(ranked, nearest, depth=depth) if nearest else ranked
+    if not nearest:
+        return ranked
+    # a similarity, not a rank: each signal's score relative to its best, averaged (a vote follows it)
+    similarity: dict[int, float] = {}
+    for found in (ranked, nearest):
+        best = found[0][1] if found and found[0][1] > 0 else 1.0
+        for at, score in found:
+            similarity[at] = similarity.get(at, 0.0) + score / best / 2
+    return sorted(similarity.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
 
 
 def file_votes(
@@ -528,3 +547,25 @@ def _newest(hist: History) -> dict[tuple[str, str], int]:
     for key, t in zip(zip(hist.org.tolist(), hist.repo.tolist()), hist.time.tolist()):
         newest[key] = max(newest.get(key, t), t)
     return newest
+
+
+def repo_votes(
+    reader: SnapshotReader, org: str, text: str, embedder: Embedder | None = None, before: int | None = None
+) -> list[tuple[str, float]]:
+    """Repos ranked by the past commits most like `text` (a repo that fixed tasks like this one owns it): each
+    of the SIMILAR_COMMITS most similar commits adds its similarity relative to the best to its repo."""
+    ranked = similar_commits(reader, org, (), text, SIMILAR_COMMITS, embedder, before)
+    if not ranked:
+        return []
+    hist, best = history_of(reader), ranked[0][1] or 1.0
+    votes: dict[str, float] = {}
+    for at, score in ranked:
+        votes[hist.repo[at]] = votes.get(hist.repo[at], 0.0) + score / best
+    return sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def committed_at(reader: SnapshotReader, org: str, repo: str, commit_id: str) -> int | None:
+    """When the history tables say a commit was committed (seconds since the epoch), or None."""
+    hist = history_of(reader)
+    at = hist.row.get((org, repo, commit_id))
+    return None if at is None else int(hist.time[at])

@@ -25,12 +25,14 @@ from indexer.snapshot.verify import open_check
 from query.cursor import CursorError
 from query.cursor import encode as cursor_encode
 from query.eval.commits import eval_commits
-from query.history import HistoryError, NoHistory
+from query.history import HistoryError, NoHistory, committed_at
 from query.localize import localize
+from query.route_task import route
 from query.search import SearchRequest
 from query.service import Service
 from query.surfaces.app import app
 from query.surfaces.mcp import build
+from query.surfaces.render import routes_text
 from tests import gitrepo
 from tests.checks import assert_one_sentence_error
 from tests.corpus import write_config
@@ -449,6 +451,31 @@ def test_eval_builds_each_cases_history_from_commits_before_it(tmp_path):
     assert rows["Make the zebra quokka lookup case blind"]["history"]["rank"] is None  # its own commit is unseen
     assert rows["Rounding again: half cents round up"]["history"]["rank"] == 1  # the earlier rounding fix votes
     assert set(result["summary"]) == {"hybrid", "vector", "bm25", "history"}
+
+
+def test_the_repo_that_fixed_tasks_like_this_one_is_routed_first_and_an_eval_reads_only_earlier_history(tmp_path):
+    """Two repos whose code reads alike; one fixed a gateway timeout before. route_task puts it first on its past
+    commits' vote, and with a cutoff before that fix (as eval routing asks each case) nothing votes."""
+    code = {"pay/api.py": b"def charge(card, amount):\n    return post('/charge', card, amount)\n"}
+    fixed = {}
+    for name in ("ledger", "checkout"):
+        repo = gitrepo.init(tmp_path / "src" / name)
+        gitrepo.commit(repo, code, message="Start service", when=T)
+        message = "Retry the charge when the gateway times out" if name == "checkout" else "Tidy module layout"
+        fixed[name] = gitrepo.commit(repo, {**code, "pay/notes.txt": b"1\n"}, message=message, when=T + 86400)
+    cfg = write_config(tmp_path, [RepoSpec(name=n, url=str(tmp_path / "src" / n)) for n in ("ledger", "checkout")])
+    run(cfg, show_progress=False)
+    service = Service(cfg, embedder=HashEmbedder())
+    reader, task = service.reader(), "the gateway times out and the charge is lost"
+    routes = route(reader, service.embedder, task, limit=2)
+    assert [r.repo for r in routes][0] == "checkout" and routes[0].signals["history_rank"] == 1, [
+        (r.repo, r.score, r.signals) for r in routes
+    ]
+    assert "similar past commits #1" in routes_text(routes)[0]
+    before = committed_at(reader, "default", "checkout", fixed["checkout"])
+    assert before == T + 86400 and committed_at(reader, "default", "checkout", "0" * 40) is None
+    earlier = route(reader, service.embedder, task, limit=2, before=before)
+    assert all("history_rank" not in r.signals for r in earlier)  # its own fix is not history yet
 
 
 def test_a_long_walk_read_by_worker_processes_gives_the_same_tables(tmp_path, monkeypatch):

@@ -337,3 +337,41 @@ def test_vector_ranks_are_the_same_scored_in_place_or_on_the_gathered_rows(reade
         monkeypatch.setattr(search_module, "GATHER_SHARE", share)
         ranked[share] = search_module.vector_ranks(reader, vector, mask)
     assert ranked[0] == ranked[10**9] and ranked[0] and all(mask[row] for row, _ in ranked[0])
+
+
+def test_a_report_quotes_spans_that_are_looked_up_as_literals():
+    from query.query_text import literal_spans
+
+    report = (
+        "Collection breaks with `--import-mode=importlib`\n\n"
+        "Passing --import-mode makes it print \"no tests ran in 0.01s\" and 'it's' nothing.\n"
+        '```\n$ run --verbose "inside a fence"\n```\n'
+    )
+    assert literal_spans(report) == ["--import-mode", "--import-mode=importlib", "no tests ran in 0.01s"]
+
+
+def test_a_span_quoted_verbatim_finds_the_one_source_file_that_holds_it(tmp_path, hasher):
+    from query.grep import rows_holding
+    from query.localize import LITERAL_FILES, localize
+    from query.reader import SnapshotReader
+    from tests.corpus import build_corpus
+
+    files = {
+        "src/options.py": b'def add_options(parser):\n    parser.add("--import-mode", default="prepend")\n',
+        "docs/usage.md": b"# Usage\n\nPass `--import-mode` to choose how test modules are imported.\n",
+        "tests/test_options.py": b'def test_mode(run):\n    run("--import-mode")\n',
+        "src/words.py": "GREETING = 'déjà vu'\n".encode(),
+        **{f"src/report{i}.py": b'def summary():\n    return "no tests ran"\n' for i in range(LITERAL_FILES + 1)},
+    }
+    reader = SnapshotReader(build_corpus(tmp_path, {"app": files}).cfg.data_dir)
+    report = 'Modules are imported twice\n\nWith `--import-mode` set, it says "no tests ran" and stops.'
+    found = {f.path: f for f in localize(reader, hasher, SearchRequest(query=report, limit=50))}
+    assert found["src/options.py"].signals["literal"] == 1  # docs and tests that repeat it do not count
+    assert all(f.signals["literal"] == 0 for path, f in found.items() if path != "src/options.py")
+    assert next(iter(found)) == "src/options.py"
+    paths = reader.col["path"]
+    assert {paths[r] for r in rows_holding(reader, "déjà")} == {"src/words.py"}  # byte offsets past non-ASCII
+    assert {paths[r] for r in rows_holding(reader, "no tests ran")} == {
+        f"src/report{i}.py" for i in range(LITERAL_FILES + 1)
+    }
+    assert len(rows_holding(reader, "absent text")) == 0

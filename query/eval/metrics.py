@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from query import localize as localize_module
+from query import route_task as route_module
 from query import search as search_module
 from query.localize import FILE_MODES, localize
 from query.reader import SnapshotReader
@@ -72,6 +73,8 @@ def configuration(reader: SnapshotReader, reranker=None) -> dict:
         "off_topic_test_weight": localize_module.OFF_TOPIC_TEST_WEIGHT,
         "off_topic_code_weight": localize_module.OFF_TOPIC_CODE_WEIGHT,
         "history_weight": localize_module.HISTORY_WEIGHT,
+        "literal_bonus": localize_module.LITERAL_BONUS,
+        "route_history_weight": route_module.HISTORY_WEIGHT,
     }
 
 

@@ -164,9 +164,14 @@ def file_markdown(f: FileText) -> str:
 
 
 def file_rank(signals: dict) -> str:
-    """Where the repo's best file ranks in file localization: the order fuses it with the score."""
+    """Where the repo's best file ranks in file localization, and the repo among those whose past commits are
+    like the task: the order fuses them with the score."""
     rank = signals.get("file_rank")
-    return f"best file #{rank}" if rank else "no file in the first 30"
+    said = f"best file #{rank}" if rank else "no file in the first 30"
+    if "history_rank" in signals:  # the history holds commits like the task
+        h = signals["history_rank"]
+        said += f", similar past commits #{h}" if h else ", no similar past commit"
+    return said
 
 
 def routes_markdown(task: str, snapshot_id: str, routes: list[RepoRoute], notes: list[str] = ()) -> str:
