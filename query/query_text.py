@@ -50,7 +50,7 @@ PARAGRAPH_BREAK_RE = re2.compile(r"\n\s*\n")
 # What a report quotes verbatim, which the code that defines it often holds as written: inline code, a
 # command-line option, a quoted message (a few words at least: a quoted name is an identifier, which BM25 reads).
 LITERAL_RES = (
-    re2.compile(r"`([^`\n]{3,80})`"),
+    re2.compile(r"`+([^`\n]{3,80})`+"),  # ``double`` too (reStructuredText, Sphinx)
     re2.compile(r"(?:^|[\s`(\[])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)"),
     re2.compile(r"\"([^\"\n]*\w \w[^\"\n]*)\""),
     re2.compile(r"'([^'\n]*\w \w[^'\n]*)'"),

@@ -498,12 +498,13 @@ def test_a_long_walk_read_by_worker_processes_gives_the_same_tables(tmp_path, mo
     assert tables[0] == tables[1] and len(tables[0][0]) == 7 and tables[0][1]
 
 
-def test_damaged_history_is_one_sentence_and_the_rest_still_serves(tmp_path, blobdex):
+@pytest.mark.parametrize("damaged", ["commits.parquet", "commit_vectors.parquet"])
+def test_damaged_history_is_one_sentence_and_the_rest_still_serves(tmp_path, blobdex, damaged):
     _shop(tmp_path)
     cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
     run(cfg, show_progress=False)
     part = open_manifest(cfg.data_dir)[1].repo("default", "shop").history[0]
-    table = cfg.data_dir / "parts" / part / "commits.parquet"
+    table = cfg.data_dir / "parts" / part / damaged
     table.write_bytes(table.read_bytes()[:100])  # a torn write
     refused = blobdex("--config", cfg.path, "log", "shop")
     assert_one_sentence_error(refused, "the history of snapshot", "cannot be read", "blobdex verify")

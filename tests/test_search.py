@@ -348,6 +348,7 @@ def test_a_report_quotes_spans_that_are_looked_up_as_literals():
         '```\n$ run --verbose "inside a fence"\n```\n'
     )
     assert literal_spans(report) == ["--import-mode", "--import-mode=importlib", "no tests ran in 0.01s"]
+    assert literal_spans("Tighten ``SetComparison`` to ``Iterator[str]``") == ["SetComparison", "Iterator[str]"]
 
 
 def test_a_span_quoted_verbatim_finds_the_one_source_file_that_holds_it(tmp_path, hasher):
