@@ -252,6 +252,8 @@ def test_every_page_is_valid_html_whose_links_all_answer(site):
             "/repos",
             "/route?task=renew+a+subscription",
             "/symbol?name=renew_subscription&repo=api",
+            "/commits",
+            "/commits?q=change&repo=api",
         ]
         seen_links, checked = set(), 0
         for path in pages:
@@ -281,9 +283,26 @@ def test_a_page_that_cannot_answer_says_why_in_one_sentence_with_its_status(site
             ("/file/api/.env", 403, "credential"),
             ("/?q=renew&repo=nope", 400, "unknown repo 'nope'"),
             ("/symbol?name=no_such_symbol", 404, "no definition of 'no_such_symbol'"),
+            ("/commits?since=yesterday", 400, "is not a date"),
         ):
             page = client.get(path)
             assert page.status_code == status and page.headers["content-type"].startswith("text/html"), path
             document = html5lib.parse(page.text, namespaceHTMLElements=False)
             (message,) = [e for e in document.iter() if e.get("class") == "error"]
             assert words in message.text and "\n" not in message.text.strip() and "Traceback" not in page.text, path
+
+
+def test_the_commits_page_searches_history_and_links_each_changed_file_at_its_commit(site):
+    url, token, _ = site
+    with httpx.Client(base_url=url, cookies={"blobdex_token": token}) as client:
+        newest = client.get("/commits")  # no words: the newest commits of the org
+        found = client.get("/commits", params={"q": "change", "repo": "api"})
+    assert newest.status_code == found.status_code == 200
+    document = html5lib.parse(found.text, namespaceHTMLElements=False)
+    (listed,) = [e for e in document.iter("ol") if e.get("class") == "commits"]
+    items = [li for li in listed if li.tag == "li"]
+    assert len(items) == 1 and items[0].find("h2").text == "change"
+    links = [a.get("href") for a in items[0].iter("a")]
+    assert links and all(h.startswith("/file/api/") and "?ref=" in h for h in links)
+    # the commit added a credential file: listed, never a link (the snapshot does not index it)
+    assert ".env" in "".join(items[0].itertext()) and not any("/.env" in h for h in links)

@@ -202,7 +202,11 @@ def grep_marked(text: str, pattern) -> Markup:
 
 
 TEMPLATES.globals.update(
-    file_url=file_url, marked=marked, grep_marked=grep_marked, modes=SEARCH_MODES, kinds=sorted(KINDS)
+    file_url=file_url,
+    marked=marked,
+    grep_marked=grep_marked,
+    modes=SEARCH_MODES,
+    kinds=sorted(KINDS),
 )
 
 
@@ -337,6 +341,29 @@ async def route(request: Request) -> Response:
     return page(request, "route.html", **context)
 
 
+async def commits(request: Request) -> Response:
+    """search_commits for people: words, repo, author and dates as on every surface; the newest without words."""
+    service, org = request.app.state.service, current_org.get()
+    params = request.query_params
+    asked = {k: (params.get(k) or "").strip() for k in ("q", "repo", "author", "since", "until")}
+    context = {**asked, "page": None, "more": None}
+    filters = {
+        "repos": (asked["repo"],) if asked["repo"] else (),
+        **{k: asked[k] or None for k in ("author", "since", "until")},
+    }
+    try:
+        found = await offload(partial(service.search_commits, org, asked["q"], params.get("cursor"), **filters))
+    except BlobdexError as exc:
+        return _failed(request, exc, "commits.html", **context)
+    # a changed path links to the file view at the commit when the snapshot indexes it (text it can show)
+    context["indexed"] = await offload(service.reader().files, org)
+    if found.next_cursor:
+        context["more"] = "/commits?" + urlencode(
+            {**{k: v for k, v in asked.items() if v}, "cursor": found.next_cursor}
+        )
+    return page(request, "commits.html", **{**context, "page": found})
+
+
 async def symbol(request: Request) -> Response:
     service, org = request.app.state.service, current_org.get()
     name = (request.query_params.get("name") or "").strip()
@@ -390,7 +417,17 @@ async def pygments_css(request: Request) -> Response:
     return Response(highlight.stylesheet(), media_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
-PAGES = ("/", "/file/", "/repos", "/route", "/symbol", "/signin", "/signout", "/static/")  # the Guard's UI paths
+PAGES = (
+    "/",
+    "/file/",
+    "/repos",
+    "/route",
+    "/symbol",
+    "/commits",
+    "/signin",
+    "/signout",
+    "/static/",
+)  # the Guard's UI paths
 OPEN = ("/signin", "/static/")  # answered without a token even when one is required
 ROUTES = [
     Route("/", search, methods=["GET"]),
@@ -398,6 +435,7 @@ ROUTES = [
     Route("/repos", repos, methods=["GET"]),
     Route("/route", route, methods=["GET"]),
     Route("/symbol", symbol, methods=["GET"]),
+    Route("/commits", commits, methods=["GET"]),
     Route("/signin", signin, methods=["GET", "POST"]),
     Route("/signout", signout, methods=["POST"]),
     Route("/static/pygments.css", pygments_css, methods=["GET"]),
