@@ -53,7 +53,7 @@ LITERAL_RES = (
     re2.compile(r"`+([^`\n]{3,80})`+"),  # ``double`` too (reStructuredText, Sphinx)
     re2.compile(r"(?:^|[\s`(\[])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)"),
     re2.compile(r"\"([^\"\n]*\w \w[^\"\n]*)\""),
-    re2.compile(r"'([^'\n]*\w \w[^'\n]*)'"),
+    re2.compile(r"(?:^|\W)'([^'\n]*\w \w[^'\n]*)'"),  # not from an apostrophe (it's, don't) to the next
 )
 MAX_LITERALS = 10  # spans of one text looked up
 LITERAL_CHARS = (4, 120)

@@ -349,6 +349,7 @@ def test_a_report_quotes_spans_that_are_looked_up_as_literals():
     )
     assert literal_spans(report) == ["--import-mode", "--import-mode=importlib", "no tests ran in 0.01s"]
     assert literal_spans("Tighten ``SetComparison`` to ``Iterator[str]``") == ["SetComparison", "Iterator[str]"]
+    assert literal_spans("I can't find it, let's try 'no tests ran here'") == ["no tests ran here"]
 
 
 def test_a_span_quoted_verbatim_finds_the_one_source_file_that_holds_it(tmp_path, hasher):
