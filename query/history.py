@@ -552,16 +552,18 @@ def _newest(hist: History) -> dict[tuple[str, str], int]:
 def repo_votes(
     reader: SnapshotReader, org: str, text: str, embedder: Embedder | None = None, before: int | None = None
 ) -> list[tuple[str, float]]:
-    """Repos ranked by the past commits most like `text` (a repo that fixed tasks like this one owns it): each
-    of the SIMILAR_COMMITS most similar commits adds its similarity relative to the best to its repo."""
+    """Repos ranked by their past commit most like `text` (a repo that fixed a task like this one owns it), with
+    that commit's similarity relative to the best. The best commit, not a sum over the SIMILAR_COMMITS: a sum
+    counted a long history's many fair matches over a short one's close match (`eval routing` on four repos,
+    subjects masked: top-1 0.633 summed, 0.683 by the best, 0.667 without history)."""
     ranked = similar_commits(reader, org, (), text, SIMILAR_COMMITS, embedder, before)
     if not ranked:
         return []
     hist, best = history_of(reader), ranked[0][1] or 1.0
     votes: dict[str, float] = {}
-    for at, score in ranked:
-        votes[hist.repo[at]] = votes.get(hist.repo[at], 0.0) + score / best
-    return sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))
+    for at, score in ranked:  # best first: a repo's first is its best
+        votes.setdefault(hist.repo[at], score / best)
+    return list(votes.items())
 
 
 def committed_at(reader: SnapshotReader, org: str, repo: str, commit_id: str) -> int | None:
