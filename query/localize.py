@@ -4,7 +4,8 @@ Each signal (vector, BM25, the definitions the text names, and a cross-encoder's
 configured) first ranks files on its own: a file scores its best chunk plus a decaying share of the
 next ones, so a file with several relevant chunks beats one lucky match. The file rankings are then
 fused by reciprocal rank, and what the text itself names counts on top: identifiers that are
-definitions in the file, file names, and stack-trace frames. Whether the task asks for test code weighs
+definitions in the file, file names, stack-trace frames, and spans it quotes verbatim (an option, a
+message) that only a few source files hold. Whether the task asks for test code weighs
 test files against the rest.
 
 Fusing files rather than chunks keeps one signal's many mid-ranked chunks of a hub file (a `.d.ts`
@@ -30,6 +31,7 @@ from query.search import (
     Hit,
     SearchRequest,
     candidates,
+    chunk_hit,
     defining_files,
     row_mask,
     rrf,
@@ -198,8 +200,11 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
                 files[key].signals["named_symbols"] += 1 / len(defining)
         for span in literal_spans(req.query):
             holding = literal_files(reader, mask, span)
-            for key in holding if len(holding) <= LITERAL_FILES else ():
-                files.setdefault(key, _file_hit(*key)).signals["literal"] += 1 / len(holding)
+            for key, row in holding.items() if len(holding) <= LITERAL_FILES else ():
+                if key not in files:  # no signal ranked it: the chunk that holds the span is its evidence
+                    files[key] = _file_hit(*key)
+                    files[key].evidence.append(chunk_hit(reader, row, reader.row(row)))
+                files[key].signals["literal"] += 1 / len(holding)
         names, scopes = named_files(req.query), title_scopes(req.query)
         # A stack trace says where it failed, often inside a test; its frames carry that evidence.
         weigh_tests = not FRAME_RE.search(req.query)
@@ -227,16 +232,17 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
     return sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
 
 
-def literal_files(reader: SnapshotReader, mask: np.ndarray, span: str) -> set[tuple[str, str]]:
+def literal_files(reader: SnapshotReader, mask: np.ndarray, span: str) -> dict[tuple[str, str], int]:
     """The source files (with a grammar, not tests) of the `mask`ed live chunks whose text holds `span` as
-    written: the code that defines an option or a message, not the docs and tests that repeat it. Past
-    LITERAL_FILES files it stops counting (a span that common is no evidence, and the caller drops it)."""
-    found = set()
+    written, each with the first such row: the code that defines an option or a message, not the docs and tests
+    that repeat it. Past LITERAL_FILES files it stops counting (a span that common is no evidence, and the
+    caller drops it)."""
+    found: dict[tuple[str, str], int] = {}
     repos, paths = reader.col["repo"], reader.col["path"]
     for row in rows_holding(reader, span).tolist():
         path = paths[row]
         if mask[row] and language_for(path) in GRAMMARS and not is_test_file(path):
-            found.add((repos[row], path))
+            found.setdefault((repos[row], path), row)
             if len(found) > LITERAL_FILES:
                 break
     return found

@@ -371,6 +371,7 @@ def test_a_span_quoted_verbatim_finds_the_one_source_file_that_holds_it(tmp_path
     assert found["src/options.py"].signals["literal"] == 1  # docs and tests that repeat it do not count
     assert all(f.signals["literal"] == 0 for path, f in found.items() if path != "src/options.py")
     assert next(iter(found)) == "src/options.py"
+    assert all(f.evidence and f.ref for f in found.values())  # each file with a chunk to read at its ref
     paths = reader.col["path"]
     assert {paths[r] for r in rows_holding(reader, "déjà")} == {"src/words.py"}  # byte offsets past non-ASCII
     assert {paths[r] for r in rows_holding(reader, "no tests ran")} == {
