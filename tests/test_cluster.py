@@ -27,7 +27,8 @@ from indexer.build import cluster
 from indexer.build import run
 from indexer.config import dumps
 from indexer.build.cluster import Cluster, ClusterError
-from indexer.snapshot import open_manifest, read_chunks
+from indexer.history import commit_text
+from indexer.snapshot import open_manifest, read_chunks, read_history
 from indexer.snapshot.verify import verify
 from tests import gitrepo
 from tests.checks import assert_one_sentence_error
@@ -117,7 +118,9 @@ def test_a_run_on_the_cluster_publishes_what_a_local_run_does(
         report = json.loads(ran.stdout)
     totals = report["totals"]
     assert report["published"] and totals["blobs_new"] == local.report.blobs_new
-    texts = totals["chunks_embedded"] + 2  # and each repo's card
+    # and each repo's card, and the history's distinct commit texts (embedded there too, after the blobs)
+    history = read_history(*open_manifest(local.cfg.data_dir), "commits").column("message").to_pylist()
+    texts = totals["chunks_embedded"] + 2 + len({commit_text(m) for m in history})
     blobs = totals["blobs_new"]
     assert report["cluster"] == {"address": address, "workers": 2, "gpus": 0, "blobs": blobs, "texts": texts}
     assert content(spread.data_dir) == content(local.cfg.data_dir)
@@ -218,7 +221,8 @@ def test_a_cluster_with_a_gpu_embeds_there_with_torch_in_bigger_batches(tmp_path
         spread = replace(local.cfg, data_dir=tmp_path / "spread", cluster=f"127.0.0.1:{port}")
         report = run(spread, show_progress=False)
         on_cpus = run(replace(spread, data_dir=tmp_path / "onnx", encoder="onnx"), show_progress=False)
-    assert report.cluster["gpus"] == 1 and report.cluster["texts"] == local.report.chunks_embedded + 1
+    # the chunks, the repo's card and its one commit's message
+    assert report.cluster["gpus"] == 1 and report.cluster["texts"] == local.report.chunks_embedded + 2
     # on CPUs (as many as were free: Ray frees a killed actor's CPU a moment later)
     assert on_cpus.cluster["gpus"] == 0 and on_cpus.cluster["texts"] == report.cluster["texts"]
     ours, theirs = (read_chunks(open_manifest(c.data_dir)[0]) for c in (spread, local.cfg))

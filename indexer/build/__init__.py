@@ -251,8 +251,7 @@ def _run(
             embedder=embedder,
             cluster=cluster,
         )
-        run.history = history_stage(run, full)
-        return _build(run)
+        return _build(run, full)
     finally:
         if cluster is not None:
             report.cluster = cluster.summary()
@@ -406,13 +405,13 @@ def _fill_from_manifest(report: Report, prev: Manifest, work: list[RepoWork], da
     totals(report, prev, data_dir)
 
 
-def _build(run: Run) -> Report:
+def _build(run: Run, full: bool) -> Report:
     """Chunk what changed, then publish: the model's static tier first when the model has much to embed
     (fast_first), then, once every chunk has the model's vectors, the model's own snapshot. Old snapshots are
     pruned once the run is done: the model's snapshot is published against the run's base, whose parts the
-    static tier does not list."""
+    static tier does not list. `full`: history is read whole (history_stage)."""
     try:
-        return _publish_changes(run)
+        return _publish_changes(run, full)
     finally:
         if run.report.published:
             t0 = time.monotonic()
@@ -420,14 +419,18 @@ def _build(run: Run) -> Report:
             run.report.seconds["publish"] += time.monotonic() - t0
 
 
-def _publish_changes(run: Run) -> Report:
-    """The run's stages after the scan: chunk and resolve what changed; plan each repo's part (the rows it
+def _publish_changes(run: Run, full: bool) -> Report:
+    """The run's stages after the scan: chunk and resolve what changed; read the history new since the last
+    run; plan each repo's part (the rows it
     writes, and so the one answer to which of them need the model's vectors); then, when the model has much
     to embed, publish its static tier first and backfill; embed what the cache lacks; write and publish."""
     report = run.report
     t0 = time.monotonic()
     changes = changes_of(run)
     report.seconds["chunk"] = time.monotonic() - t0 - report.seconds["extract"] - report.seconds["resolve"]
+    # after chunking: on a cluster, the commits' vectors start the embedding actors, whose CPUs the blob
+    # preparing tasks then could not get
+    run.history = history_stage(run, full)
     t0 = time.monotonic()
     planned = plan_parts(run, changes)
     report.seconds["write"] += time.monotonic() - t0
