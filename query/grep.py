@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 import re2
 
 from indexer.errors import BlobdexError
@@ -98,22 +96,3 @@ def grep(
                 )
             )
     return matches, None
-
-
-def rows_holding(reader: SnapshotReader, literal: str) -> np.ndarray:
-    """The rows (live or not) whose text holds `literal` as written, in order: one scan of each part's mapped
-    text bytes, no copy (a few milliseconds for 5 MB of text)."""
-    needle = literal.encode("utf-8")
-    found, pattern, start = [], re.compile(re.escape(needle)), 0
-    for chunk in reader.rows.column("text").chunks:
-        offset_type = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        _, offsets, data = chunk.buffers()
-        if data is not None and len(chunk):
-            bounds = np.frombuffer(offsets, dtype=offset_type)[chunk.offset : chunk.offset + len(chunk) + 1]
-            view = memoryview(data)[int(bounds[0]) : int(bounds[-1])]
-            hits = np.array([m.start() for m in pattern.finditer(view)], dtype=np.int64) + int(bounds[0])
-            rows = np.searchsorted(bounds, hits, side="right") - 1
-            inside = hits + len(needle) <= bounds[rows + 1]  # not a match across two rows' texts
-            found.append(np.unique(rows[inside]) + start)
-        start += len(chunk)
-    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)

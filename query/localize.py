@@ -4,8 +4,7 @@ Each signal (vector, BM25, the definitions the text names, and a cross-encoder's
 configured) first ranks files on its own: a file scores its best chunk plus a decaying share of the
 next ones, so a file with several relevant chunks beats one lucky match. The file rankings are then
 fused by reciprocal rank, and what the text itself names counts on top: identifiers that are
-definitions in the file, file names, stack-trace frames, and spans it quotes verbatim (an option, a
-message) that only a few source files hold. Whether the task asks for test code weighs
+definitions in the file, file names, and stack-trace frames. Whether the task asks for test code weighs
 test files against the rest.
 
 Fusing files rather than chunks keeps one signal's many mid-ranked chunks of a hub file (a `.d.ts`
@@ -18,12 +17,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import re2
 
 from indexer.embed import Embedder
 from indexer.languages import GRAMMARS, is_test_file, language_for
-from query.grep import rows_holding
 from query.history import file_votes
 from query.reader import SnapshotReader
 from query.search import (
@@ -31,13 +28,12 @@ from query.search import (
     Hit,
     SearchRequest,
     candidates,
-    chunk_hit,
     defining_files,
     row_mask,
     rrf,
     validate,
 )
-from query.query_text import literal_spans, named_definitions, title_and_body
+from query.query_text import named_definitions, title_and_body
 
 DECAY = 0.5  # within a signal, the n-th best chunk of a file adds DECAY**n of its share
 SIGNALS = ("vector", "bm25", "symbol")  # a file's place in the symbol list is its first definition's
@@ -55,11 +51,6 @@ NAMED_SYMBOL_BONUS = 0.02  # about one signal's first place, per definition a on
 # (pytest's `eval issues`, hybrid MRR: tune half 0.794 -> 0.864 without it, held-out half 0.762 -> 0.768).
 NAMED_SYMBOL_BONUS_IN_REPORTS = 0.0
 NAMED_FILE_BONUS = 0.03  # the text names the file (a path, a file name, a stack frame, the title's scope)
-# A span the text quotes verbatim (`code`, an --option, a "message") found in at most LITERAL_FILES files is
-# evidence for each of them, shared among them: LITERAL_BONUS per span (at most 2), whether or not another
-# signal ranked the file. Chosen with pytest's `eval issues` (tune half), reported on the held-out half.
-LITERAL_BONUS = 0.03
-LITERAL_FILES = 3
 # The fused score of a file with no grammar (prose, config, data) counts this much: a task is usually
 # carried out in source, and BM25 otherwise lifts READMEs and changelogs that merely mention its words.
 # Chosen with `blobdex eval commits` (1 -> 0.25 raised hybrid MRR on blinker, itsdangerous and markupsafe;
@@ -198,13 +189,6 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
             defining = defining_files(reader, [r for r in reader.symbol_rows.get(word, ()) if mask[r]])
             for key in defining & files.keys():
                 files[key].signals["named_symbols"] += 1 / len(defining)
-        for span in literal_spans(req.query):
-            holding = literal_files(reader, mask, span)
-            for key, row in holding.items() if len(holding) <= LITERAL_FILES else ():
-                if key not in files:  # no signal ranked it: the chunk that holds the span is its evidence
-                    files[key] = _file_hit(*key)
-                    files[key].evidence.append(chunk_hit(reader, row, reader.row(row)))
-                files[key].signals["literal"] += 1 / len(holding)
         names, scopes = named_files(req.query), title_scopes(req.query)
         # A stack trace says where it failed, often inside a test; its frames carry that evidence.
         weigh_tests = not FRAME_RE.search(req.query)
@@ -222,34 +206,15 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
         s = entry.signals
         s["named_symbols"] = round(s["named_symbols"], 3)
         weight = 1.0 if language_for(entry.path) in GRAMMARS else NON_SOURCE_WEIGHT
-        s["literal"] = round(s["literal"], 3)
-        named = (
-            per_name * min(s["named_symbols"], 3)
-            + (NAMED_FILE_BONUS if s["named_file"] or s["named_scope"] else 0.0)
-            + LITERAL_BONUS * min(s["literal"], 2)
+        named = per_name * min(s["named_symbols"], 3) + (
+            NAMED_FILE_BONUS if s["named_file"] or s["named_scope"] else 0.0
         )
         entry.score = round(s["test_weight"] * (weight * fused[key] + named), 6)
     return sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
 
 
-def literal_files(reader: SnapshotReader, mask: np.ndarray, span: str) -> dict[tuple[str, str], int]:
-    """The source files (with a grammar, not tests) of the `mask`ed live chunks whose text holds `span` as
-    written, each with the first such row: the code that defines an option or a message, not the docs and tests
-    that repeat it. Past LITERAL_FILES files it stops counting (a span that common is no evidence, and the
-    caller drops it)."""
-    found: dict[tuple[str, str], int] = {}
-    repos, paths = reader.col["repo"], reader.col["path"]
-    for row in rows_holding(reader, span).tolist():
-        path = paths[row]
-        if mask[row] and language_for(path) in GRAMMARS and not is_test_file(path):
-            found.setdefault((repos[row], path), row)
-            if len(found) > LITERAL_FILES:
-                break
-    return found
-
-
 def _file_hit(repo: str, path: str) -> FileHit:
-    signals = {"named_symbols": 0, "named_file": False, "named_scope": False, "literal": 0.0, "test_weight": 1.0}
+    signals = {"named_symbols": 0, "named_file": False, "named_scope": False, "test_weight": 1.0}
     return FileHit(repo=repo, path=path, score=0.0, signals=signals)
 
 

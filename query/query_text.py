@@ -47,16 +47,6 @@ PASSAGE_CHARS = 1000
 # restarts at every unclosed fence, and a run of blank lines rescans its tail at each line.
 FENCE_RE = re2.compile(r"(?ms)^```[^\n]*\n.*?^```[ \t]*$")
 PARAGRAPH_BREAK_RE = re2.compile(r"\n\s*\n")
-# What a report quotes verbatim, which the code that defines it often holds as written: inline code, a
-# command-line option, a quoted message (a few words at least: a quoted name is an identifier, which BM25 reads).
-LITERAL_RES = (
-    re2.compile(r"`+([^`\n]{3,80})`+"),  # ``double`` too (reStructuredText, Sphinx)
-    re2.compile(r"(?:^|[\s`(\[])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)"),
-    re2.compile(r"\"([^\"\n]*\w \w[^\"\n]*)\""),
-    re2.compile(r"(?:^|\W)'([^'\n]*\w \w[^'\n]*)'"),  # not from an apostrophe (it's, don't) to the next
-)
-MAX_LITERALS = 10  # spans of one text looked up
-LITERAL_CHARS = (4, 120)
 
 
 def title_and_body(text: str) -> tuple[str, str]:
@@ -136,14 +126,3 @@ def named_definitions(text: str) -> frozenset[str]:
                 n for n in (word.lower(), word.lower().rsplit(".", 1)[-1]) if len(n) >= 3 and n not in STOPWORDS
             )
     return frozenset(names)
-
-
-def literal_spans(text: str) -> list[str]:
-    """The spans a task text quotes verbatim outside fenced blocks (a pasted log or program repeats everything):
-    `inline code`, --options and "quoted messages", first MAX_LITERALS, in order."""
-    prose = FENCE_RE.sub("", text)
-    found = []
-    for pattern in LITERAL_RES:
-        found += [(m.start(1), m.group(1).strip()) for m in pattern.finditer(prose)]
-    spans = [span for _, span in sorted(found) if LITERAL_CHARS[0] <= len(span) <= LITERAL_CHARS[1]]
-    return list(dict.fromkeys(spans))[:MAX_LITERALS]

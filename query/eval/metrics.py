@@ -73,7 +73,6 @@ def configuration(reader: SnapshotReader, reranker=None) -> dict:
         "off_topic_test_weight": localize_module.OFF_TOPIC_TEST_WEIGHT,
         "off_topic_code_weight": localize_module.OFF_TOPIC_CODE_WEIGHT,
         "history_weight": localize_module.HISTORY_WEIGHT,
-        "literal_bonus": localize_module.LITERAL_BONUS,
         "route_history_weight": route_module.HISTORY_WEIGHT,
     }
 
