@@ -56,7 +56,8 @@ def test_one_commit_chunks_and_embeds_only_new_blobs(two_repos):
     second = run(cfg, show_progress=False, embedder=counter)
     assert second.published and second.snapshot_id != first.snapshot_id
     assert second.blobs_new == 1  # only the changed file's blob is read and chunked
-    assert counter.texts == second.chunks_embedded == 1  # only the one method whose text changed
+    # only the one method whose text changed, and the new commit's message (the history's vector of it)
+    assert second.chunks_embedded == 1 and counter.texts == 2
     assert second.chunks == first.chunks
     assert verify(cfg.data_dir)[1] == []
 
@@ -81,7 +82,8 @@ def test_the_embed_stage_runs_before_any_part_is_written(two_repos, monkeypatch)
     changed = RENEW_PY.replace(b"days=30", b"days=31")
     gitrepo.commit(api, {**api_files(), "src/billing/renew.py": changed}, message="longer months")
     second = run(cfg, show_progress=False, embedder=Recording())
-    assert second.chunks_embedded == 1 and events == ["embed", "write"]  # the method, then api's one delta
+    # the new commit's message (the history stage), the method, then api's one delta
+    assert second.chunks_embedded == 1 and events == ["embed", "embed", "write"]
     assert second.seconds["embed"] > 0 and second.seconds["write"] > 0
 
 
