@@ -34,7 +34,7 @@ MAX_DEPTH = 10_000  # commits a cursor may page past (a forged cursor must not s
 MAX_FILTER_VALUES = 50  # repos or paths one request may name
 REACHABLE_CACHED = 64  # heads whose reachable commits are kept; more start the cache afresh
 PATHS_SHOWN = 20  # changed paths listed per commit in an answer; `files_changed` counts them all
-CANDIDATES = 2000  # BM25 hits read before filters; widened until a page fills or every hit is seen
+FIRST_FETCH = 64  # BM25 hits read first (4 pages' worth at least); widened until a page fills or all are seen
 MAX_WORDS = 200  # distinct words of a query the commits index is asked for (a pasted report has more)
 # A commit's vector votes only this near the query: unrelated messages score below it with the bundled model
 # (the median of pytest's message pairs is 0.16; gibberish reaches 0.25), so a query that names nothing in the
@@ -99,6 +99,8 @@ class History:
                 )
         # each commit's vector and its model ("" where its part has none): rows of the query's model are compared
         self.vectors, self.vector_model = read_commit_vectors(reader.path, reader.manifest)
+        self.has_vectors = bool(self.vector_model.any())
+        self._of_model: dict[str, np.ndarray] = {}
         index = open_history_lexical(reader.path)
         self.index = index
         self.searcher = index.searcher() if index is not None else None
@@ -112,6 +114,12 @@ class History:
             c = self.commits.select(["author_name", "author_email"]).to_pydict()
             self._authors = [f"{n}\0{e}".lower() for n, e in zip(c["author_name"], c["author_email"])]
         return self._authors
+
+    def of_model(self, model_id: str) -> np.ndarray:
+        """Which rows hold `model_id`'s vectors (a mask, built once per model)."""
+        if model_id not in self._of_model:
+            self._of_model[model_id] = self.vector_model == model_id
+        return self._of_model[model_id]
 
     def ids_of(self, org: str, repo: str) -> list[str]:
         """One repo's commit ids, sorted (a prefix is looked up by bisection)."""
@@ -436,7 +444,7 @@ def _bm25(hist: History, org, repos, words, mask, depth) -> list[tuple[int, floa
     if repos:
         must.append((Occur.Must, Q.term_set_query(schema, "repo", list(repos))))
     query = Q.boolean_query(must)
-    fetch = max(CANDIDATES, depth)
+    fetch = max(4 * depth, FIRST_FETCH)  # widened while the filters leave too few (each hit's stored key is read)
     while True:
         result = hist.searcher.search(query, fetch)
         ranked = []
@@ -453,13 +461,14 @@ def _bm25(hist: History, org, repos, words, mask, depth) -> list[tuple[int, floa
 def _nearest(hist: History, text: str, mask: np.ndarray, depth: int, embedder) -> list[tuple[int, float]]:
     """The `mask`ed commits whose message vectors are nearest `text`'s, at least MIN_COSINE, best first (none
     when the history holds no vectors or no embedder is given; the model loads only then)."""
-    if embedder is None or not hist.vector_model.any():
+    if embedder is None or not hist.has_vectors:
         return []
     model = embedder()
-    allowed = np.flatnonzero(mask & (hist.vector_model == model.model_id))
+    allowed = np.flatnonzero(mask & hist.of_model(model.model_id))
     if not len(allowed):
         return []
-    scores = (hist.vectors[allowed] @ query_vectors(model, text).T).max(axis=1)
+    # every row at once and then the allowed ones: a product over the whole matrix costs less than a gather
+    scores = (hist.vectors @ query_vectors(model, text).T).max(axis=1)[allowed]
     allowed, scores = allowed[scores >= MIN_COSINE], scores[scores >= MIN_COSINE]
     if not len(allowed):
         return []
