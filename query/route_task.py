@@ -14,8 +14,8 @@ asks for tests: a report about a test framework's behaviour otherwise matches ev
 
 The repos are then ordered by fusing that score's ranking with file localization over the whole org
 (`signals.file_rank`: where the repo's best file ranks), which weighs what the task names, and, where the
-snapshot holds history, with the repos whose past commits are most like the task (`signals.history_rank`). Measured with
-`blobdex eval routing` over six repos (pytest, blinker, itsdangerous, markupsafe, commander.js, pflag),
+snapshot holds history, with the repos whose past commits are most like the task (`signals.history_rank`).
+Measured with `blobdex eval routing` over six repos (pytest, blinker, itsdangerous, markupsafe, commander.js, pflag),
 top-1: long reports with names masked 0.846 -> 0.923 (held-out half), 0.82 -> 0.88 (tune half);
 commit subjects 0.578 -> 0.594.
 """
@@ -33,7 +33,7 @@ from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
 from query.reader import Labels, SnapshotReader
 from indexer.languages import is_test_file
-from query.history import repo_votes
+from query.history import DamagedHistory, repo_votes
 from query.localize import asks_for_tests, localize
 from query.search import (
     CANDIDATES,
@@ -227,7 +227,10 @@ def _fuse_files(
     for i, f in enumerate(files, 1):
         place.setdefault(f.repo, i)
     rankings = [("score", 1.0, [(r.repo, r.score) for r in routes]), ("file", 1.0, list(place.items()))]
-    voted = repo_votes(reader, req.org, req.query, embedder, before) if HISTORY_WEIGHT else []
+    try:
+        voted = repo_votes(reader, req.org, req.query, embedder, before) if HISTORY_WEIGHT else []
+    except DamagedHistory:  # said where history is asked for; routing goes on with its other rankings
+        voted = []
     if voted:
         rankings.append(("history", HISTORY_WEIGHT, voted))
     fused = rrf(rankings)

@@ -509,6 +509,7 @@ def test_damaged_history_is_one_sentence_and_the_rest_still_serves(tmp_path, blo
     refused = blobdex("--config", cfg.path, "log", "shop")
     assert_one_sentence_error(refused, "the history of snapshot", "cannot be read", "blobdex verify")
     assert blobdex("--config", cfg.path, "search", "total", "--json").code == 0  # code search is unaffected
+    assert blobdex("--config", cfg.path, "route", "round the totals").code == 0  # routing, without history
     assert open_check(*open_manifest(cfg.data_dir)).startswith("history")
     repaired = run(cfg, show_progress=False)  # the no-change check finds it and reads history again
     assert repaired.published and repaired.commits_read == 4 and open_check(*open_manifest(cfg.data_dir)) is None

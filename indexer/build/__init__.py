@@ -421,9 +421,9 @@ def _build(run: Run, full: bool) -> Report:
 
 def _publish_changes(run: Run, full: bool) -> Report:
     """The run's stages after the scan: chunk and resolve what changed; read the history new since the last
-    run; plan each repo's part (the rows it
-    writes, and so the one answer to which of them need the model's vectors); then, when the model has much
-    to embed, publish its static tier first and backfill; embed what the cache lacks; write and publish."""
+    run; plan each repo's part (the rows it writes, and so the one answer to which of them need the model's
+    vectors); then, when the model has much to embed, publish its static tier first and backfill; embed what
+    the cache lacks; write and publish."""
     report = run.report
     t0 = time.monotonic()
     changes = changes_of(run)
