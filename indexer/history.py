@@ -332,7 +332,7 @@ def commit_text(message: str) -> str:
     """What a commit's vector embeds (COMMIT_TEXT_CHARS of its screened message: subject, first paragraph)."""
     subject, _, body = message.strip().partition("\n")
     paragraph = " ".join(body.strip().split("\n\n", 1)[0].split())
-    return f"{subject.strip()}\n{paragraph}"[:COMMIT_TEXT_CHARS] if paragraph else subject.strip()[:COMMIT_TEXT_CHARS]
+    return (f"{subject.strip()}\n{paragraph}" if paragraph else subject.strip())[:COMMIT_TEXT_CHARS]
 
 
 def person(raw: bytes) -> tuple[str, str]:

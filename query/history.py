@@ -27,7 +27,7 @@ from query.cursor import encode as cursor_encode
 from query.cursor import offset as cursor_offset
 from query.query_text import STOPWORDS
 from query.reader import SnapshotReader
-from query.search import RRF_K, query_vectors
+from query.search import query_vectors, rrf
 
 MAX_COMMITS_PER_PAGE = 200
 MAX_DEPTH = 10_000  # commits a cursor may page past (a forged cursor must not size a search)
@@ -366,8 +366,12 @@ def search_commits(
     words = _words(query)
     if words and hist.searcher is not None:
         ranked = _bm25(hist, org, repos, words, mask, start + limit + 1)
-        nearest = _nearest(hist, query, mask, start + limit + 1, embedder)
-        ranked = _fused(ranked, nearest, depth=start + limit + 1) if nearest else ranked
+        model = embedder() if embedder is not None and hist.has_vectors else None
+        nearest = _nearest(hist, query, mask, start + limit + 1, model)
+        if nearest:
+            fused = rrf([("bm25", 1.0, ranked), ("vector", 1.0, nearest)])
+            ranked = sorted(((at, e["score"]) for at, e in fused.items()), key=lambda kv: (-kv[1], kv[0]))
+            ranked = ranked[: start + limit + 1]
     else:
         allowed = np.flatnonzero(mask)
         order = allowed[np.argsort(-hist.time[allowed], kind="stable")] if len(allowed) else allowed
@@ -458,12 +462,11 @@ def _bm25(hist: History, org, repos, words, mask, depth) -> list[tuple[int, floa
         fetch *= 4
 
 
-def _nearest(hist: History, text: str, mask: np.ndarray, depth: int, embedder) -> list[tuple[int, float]]:
-    """The `mask`ed commits whose message vectors are nearest `text`'s, at least MIN_COSINE, best first (none
-    when the history holds no vectors or no embedder is given; the model loads only then)."""
-    if embedder is None or not hist.has_vectors:
+def _nearest(hist: History, text: str, mask: np.ndarray, depth: int, model: Embedder | None) -> list[tuple[int, float]]:
+    """The `mask`ed commits whose message vectors (of `model`) are nearest `text`'s, at least MIN_COSINE, best
+    first; none without a model or vectors."""
+    if model is None or not hist.has_vectors:
         return []
-    model = embedder()
     allowed = np.flatnonzero(mask & hist.of_model(model.model_id))
     if not len(allowed):
         return []
@@ -478,22 +481,13 @@ def _nearest(hist: History, text: str, mask: np.ndarray, depth: int, embedder) -
     return [(int(allowed[i]), float(scores[i])) for i in top]
 
 
-def _fused(*rankings: list[tuple[int, float]], depth: int) -> list[tuple[int, float]]:
-    """Reciprocal-rank fusion of rankings of rows (RRF_K as code search fuses its signals)."""
-    score: dict[int, float] = {}
-    for ranking in rankings:
-        for position, (at, _) in enumerate(ranking, 1):
-            score[at] = score.get(at, 0.0) + 1 / (RRF_K + position)
-    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
-
-
 def similar_commits(
     reader: SnapshotReader,
     org: str,
     repos: tuple[str, ...],
     text: str,
     depth: int,
-    embedder=None,
+    embedder: Embedder | None = None,
     before: int | None = None,
 ):
     """The commits of the snapshot's history most like `text` by BM25 (message, changed paths, hunks), fused
@@ -510,7 +504,7 @@ def similar_commits(
     if before is not None:
         mask &= hist.time < before
     ranked = _bm25(hist, org, repos, words, mask, depth)
-    nearest = _nearest(hist, text, mask, depth, (lambda: embedder) if embedder is not None else None)
+    nearest = _nearest(hist, text, mask, depth, embedder)
     if not nearest:
         return ranked
     # a similarity, not a rank: each signal's score relative to its best, averaged (a vote follows it)

@@ -419,6 +419,21 @@ def _shop(tmp_path):
     return repo, files
 
 
+def test_history_parts_of_another_models_vectors_are_read_again_and_a_delta_follows_its_own(tmp_path):
+    repo, files = _shop(tmp_path)
+    cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])
+    assert run(cfg, show_progress=False).commits_read == 4
+    info = cfg.data_dir / "parts" / open_manifest(cfg.data_dir)[1].repo("default", "shop").history[0] / "history.json"
+    info.write_text(info.read_text().replace('"model_id": "blobdex:hash"', '"model_id": "another-model"'))
+    gitrepo.commit(repo, {**files, "NOTES.md": b"notes\n"}, message="Add notes", when=T + 9 * 86400)
+    again = run(cfg, show_progress=False)
+    assert again.commits_read == 5  # the whole history, as a base with this model's vectors
+    (part,) = open_manifest(cfg.data_dir)[1].repo("default", "shop").history
+    assert json.loads((cfg.data_dir / "parts" / part / "history.json").read_text())["model_id"] == "blobdex:hash"
+    gitrepo.commit(repo, {**files, "NOTES.md": b"more notes\n"}, message="More notes", when=T + 10 * 86400)
+    assert run(cfg, show_progress=False).commits_read == 1  # its own model's parts: a delta of the new commit
+
+
 def test_past_fixes_vote_for_the_files_they_changed(tmp_path, monkeypatch):
     _shop(tmp_path)
     cfg = write_config(tmp_path, [RepoSpec(name="shop", url=str(tmp_path / "src" / "shop"))])

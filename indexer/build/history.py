@@ -84,8 +84,10 @@ def _repo_history(run: Run, w: RepoWork, full: bool) -> RepoHistory:
     same = not full and held and before.history_as == settings.recorded
     heads = sorted({commit_id for _, commit_id in w.refs})
     with mirror.open_mirror(w.mirror_path) as repo:
-        last = read_history_info(parts_dir(run.cfg.data_dir) / held[-1]) if same else None
-        if last is not None and all(_vectors_of(run, p) for p in held):  # another model's: read again (cached)
+        infos = [read_history_info(parts_dir(run.cfg.data_dir) / p) for p in held] if same else []
+        # parts with another model's vectors (or none) are read again: the cache has what that model embedded
+        if infos and all(i.model_id == run.model_id for i in infos):
+            last = infos[-1]
             if sorted(set(last.heads)) == heads:
                 return RepoHistory(parts=held, settings=settings.recorded)
             forward = all(any(history.is_ancestor(repo, h, n) for n in heads) for h in last.heads)
@@ -159,12 +161,6 @@ def _read(run: Run, w: RepoWork, repo, heads: list[str], exclude: list[str], bas
     )
     run.report.commits_read += len(commits)
     return _Read(written, commits_table, changes_table)
-
-
-def _vectors_of(run: Run, part_id: str) -> bool:
-    """Whether a history part holds the vectors of the run's model (a part of another model is read again; its
-    commits' vectors come from the cache where that model embedded them before)."""
-    return read_history_info(parts_dir(run.cfg.data_dir) / part_id).model_id == run.model_id
 
 
 def _changes(repo, mirror: Path, commits: list, with_hunks: bool) -> Iterator[list[history.PathChange]]:
