@@ -26,10 +26,9 @@ KEEP_SNAPSHOTS = 3  # published snapshots kept on disk, CURRENT included
 SESSION_IDLE_HOURS = 24.0
 
 # Every key blobdex.toml may hold: (the form its value takes, how to write it). Some are read by other
-# modules from the same file (jwt_* and github_* by query/surfaces/cip.py load_settings, through
-# Config.protocol_auth): they are listed here too,
-# so that one check knows every key and a misspelt one is refused instead of silently ignored. A module
-# that reads a new key adds it here.
+# modules from the same file (jwt_*, github_* and oauth_* by query/surfaces, through Config.protocol_auth): they
+# are listed here too, so that one check knows every key and a misspelt one is refused instead of silently
+# ignored. A module that reads a new key adds it here.
 KNOWN_KEYS = {
     "data_dir": ("string", 'data_dir = ".blobdex"'),
     "model": ("string", f'model = "{DEFAULT_MODEL}"'),
@@ -58,6 +57,9 @@ KNOWN_KEYS = {
     "jwt_secret": ("string", 'jwt_secret = "env:NAME" (a reference, never the key; or export BLOBDEX_JWT_SECRET)'),
     "jwt_users": ("list of strings", 'jwt_users = ["alice"]'),
     "jwt_org": ("string", 'jwt_org = "default"'),
+    "oauth_issuer": ("string", 'oauth_issuer = "https://auth.example.com" (an OAuth server whose tokens MCP accepts)'),
+    "oauth_audience": ("string", 'oauth_audience = "https://blobdex.example.com/mcp" (default: this server)'),
+    "oauth_org": ("string", 'oauth_org = "default" (the org an OAuth-signed-in request runs in)'),
     "github_client_id": ("string", 'github_client_id = "..."'),
     "github_authorize_url": ("string", 'github_authorize_url = "https://..."'),
     "github_token_url": ("string", 'github_token_url = "https://..."'),
@@ -117,7 +119,7 @@ RELEASE_KEYS = {
     "reason": ("string", 'reason = "the vendor\'s documented example key"'),
 }
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{16}$")  # indexer/secrets.py fingerprint: 16 hex characters
-PROTOCOL_AUTH_PREFIXES = ("jwt_", "github_")
+PROTOCOL_AUTH_PREFIXES = ("jwt_", "github_", "oauth_")
 # Secrets that query/surfaces/cip.py takes only from the environment, so that a file never holds them.
 ENV_ONLY_KEYS = {"github_client_secret": "BLOBDEX_GITHUB_CLIENT_SECRET"}
 
@@ -215,9 +217,7 @@ class Config:
     store_region: str = ""
     store_access_key: str = ""
     store_secret_key: str = ""
-    # The Codebase Index Protocol's jwt_* / github_* keys as the file has them (checked like the rest);
-    # query/surfaces/cip.py `load_settings` lays the environment over them.
-    protocol_auth: dict = field(default_factory=dict)
+    protocol_auth: dict = field(default_factory=dict)  # the jwt_*, github_*, oauth_* keys, read by query/surfaces
     releases: tuple[Release, ...] = ()  # every [[release]] table, also those naming no configured repo
     history: HistorySettings = HistorySettings()  # what a run keeps of each repo's history (indexer/history.py)
 

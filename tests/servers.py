@@ -49,8 +49,8 @@ def free_port() -> int:
 class Server:
     """The real ASGI app on a real socket, in a thread: `with Server(app) as url: …`."""
 
-    def __init__(self, asgi):
-        self.port = free_port()
+    def __init__(self, asgi, port: int | None = None):
+        self.port = port or free_port()
         self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

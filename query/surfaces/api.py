@@ -18,7 +18,7 @@ from query.search import SearchRequest
 from query.service import Service, route_dict
 from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body
 from query.surfaces.guard import current_org, error
-from query.surfaces import render
+from query.surfaces import oauth, render
 from query.surfaces.openapi import document
 from query.surfaces.metrics import metrics
 
@@ -313,6 +313,11 @@ async def healthz(request: Request):
     return JSONResponse({"ok": True})
 
 
+async def protected_resource(request: Request):
+    """RFC 9728: how a client signs in here (public, so that a 401 can point at it)."""
+    return JSONResponse(oauth.metadata(request.scope, request.app.state.issuer))
+
+
 async def readyz(request: Request):
     try:
         reader = await anyio.to_thread.run_sync(_service(request).reader)
@@ -409,6 +414,8 @@ ROUTES = [
     Route("/metrics", metrics),
     Route("/readyz", readyz),
     Route("/openapi.json", openapi),
+    Route(oauth.METADATA_PATH, protected_resource),
+    Route(oauth.METADATA_PATH + oauth.MCP_PATH, protected_resource),
     Route("/v1/search", search, methods=["POST"]),
     Route("/v1/chunks", chunks),
     Route("/v1/grep", grep, methods=["POST"]),

@@ -18,7 +18,7 @@ from starlette.routing import Mount
 
 from indexer.observe import RequestLog, route_of
 from query.service import Service
-from query.surfaces import api, metrics, web
+from query.surfaces import api, metrics, oauth, web
 from query.surfaces.cip import app as cip_app
 from query.surfaces.cip_auth import AuthSettings, load_settings
 from query.surfaces.codesearch import app as codesearch_app
@@ -28,7 +28,15 @@ from query.surfaces.mcp import build as build_mcp
 
 LUCOS_PREFIX = "/api/v1"
 CIP_PREFIX = "/codebase-index"
-OPEN_PATHS = ("/healthz", "/readyz", "/metrics", LUCOS_PREFIX + "/health/")  # probes and scrapes need no token
+# Probes, scrapes and the sign-in metadata a 401 points at need no token.
+OPEN_PATHS = (
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    LUCOS_PREFIX + "/health/",
+    oauth.METADATA_PATH,
+    oauth.METADATA_PATH + oauth.MCP_PATH,
+)
 # What the access log and the request metrics name a path by: a route, never a path's ids or text.
 ROUTE_NAMES = tuple(r.path for r in api.ROUTES if "{" not in r.path) + (
     "/v1/sessions",
@@ -78,10 +86,20 @@ def app(
     root.state.service = service
     root.state.require_token = require_token
     root.state.metrics = metrics.registry(service)
+    root.state.issuer = oauth.Issuer.from_config(service.cfg.protocol_auth)
     # The Codebase Index Protocol has JWTs of its own.
     exempt = (CIP_PREFIX + "/",) + ((LUCOS_PREFIX + "/",) if lucos and not require_token else ())
     guarded = Guard(
-        root, allowed, require_token, service.cfg.data_dir, default_org, exempt, OPEN_PATHS, web.PAGES, web.OPEN
+        root,
+        allowed,
+        require_token,
+        service.cfg.data_dir,
+        default_org,
+        exempt,
+        OPEN_PATHS,
+        web.PAGES,
+        web.OPEN,
+        root.state.issuer,
     )
     names = route_of((*ROUTE_NAMES, codesearch_prefix))
     return RequestLog(guarded, "serve", names, logging.getLogger("query.access"))

@@ -10,10 +10,12 @@ import re
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlencode
 
+import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse, RedirectResponse
 
 from indexer import tokens as bearer
+from query.surfaces import oauth
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,13 @@ def error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
+def _unauthorized(scope, code: str, message: str) -> JSONResponse:
+    """A 401 that says how to sign in, in the words an OAuth client reads (RFC 6750, RFC 9728)."""
+    response = error(401, code, message)
+    response.headers["WWW-Authenticate"] = oauth.challenge(scope, "invalid_token" if code == "bad_token" else None)
+    return response
+
+
 def _panicked(exc: BaseException) -> bool:
     # pyo3 (tantivy) turns a Rust panic into PanicException, which derives from BaseException, so
     # `except Exception` misses it; it is named, not imported, because pyo3 exposes no module for it.
@@ -115,8 +124,10 @@ class Guard:
         open_paths: tuple[str, ...] = (),
         pages: tuple[str, ...] = (),
         open_pages: tuple[str, ...] = (),
+        issuer: oauth.Issuer | None = None,
     ):
         self.app, self.allowed, self.require_token = app, allowed_hosts, require_token
+        self.issuer = issuer  # an external OAuth server whose access tokens are accepted too
         self.data_dir, self.default_org, self.exempt = data_dir, default_org, exempt
         self.open_paths = open_paths  # probes that answer without a token
         # The page for people: its token may come from the sign-in cookie, and without one it goes to the sign-in
@@ -163,9 +174,12 @@ class Guard:
                 token = _cookie(headers.get("cookie", ""), SIGN_IN_COOKIE)
             try:
                 grant = bearer.verify(self.data_dir, token) if token else None
-            except bearer.TokenStoreError as exc:
+                if grant is None and token and self.issuer is not None and not token.startswith(bearer.PREFIX):
+                    grant = await anyio.to_thread.run_sync(self.issuer.verify, token, scope)
+            except (bearer.TokenStoreError, oauth.IssuerUnreachable) as exc:
                 log.error("%s", exc)
-                return await error(503, "token_store", str(exc))(scope, receive, send)
+                code = "token_store" if isinstance(exc, bearer.TokenStoreError) else "issuer_unreachable"
+                return await error(503, code, str(exc))(scope, receive, send)
             if grant is not None:
                 org = grant["org"]
             elif page and not self._page(path, self.open_pages) and (token or self.require_token):
@@ -173,12 +187,12 @@ class Guard:
                 target = path + (f"?{query}" if query else "")
                 return await _see_other("/signin?" + urlencode({"next": target}))(scope, receive, send)
             elif token is not None and not page:
-                return await error(
-                    401, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
+                return await _unauthorized(
+                    scope, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
                 )(scope, receive, send)
             elif self.require_token and not page:
-                return await error(
-                    401,
+                return await _unauthorized(
+                    scope,
                     "token_required",
                     "this server requires 'Authorization: Bearer TOKEN'; mint one with 'blobdex token mint'",
                 )(scope, receive, send)
