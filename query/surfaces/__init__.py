@@ -94,9 +94,18 @@ async def read_body(request: Request, fields: tuple[str, ...] | None = None) -> 
     return data
 
 
+def with_allow(response: Response, exc: HTTPException) -> Response:
+    """`response` with the Allow header of a 405 (RFC 9110 section 15.5.6: a 405 says which methods work)."""
+    if exc.status_code == 405 and exc.headers and "Allow" in exc.headers:
+        response.headers["Allow"] = exc.headers["Allow"]
+    return response
+
+
 async def _unrouted(shape: Shape, request: Request, exc: HTTPException) -> Response:
     what = "no such route" if exc.status_code == 404 else exc.detail
-    return shape(request, exc.status_code, f"{request.method} {request.url.path}: {what}", None)
+    if exc.status_code == 405:
+        what = f"method not allowed; use {exc.headers.get('Allow', 'another method')}"
+    return with_allow(shape(request, exc.status_code, f"{request.method} {request.url.path}: {what}", None), exc)
 
 
 async def _internal(shape: Shape, request: Request, exc: Exception) -> Response:

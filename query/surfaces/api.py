@@ -16,7 +16,7 @@ from indexer.fields import Fields
 from query.query_text import cut_note
 from query.search import SearchRequest
 from query.service import Service, route_dict
-from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body
+from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body, with_allow
 from query.surfaces.guard import current_org, error
 from query.surfaces import oauth, render
 from query.surfaces.openapi import document
@@ -333,14 +333,17 @@ async def openapi(request: Request):
 async def unrouted(request: Request, exc: HTTPException) -> Response:
     """Unknown routes and methods answer in the one error shape, not as plain text."""
     if exc.status_code == 404:
-        # The MCP app is mounted at "/", so a known path asked with another method ends there as a 404.
-        for r in ROUTES:
-            if r.matches(request.scope)[0] is Match.PARTIAL:
+        # The MCP app is mounted at "/", so a known path asked with another method ends there as a 404: the
+        # root router (the first to see the request) knows the path's methods.
+        root = request.scope.get("router")
+        for r in getattr(root, "routes", ROUTES):
+            if isinstance(r, Route) and r.matches(request.scope)[0] is Match.PARTIAL:
                 exc = HTTPException(405, headers={"Allow": ", ".join(sorted(r.methods or ()))})
+                break
     if exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
         message = f"{request.method} is not allowed on {request.url.path}; use {allowed or 'another method'}"
-        return shape(request, 405, message, None)
+        return with_allow(shape(request, 405, message, None), exc)
     if exc.status_code == 404:
         return shape(request, 404, f"no route {request.url.path}; the routes are listed in /openapi.json", None)
     return shape(request, exc.status_code, str(exc.detail), "bad_request")

@@ -18,12 +18,10 @@ from starlette.routing import Mount
 
 from indexer.observe import RequestLog, route_of
 from query.service import Service
-from query.surfaces import api, metrics, oauth, web
-from query.surfaces.cip import app as cip_app
+from query.surfaces import api, cip, codesearch, metrics, oauth, web
+from query.surfaces import lucos as lucos_contract
 from query.surfaces.cip_auth import AuthSettings, load_settings
-from query.surfaces.codesearch import app as codesearch_app
 from query.surfaces.guard import MAX_BODY_BYTES, Guard, current_org, mcp_security, served_hosts
-from query.surfaces.lucos import app as lucos_app
 from query.surfaces.mcp import build as build_mcp
 
 LUCOS_PREFIX = "/api/v1"
@@ -73,9 +71,9 @@ def app(
     routes = [
         *api.ROUTES,
         *web.ROUTES,
-        *([Mount(LUCOS_PREFIX, app=lucos_app(service, token_org))] if lucos else []),
-        Mount(codesearch_prefix, app=codesearch_app(service)),
-        Mount(CIP_PREFIX, app=cip_app(service, cip_settings or load_settings(service.cfg))),
+        *([Mount(LUCOS_PREFIX, app=lucos_contract.app(service, token_org))] if lucos else []),
+        Mount(codesearch_prefix, app=codesearch.app(service)),
+        Mount(CIP_PREFIX, app=cip.app(service, cip_settings or load_settings(service.cfg))),
         Mount("/", app=mcp_app),  # last: the MCP app serves /mcp itself (mounting it at /mcp redirects)
     ]
     root = Starlette(
@@ -100,6 +98,11 @@ def app(
         web.PAGES,
         web.OPEN,
         root.state.issuer,
+        shapes=(
+            (codesearch_prefix + "/", codesearch.shape),
+            (CIP_PREFIX + "/", cip.shape),
+            *([(LUCOS_PREFIX + "/", lucos_contract.shape)] if lucos else []),
+        ),
     )
     names = route_of((*ROUTE_NAMES, codesearch_prefix))
     return RequestLog(guarded, "serve", names, logging.getLogger("query.access"))

@@ -7,11 +7,13 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
+from collections.abc import Callable
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlencode
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 
 from indexer import tokens as bearer
@@ -73,9 +75,8 @@ def error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def _unauthorized(scope, code: str, message: str) -> JSONResponse:
+def _unauthorized(response: JSONResponse, scope, code: str) -> JSONResponse:
     """A 401 that says how to sign in, in the words an OAuth client reads (RFC 6750, RFC 9728)."""
-    response = error(401, code, message)
     response.headers["WWW-Authenticate"] = oauth.challenge(scope, "invalid_token" if code == "bad_token" else None)
     return response
 
@@ -125,14 +126,23 @@ class Guard:
         pages: tuple[str, ...] = (),
         open_pages: tuple[str, ...] = (),
         issuer: oauth.Issuer | None = None,
+        shapes: tuple[tuple[str, Callable], ...] = (),
     ):
         self.app, self.allowed, self.require_token = app, allowed_hosts, require_token
         self.issuer = issuer  # an external OAuth server whose access tokens are accepted too
+        self.shapes = shapes  # (path prefix, its contract's error shape): a mount's errors in its own words
         self.data_dir, self.default_org, self.exempt = data_dir, default_org, exempt
         self.open_paths = open_paths  # probes that answer without a token
         # The page for people: its token may come from the sign-in cookie, and without one it goes to the sign-in
         # form (open_pages, the form and the stylesheets, answer without a token).
         self.pages, self.open_pages = pages, open_pages
+
+    def _error(self, scope, status: int, code: str, message: str) -> JSONResponse:
+        """An error in the shape of the contract the path belongs to (the /v1 shape by default)."""
+        for prefix, shape in self.shapes:
+            if scope["path"].startswith(prefix):
+                return shape(Request(scope), status, message, None)  # the contract's own code for the status
+        return error(status, code, message)
 
     def _page(self, path: str, prefixes: tuple[str, ...]) -> bool:
         return any(path == p or (p != "/" and p.endswith("/") and path.startswith(p)) for p in prefixes)
@@ -148,11 +158,12 @@ class Guard:
         host = headers.get("host", "")
         origin = headers.get("origin")
         if not HOST_RE.match(host):
-            return await error(
-                400, "bad_host", f"Host {host!r} is not host[:port]; send the name or address of this server"
+            return await self._error(
+                scope, 400, "bad_host", f"Host {host!r} is not host[:port]; send the name or address of this server"
             )(scope, receive, send)
         if not self._host_ok(host):
-            return await error(
+            return await self._error(
+                scope,
                 421,
                 "bad_host",
                 f"Host {host!r} is not served here; start the server with "
@@ -161,9 +172,13 @@ class Guard:
         if origin is not None:
             origin_host = origin.split("://", 1)[-1].split("/", 1)[0]
             if not self._host_ok(origin_host):
-                return await error(403, "bad_origin", f"Origin {origin!r} is not allowed")(scope, receive, send)
+                return await self._error(scope, 403, "bad_origin", f"Origin {origin!r} is not allowed")(
+                    scope, receive, send
+                )
         if int(headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
+            return await self._error(scope, 413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")(
+                scope, receive, send
+            )
         org = self.default_org
         path = scope["path"]
         if path not in self.open_paths and not path.startswith(self.exempt):
@@ -179,7 +194,7 @@ class Guard:
             except (bearer.TokenStoreError, oauth.IssuerUnreachable) as exc:
                 log.error("%s", exc)
                 code = "token_store" if isinstance(exc, bearer.TokenStoreError) else "issuer_unreachable"
-                return await error(503, code, str(exc))(scope, receive, send)
+                return await self._error(scope, 503, code, str(exc))(scope, receive, send)
             if grant is not None:
                 org = grant["org"]
             elif page and not self._page(path, self.open_pages) and (token or self.require_token):
@@ -188,19 +203,28 @@ class Guard:
                 return await _see_other("/signin?" + urlencode({"next": target}))(scope, receive, send)
             elif token is not None and not page:
                 return await _unauthorized(
-                    scope, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
+                    self._error(
+                        scope, 401, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
+                    ),
+                    scope,
+                    "bad_token",
                 )(scope, receive, send)
             elif self.require_token and not page:
                 return await _unauthorized(
+                    self._error(
+                        scope,
+                        401,
+                        "token_required",
+                        "this server requires 'Authorization: Bearer TOKEN'; mint one with 'blobdex token mint'",
+                    ),
                     scope,
                     "token_required",
-                    "this server requires 'Authorization: Bearer TOKEN'; mint one with 'blobdex token mint'",
                 )(scope, receive, send)
         body = await _capped(receive)
         if body is None:
-            return await error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes; send less per request")(
-                scope, receive, send
-            )
+            return await self._error(
+                scope, 413, "too_large", f"request body over {MAX_BODY_BYTES} bytes; send less per request"
+            )(scope, receive, send)
         started = False
 
         async def tracked(message):
@@ -215,6 +239,8 @@ class Guard:
             if not _panicked(exc) or started:
                 raise
             log.error("%s %s failed: a panic in a native library: %s", scope.get("method"), scope["path"], exc)
-            await error(500, "internal", "the server failed on this request; see its log")(scope, body, send)
+            await self._error(scope, 500, "internal", "the server failed on this request; see its log")(
+                scope, body, send
+            )
         finally:
             current_org.reset(reset)

@@ -10,6 +10,8 @@ query facade (Service.search_pushed).
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 import re
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -33,6 +35,9 @@ REPO_ID_RE = re.compile(r"^lucos:ws:[0-9a-f]{16}$")
 SOURCE_TYPES = {"repo_code": "code", "repo_doc": "doc"}
 VERSION = "blobdex-lucos-1"
 # The contract's error code for a status, where the raiser names none.
+# The fields of each request body the contract shows; another is refused (400), not ignored.
+UPLOAD_FIELDS = ("repo_id", "commit_sha", "workspace_id", "chunks", "deleted_chunk_ids")
+SEARCH_FIELDS = ("repo_ids", "query", "top_k", "filters")
 CODES = {400: "INVALID_PAYLOAD", 404: "NOT_FOUND", 500: "INTERNAL"}
 
 
@@ -40,7 +45,7 @@ def shape(request: Request, status: int, message: str, code: str | None) -> JSON
     """The contract's error body: {"code", "message", "request_id"}."""
     return JSONResponse(
         {
-            "code": code or CODES.get(status, "METHOD_NOT_ALLOWED"),
+            "code": code or CODES.get(status) or HTTPStatus(status).name,  # METHOD_NOT_ALLOWED, UNAUTHORIZED
             "message": message,
             "request_id": request.headers.get("X-Request-Id"),
         },
@@ -110,7 +115,7 @@ def _chunk(repo_id: str, raw, n: int) -> PushedChunk:
 @endpoint(shape)
 async def upload(request: Request):
     ctx, service = _context(request), request.app.state.service
-    d = await read_body(request)
+    d = await read_body(request, UPLOAD_FIELDS)
     f = Fields(d)
     repo_id = _repo(ctx, d.get("repo_id"))
     raw, deleted = f.array("chunks"), list(f.strs("deleted_chunk_ids"))
@@ -147,7 +152,7 @@ async def status(request: Request):
 @endpoint(shape)
 async def retrieve(request: Request):
     ctx, service = _context(request), request.app.state.service
-    d = await read_body(request)
+    d = await read_body(request, SEARCH_FIELDS)
     f = Fields(d)
     repo_ids = f.array("repo_ids", required=True, must="a non-empty array")
     if not repo_ids:
