@@ -137,3 +137,9 @@ def call(server, tool, args):
 
 def text(result) -> str:
     return result.content[0].text
+
+
+def structured(result) -> dict:
+    """A tool's structured answer (what its outputSchema describes); the text beside it is markdown."""
+    assert not result.is_error, text(result)
+    return result.structured_content

@@ -21,7 +21,7 @@ from query.surfaces.mcp import build
 from query.service import Service, indexed_ref
 from tests import gitrepo
 from tests.corpus import write_config
-from tests.servers import Server, call, text
+from tests.servers import Server, call, structured, text
 
 MAIN_PY = b'# a header that only main has\ndef a():\n    return "main"\n'
 V1_PY = b'def a():\n    return "v1"\n'
@@ -114,11 +114,7 @@ def test_file_mode_names_the_commit_and_its_hint_reads_it(service):
     commit_id = service.reader().manifest.repo("default", "mini").refs[0].commit_id
     assert f"1. mini:m.py @ refs/heads/v1 ({commit_id[:12]}) • " in out
     assert f'get_file(repo="mini", path="m.py", ref_or_commit="{commit_id[:12]}")' in out
-    data = json.loads(
-        text(
-            call(server, "search_code", {"query": "return v1", "repos": ["mini"], "group_by": "file", "format": "json"})
-        )
-    )
+    data = structured(call(server, "search_code", {"query": "return v1", "repos": ["mini"], "group_by": "file"}))
     assert data["files"][0]["commit_id"] == commit_id and data["files"][0]["ref"] == "refs/heads/v1"
 
 

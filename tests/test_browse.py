@@ -5,7 +5,6 @@ in one sentence), on MCP and HTTP alike, over real repos and mirrors."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from dulwich.repo import Repo
@@ -74,19 +73,23 @@ def http(service):
         yield client
 
 
-def call(service, tool: str, args: dict) -> tuple[bool, str]:
+def answer(service, tool: str, args: dict):
     async def go():
         async with Client(build(service)) as client:
             return await client.call_tool(tool, args)
 
-    result = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def call(service, tool: str, args: dict) -> tuple[bool, str]:
+    result = answer(service, tool, args)
     return result.is_error, result.content[0].text
 
 
 def mcp_json(service, tool: str, args: dict) -> dict:
-    failed, text = call(service, tool, {**args, "format": "json"})
-    assert not failed, text
-    return json.loads(text)
+    result = answer(service, tool, args)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
 
 
 def rows(files: list[dict]) -> list[tuple]:

@@ -7,7 +7,6 @@ import ast
 import asyncio
 import importlib
 import inspect
-import json
 from pathlib import Path
 
 import pytest
@@ -125,8 +124,8 @@ def _v1_hits(http, args: dict) -> list[tuple]:
 
 
 def _mcp_hits(service, args: dict) -> list[tuple]:
-    result = search_code(service, {"query": "invoice customer", "limit": 100, "format": "json", **args})
-    return [(h["repo"], h["path"], h["line_start"], h["line_end"]) for h in json.loads(result.content[0].text)["hits"]]
+    result = search_code(service, {"query": "invoice customer", "limit": 100, **args})
+    return [(h["repo"], h["path"], h["line_start"], h["line_end"]) for h in result.structured_content["hits"]]
 
 
 def _codesearch_hits(http, args: dict) -> list[tuple]:

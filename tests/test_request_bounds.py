@@ -151,7 +151,7 @@ def test_a_megabyte_task_on_every_entry_point_never_stalls_the_health_check(serv
         answers["page files"] = _get(base, "/?" + urlencode({"q": HOSTILE_URL_TEXT, "mode": "files"}))
         answers["page route"] = _get(base, "/route?" + urlencode({"task": HOSTILE_URL_TEXT}))
         answers["mcp route_task"] = _mcp(base, "route_task", {"task": HOSTILE})
-        answers["mcp files"] = _mcp(base, "search_code", {"query": HOSTILE, "group_by": "file", "format": "json"})
+        answers["mcp files"] = _mcp(base, "search_code", {"query": HOSTILE, "group_by": "file"})
     finally:
         stop.set()
         thread.join(WATCHDOG_SECONDS * 4)

@@ -6,7 +6,6 @@ holds what a rebuild from scratch holds; find_references by name and by position
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from dulwich.repo import Repo
@@ -685,9 +684,7 @@ def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobd
         async with Client(build(service)) as client:
             return await client.call_tool(name, args)
 
-    by_mcp = json.loads(
-        asyncio.run(tool("find_references", {"symbol": "Session.get", "format": "json"})).content[0].text
-    )
+    by_mcp = asyncio.run(tool("find_references", {"symbol": "Session.get"})).structured_content
     with TestClient(app(service), base_url="http://127.0.0.1") as http:
         by_http = http.get("/v1/references", params={"symbol": "Session.get"}).json()
         by_position = http.get("/v1/references", params={"repo": "lib", "path": "src/lib/sessions.py", "line": "14"})

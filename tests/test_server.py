@@ -20,7 +20,7 @@ from query.search import SearchRequest
 from query.service import Service
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, private_copy
-from tests.servers import BLOBDEX, MCP_ACCEPT, MCP_INITIALIZE, Server, call, text
+from tests.servers import BLOBDEX, MCP_ACCEPT, MCP_INITIALIZE, Server, call, structured, text
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_search_code_markdown_then_get_chunk(service, corpus):
 
 def test_search_code_json_and_thresholds(service):
     server = build(service)
-    data = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json", "limit": 5})))
+    data = structured(call(server, "search_code", {"query": "invoice", "limit": 5}))
     assert data["hits"] and {"id", "repo", "path", "signals"} <= set(data["hits"][0])
     both = call(server, "search_code", {"query": "x", "min_score": 0.1, "min_score_diff": 0.1})
     assert both.is_error and "not both" in text(both)
@@ -87,7 +87,7 @@ def test_search_code_thresholds_keep_exactly_the_hits_similar_enough(service):
     _, ranked = service.search(SearchRequest(query="invoice", org="default", limit=10))
     best = max(h.similarity for _, h in ranked)
     for args, floor in (({"min_score_diff": 0.05}, best - 0.05), ({"min_score": 0.3}, 0.3)):
-        out = json.loads(text(call(server, "search_code", {"query": "invoice", "format": "json", **args})))
+        out = structured(call(server, "search_code", {"query": "invoice", **args}))
         expected = [(h.path, h.line_start) for _, h in ranked if h.similarity >= floor]
         assert 0 < len(expected) < len(ranked)  # the floor splits this ranking, so the filter is exercised
         assert [(h["path"], h["line_start"]) for h in out["hits"]] == expected
@@ -132,7 +132,7 @@ def test_grep_route_context_list_and_status(service, corpus):
     routed = text(call(server, "route_task", {"task": "queue drain server health"}))
     assert routed.startswith('# Route: "queue drain server health"') and "**tools**" in routed
     assert "git sparse-checkout set" in routed and "here of" in routed
-    ctx = json.loads(text(call(server, "expand_context", {"symbol": "Invoice", "format": "json"})))
+    ctx = structured(call(server, "expand_context", {"symbol": "Invoice"}))
     assert ctx["definitions"][0]["path"] == "src/billing/invoice.py"
     # renew.py imports it as billing.invoice (a namespace package under src/) and constructs one
     assert [(c["path"], c["line"], c["resolution"]) for c in ctx["callers"]] == [("src/billing/renew.py", 13, "import")]

@@ -15,10 +15,10 @@ from indexer.errors import BlobdexError
 from indexer.fields import Fields
 from query.query_text import cut_note
 from query.search import SearchRequest
-from query.service import Service, route_dict
+from query.service import Service
 from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body, with_allow
 from query.surfaces.guard import current_org, error
-from query.surfaces import oauth, render
+from query.surfaces import answers, oauth, render
 from query.surfaces.openapi import document
 from query.surfaces.metrics import metrics
 
@@ -82,11 +82,6 @@ def _params(request: Request, names: tuple[str, ...]):
     return request.query_params
 
 
-def _notes(notes: list[str]) -> dict:
-    """An answer's `notes` (what it did not read in full), present only when there is one, as `applied` is."""
-    return {"notes": notes} if notes else {}
-
-
 def _fields(data) -> Fields:
     """A body's or a query string's fields, named as this API's messages name them ('limit')."""
     return Fields(data, quoted=True)
@@ -121,20 +116,14 @@ async def search(request: Request):
         notes = [req.note] if req.note else []
         if fmt == "markdown":
             return Response(render.files_markdown(query, files, notes), media_type="text/markdown; charset=utf-8")
-        return {"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files], **_notes(notes)}
+        return answers.files_body(snapshot_id, files, notes)
     page = await offload(service.search_page, req, session_id, cursor, min_score, min_score_diff)
-    snapshot_id, hits, applied = page.snapshot_id, page.hits, page.applied
     notes = [req.note] if req.note else []
     if fmt == "markdown":
-        markdown = render.hits_markdown(query, snapshot_id, hits, page.filters + applied + notes, page.next_cursor)
+        applied = page.filters + page.applied + notes
+        markdown = render.hits_markdown(query, page.snapshot_id, page.hits, applied, page.next_cursor)
         return Response(markdown, media_type="text/markdown; charset=utf-8")
-    return {
-        "snapshot_id": snapshot_id,
-        "hits": [{"id": c, **h.to_dict()} for c, h in hits],
-        **({"applied": applied} if applied else {}),
-        **_notes(notes),
-        "next_cursor": page.next_cursor,
-    }
+    return answers.hits_body(page, notes)
 
 
 @endpoint(shape)
@@ -184,13 +173,7 @@ async def grep(request: Request):
             ignore_case=ignore_case,
         )
 
-    page = await offload(run)
-    return {
-        "snapshot_id": page.snapshot_id,
-        "matches": [asdict(m) for m in page.matches],
-        "truncated": page.next_cursor is not None,
-        "next_cursor": page.next_cursor,
-    }
+    return answers.grep_body(await offload(run))
 
 
 @endpoint(shape)
@@ -202,10 +185,7 @@ async def file(request: Request):
     f = _fields(q)
     start, end = f.integer("start", loose=True), f.integer("end", loose=True)
     found = await offload(lambda: service.get_file(org, q["repo"], q["path"], q.get("ref"), start, end))
-    return {
-        **{k: v for k, v in asdict(found).items() if k != "content"},
-        "content": found.content.decode("utf-8", "replace"),
-    }
+    return answers.file_body(found)
 
 
 @endpoint(shape)
@@ -239,8 +219,7 @@ async def route(request: Request):
     f = _fields(await read_body(request, ROUTE_FIELDS))
     task = f.text("task") or ""
     snapshot_id, routes = await offload(service.route, org, task, f.integer("limit", 5, loose=True))
-    notes = [n for n in (cut_note(len(task)),) if n]
-    return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes], **_notes(notes)}
+    return answers.routes_body(snapshot_id, routes, [n for n in (cut_note(len(task)),) if n])
 
 
 @endpoint(shape)

@@ -8,8 +8,10 @@ through `answering`, the one place a BlobdexError becomes a tool error (as `surf
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import inspect
 import json
+import logging
 import threading
 import time
 from dataclasses import asdict
@@ -19,29 +21,35 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver import server as mcpserver_module
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from indexer.errors import BlobdexError
 from indexer.fields import MAX_INT
 from indexer.observe import TOOL_SECONDS
 from query import MAX_LIMIT
-from query.surfaces import render
+from query.surfaces import answers, render
 from query.surfaces.payload import PayloadError, known_fields
+from query.surfaces.schemas import compact, shallow
 
 if TYPE_CHECKING:
     from query.service import Service
 
-FILE_LINES_PER_CALL = 500
+logger = logging.getLogger(__name__)
+FILE_LINES_PER_CALL = 500  # the most lines one get_file call reads
+FILE_LINES_BY_DEFAULT = 200  # without end_line: about 8 KB of an ordinary file, and the reply says how to read on
 INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
 order: route_task (which repos own a task) -> search_code (relevant code across repos) -> get_chunk / get_file
-(read more, at any commit, without cloning) -> expand_context (callers in other services, routes, config keys).
-grep finds exact text; list_files and outline map a repo and a file without reading them. search_commits, log,
-blame and diff read history: when and why something changed, and who changed it. list_repos and
-index_status say what is indexed and how fresh it is. To search your own uncommitted edits, sync_workspace them
-into a session and pass session_id to search_code."""
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+(read more, at any commit, without cloning) -> expand_context (callers in other services, routes, config keys)
+or find_references (every call of one definition). grep finds exact text; list_files and outline map a repo and a
+file without reading them. search_commits, log, blame and diff read history: when and why something changed, and
+who changed it. list_repos and index_status say what is indexed and how fresh it is. To search your own
+uncommitted edits, sync_workspace them into a session and pass session_id to search_code (session_status shows
+it, end_session drops it). `repo` is a name list_repos shows, `path` is relative to the repo's root, and an
+answer with more ends with next_cursor: pass it as `cursor` with the same arguments."""
+# The spec reads destructive and idempotent hints only when a tool is not read-only: they are left out there.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 DISCARDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
@@ -72,6 +80,14 @@ def argument_error(tool: str, exc: ValidationError, schema: dict) -> str:
     return f"{what}{given}{more}"
 
 
+def _version() -> str:
+    """blobdex's version as installed (serverInfo.version); a source tree that was never installed has none."""
+    try:
+        return importlib.metadata.version("blobdex")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
 class Server(MCPServer):
     """MCPServer as the calling model should see it: descriptions without the docstrings' indentation,
     and a rejected argument answered with one sentence (argument_error). It holds the service the tools
@@ -81,7 +97,7 @@ class Server(MCPServer):
         # The SDK's logging set-up imports rich (0.1 s before `initialize` can be answered) for a handler that
         # logging.basicConfig then drops: blobdex's own handler is on the root logger already.
         mcpserver_module.configure_logging = lambda level="INFO": None
-        super().__init__("blobdex", instructions=INSTRUCTIONS, log_level="WARNING", **kw)
+        super().__init__("blobdex", version=_version(), instructions=INSTRUCTIONS, log_level="WARNING", **kw)
         self._service = service
         self.org = org
 
@@ -114,6 +130,9 @@ class Server(MCPServer):
             result = await super().call_tool(name, arguments, context)
             outcome = "ok"
             return result
+        except UnexpectedToolError as exc:  # a crash, or an answer its model refuses: the server's fault
+            logger.error("%s failed: %r", name, exc.__cause__)
+            raise
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
@@ -130,12 +149,12 @@ def _scope(ctx: Context) -> tuple[Service, str]:
     return server.service, server.org()
 
 
-def answering(tool: Callable[..., str]) -> Callable[..., str]:
+def answering(tool: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
     """`tool` as it is registered: the same name, signature and description (the SDK reads them through
     functools.wraps), and a BlobdexError it raises answered as a tool error in MCP's words."""
 
     @functools.wraps(tool)
-    def answer(*args, **kwargs) -> str:
+    def answer(*args, **kwargs) -> CallToolResult:
         try:
             return tool(*args, **kwargs)
         except BlobdexError as exc:
@@ -144,14 +163,19 @@ def answering(tool: Callable[..., str]) -> Callable[..., str]:
     return answer
 
 
+def _answer(markdown: str, data: dict) -> CallToolResult:
+    """A tool's reply: markdown for the model to read, and the same answer as structured content, which the SDK
+    checks against the tool's model (query.surfaces.answers) before it leaves."""
+    return CallToolResult(content=[TextContent(type="text", text=markdown)], structured_content=data)
+
+
 # Arguments several tools take, described once.
 NameOnly = Annotated[
     bool,
     Field(description="Also list calls that only share the name (on something of unknown type), labelled so."),
 ]
-Cursor = Annotated[str | None, Field(description="next_cursor from the previous page, with the same arguments.")]
-CallerLimit = Annotated[int, Field(ge=1, le=200, description="Callers per page.")]
-Format = Annotated[Literal["markdown", "json"], Field(description="markdown (default) or json.")]
+Cursor = str | None  # next_cursor of the previous page (INSTRUCTIONS says so once for every tool)
+CallerLimit = Annotated[int, Field(ge=1, le=200)]
 # A ref to browse at: list_files and outline.
 Ref = Annotated[str | None, Field(description="Branch, tag or commit. Default: the ref that was indexed first.")]
 
@@ -159,13 +183,13 @@ Ref = Annotated[str | None, Field(description="Branch, tag or commit. Default: t
 def search_code(
     ctx: Context,
     query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
-    repos: Annotated[list[str] | None, Field(description="Only these repos (names from list_repos).")] = None,
+    repos: list[str] | None = None,
     lang: Annotated[list[str] | None, Field(description="Only these languages, e.g. ['python'].")] = None,
     paths: Annotated[list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")] = None,
     ignore: Annotated[list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")] = None,
-    kind: Annotated[str | None, Field(description="'code', 'doc', or a chunk kind: function, method, class.")] = None,
+    kind: Annotated[answers.Kind | None, Field(description="code or doc, or a chunk kind.")] = None,
     ref: Annotated[str | None, Field(description="Only chunks reachable from this branch or tag.")] = None,
-    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many hits.")] = 10,
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 10,
     min_score: Annotated[
         float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")
     ] = None,
@@ -183,9 +207,8 @@ def search_code(
         Literal["chunk", "file"],
         Field(description="'file' ranks files for a task, issue or stack trace instead of chunks."),
     ] = "chunk",
-    format: Format = "markdown",
     cursor: Cursor = None,
-) -> str:
+) -> Annotated[CallToolResult, answers.Search]:
     """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
     with ids (stable while the chunk lives); read a whole hit with get_chunk(ids), or the surrounding file with
     get_file. With group_by='file', paste an issue text or a stack trace to get the files most likely involved.
@@ -208,32 +231,15 @@ def search_code(
         ref=ref,
         limit=limit,
     )
+    notes = [req.note] if req.note else []
     if group_by == "file":  # thresholds are checked, and a file has no one similarity to apply them to
         snapshot_id, files = service.localize(req, min_score, min_score_diff)
-        notes = [req.note] if req.note else []
-        if format == "json":
-            return json.dumps(
-                {"snapshot_id": snapshot_id, "files": [render.file_record(f) for f in files]}
-                | ({"notes": notes} if notes else {}),
-                indent=1,
-            )
-        return render.files_markdown(query, files, notes)
+        return _answer(render.files_markdown(query, files, notes), answers.files_body(snapshot_id, files, notes))
     page = service.search_page(req, session_id, cursor, min_score, min_score_diff)
-    applied = page.filters + page.applied
-    notes = [req.note] if req.note else []
-    if format == "json":
-        return json.dumps(
-            {
-                "snapshot_id": page.snapshot_id,
-                "query": req.query,
-                "applied": applied,
-                **({"notes": notes} if notes else {}),
-                "hits": [{"id": c, **h.to_dict()} for c, h in page.hits],
-                "next_cursor": page.next_cursor,
-            },
-            indent=1,
-        )
-    return render.hits_markdown(query, page.snapshot_id, page.hits, applied + notes, page.next_cursor)
+    markdown = render.hits_markdown(
+        query, page.snapshot_id, page.hits, page.filters + page.applied + notes, page.next_cursor
+    )
+    return _answer(markdown, answers.hits_body(page, notes))
 
 
 def get_chunk(
@@ -242,17 +248,21 @@ def get_chunk(
         list[Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]],
         Field(min_length=1, max_length=50, description="Hit ids from search_code."),
     ],
-) -> str:
+) -> Annotated[CallToolResult, answers.Chunks]:
     """The full text of search hits by id, with repo, path, lines and commit. An unknown id is reported
     in place and does not fail the others."""
     service, org = _scope(ctx)
-    out = []
+    out, found, errors = [], [], []
     for clip in ids:
         try:
-            out.append(render.chunk_markdown(service.get_chunk(org, clip)))
+            chunk = service.get_chunk(org, clip)
         except BlobdexError as exc:
             out.append(f"## id {clip}\n\nerror: {exc.said('mcp')}\n")
-    return "\n".join(out)
+            errors.append({"id": clip, "message": exc.said("mcp")})
+            continue
+        out.append(render.chunk_markdown(chunk))
+        found.append(chunk.to_dict())
+    return _answer("\n".join(out), {"chunks": found, "errors": errors})
 
 
 def grep(
@@ -260,14 +270,14 @@ def grep(
     pattern: Annotated[
         str, Field(description="RE2 regular expression (no backreferences), or text with literal=true.")
     ],
-    repos: Annotated[list[str] | None, Field(description="Only these repos.")] = None,
+    repos: list[str] | None = None,
     paths: Annotated[list[str] | None, Field(description="Only paths matching these globs.")] = None,
     ref: Annotated[str | None, Field(description="Only files reachable from this branch or tag.")] = None,
     limit: Annotated[int, Field(ge=1, le=500, description="At most this many matching lines.")] = 100,
     literal: Annotated[bool, Field(description="Match the pattern as plain text.")] = False,
     ignore_case: bool = False,
     cursor: Cursor = None,
-) -> str:
+) -> Annotated[CallToolResult, answers.Grep]:
     """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
     identifiers, error strings and config keys; use search_code for behaviour described in words.
     A page that has more ends with a cursor: pass it to read the next page."""
@@ -283,13 +293,13 @@ def grep(
         literal=literal,
         ignore_case=ignore_case,
     )
-    return render.grep_markdown(page.snapshot_id, page.matches, page.next_cursor)
+    return _answer(render.grep_markdown(page.snapshot_id, page.matches, page.next_cursor), answers.grep_body(page))
 
 
 def get_file(
     ctx: Context,
-    repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
-    path: Annotated[str, Field(description="Repo-relative path.")],
+    repo: str,
+    path: str,
     ref_or_commit: Annotated[
         str | None,
         Field(
@@ -299,60 +309,55 @@ def get_file(
     ] = None,
     start_line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="First line, 1-based.")] = None,
     end_line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="Last line, inclusive.")] = None,
-) -> str:
-    """Read a file of any repo at any commit straight from git objects (no clone). At most 500 lines per
-    call; the reply says how to continue."""
+) -> Annotated[CallToolResult, answers.File]:
+    """Read a file of any repo at any commit straight from git objects (no clone): 200 lines unless you give
+    end_line, at most 500 per call; the reply says how to continue."""
     start = start_line or 1
-    end = end_line if end_line is not None else start + FILE_LINES_PER_CALL - 1
+    end = end_line if end_line is not None else start + FILE_LINES_BY_DEFAULT - 1
     if end < start:
         raise ToolError(f"end_line {end} is before start_line {start}")
     end = min(end, start + FILE_LINES_PER_CALL - 1)
     service, org = _scope(ctx)
-    return render.file_markdown(service.get_file(org, repo, path, ref_or_commit, start, end))
+    found = service.get_file(org, repo, path, ref_or_commit, start, end)
+    return _answer(render.file_markdown(found), answers.file_body(found))
 
 
 def list_files(
     ctx: Context,
-    repo: Annotated[str, Field(description="Repo name, from list_repos.")],
+    repo: str,
     path_glob: Annotated[
         str | None, Field(description="Only paths matching this glob (gitignore syntax), e.g. 'src/**/*.py'.")
     ] = None,
     ref: Ref = None,
     cursor: Cursor = None,
-    limit: Annotated[int, Field(ge=1, le=1000, description="Files per page.")] = 200,
-    format: Format = "markdown",
-) -> str:
+    limit: Annotated[int, Field(ge=1, le=1000)] = 200,
+) -> Annotated[CallToolResult, answers.Files]:
     """A repo's files in path order, with language and size, a page at a time: the map of a repo before you
     read it. Files the index skipped say why (vendored, generated, too large). Then outline or get_file."""
     service, org = _scope(ctx)
     page = service.list_files(org, repo, path_glob, ref, cursor, limit)
-    if format == "json":
-        return json.dumps(asdict(page), indent=1)
-    return render.files_page_markdown(page)
+    return _answer(render.files_page_markdown(page), asdict(page))
 
 
 def outline(
     ctx: Context,
-    repo: Annotated[str, Field(description="Repo name, from list_repos or a hit.")],
-    path: Annotated[str, Field(description="Repo-relative path.")],
+    repo: str,
+    path: str,
     ref: Ref = None,
-    format: Format = "markdown",
-) -> str:
+) -> Annotated[CallToolResult, answers.Outline]:
     """A file's definitions (classes, functions, methods) with their line ranges, signatures and first doc
     line, nested as in the file: what a file holds without reading it. At a ref that was not indexed the
     file is parsed now."""
     service, org = _scope(ctx)
     found = service.outline(org, repo, path, ref)
-    if format == "json":
-        return json.dumps(asdict(found), indent=1)
-    return render.outline_markdown(found)
+    return _answer(render.outline_markdown(found), asdict(found))
 
 
 def route_task(
     ctx: Context,
     task: Annotated[str, Field(description="The task in words: an issue title, a bug report, a feature request.")],
     limit: Annotated[int, Field(ge=1, le=20, description="At most this many repos.")] = 5,
-) -> str:
+) -> Annotated[CallToolResult, answers.Routes]:
     """Which repos own a task: ranked with the score broken down (peak, depth, spread, prior, substance),
     the evidence chunks, coupling edges the evidence touches, and a sparse-checkout plan. Call this first
     for a new task, then search_code inside the top repos."""
@@ -360,7 +365,10 @@ def route_task(
     from query.query_text import cut_note  # once the service exists (see search_code)
 
     snapshot_id, routes = service.route(org, task, limit)
-    return render.routes_markdown(task, snapshot_id, routes, [n for n in (cut_note(len(task)),) if n])
+    notes = [n for n in (cut_note(len(task)),) if n]
+    return _answer(
+        render.routes_markdown(task, snapshot_id, routes, notes), answers.routes_body(snapshot_id, routes, notes)
+    )
 
 
 def expand_context(
@@ -372,14 +380,13 @@ def expand_context(
     name_only: NameOnly = False,
     cursor: Cursor = None,
     limit: CallerLimit = 50,
-    format: Format = "markdown",
-) -> str:
+) -> Annotated[CallToolResult, answers.Context]:
     """What else a symbol touches: where it is defined, who calls it in every repo (calls resolved to the
     definition through imports and receiver types; a page at a time), routes and environment keys inside it,
     and cross-repo coupling edges. Use it before changing a symbol."""
     service, org = _scope(ctx)
     data = service.context(org, symbol, repo, name_only=name_only, cursor=cursor, limit=limit)
-    return json.dumps(data, indent=1) if format == "json" else "\n".join(render.context_text(data))
+    return _answer("\n".join(render.context_text(data)), data)
 
 
 def find_references(
@@ -393,8 +400,7 @@ def find_references(
     name_only: NameOnly = False,
     cursor: Cursor = None,
     limit: CallerLimit = 50,
-    format: Format = "markdown",
-) -> str:
+) -> Annotated[CallToolResult, answers.References]:
     """Every call of a definition across the indexed repos, resolved through imports, enclosing classes and
     receiver types, grouped by repo. Name the definition as `symbol`, or point at it: repo, path and the line
     where it is defined or called (as outline and hits show them)."""
@@ -402,7 +408,7 @@ def find_references(
     data = service.references(
         org, symbol=symbol, repo=repo, path=path, line=line, name_only=name_only, cursor=cursor, limit=limit
     )
-    return json.dumps(data, indent=1) if format == "json" else "\n".join(render.references_text(data))
+    return _answer("\n".join(render.references_text(data)), data)
 
 
 def sync_workspace(
@@ -415,104 +421,117 @@ def sync_workspace(
         dict[str, str] | None, Field(description="Edited or new files: repo-relative path -> full new content.")
     ] = None,
     deleted: Annotated[list[str] | None, Field(description="Paths you deleted.")] = None,
-) -> str:
+) -> Annotated[CallToolResult, answers.Synced]:
     """Make your uncommitted edits searchable: send the full content of each file you changed (and the
     paths you deleted), then pass session_id to search_code. Only this session sees them; the committed
     index is never changed. Sync again after further edits; end_session when done."""
     service, org = _scope(ctx)
-    result = service.sync_workspace(org, session_id, repo, files or {}, deleted or [])
-    return json.dumps(result.to_dict(), indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})"
+    data = service.sync_workspace(org, session_id, repo, files or {}, deleted or []).to_dict()
+    return _answer(json.dumps(data, indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})", data)
 
 
-def session_status(ctx: Context, session_id: Annotated[str, Field(description="The session to inspect.")]) -> str:
+def session_status(
+    ctx: Context, session_id: Annotated[str, Field(description="The session to inspect.")]
+) -> Annotated[CallToolResult, answers.Session]:
     """The files a session has edited or deleted, its chunk count, and when it expires if left idle."""
     service, org = _scope(ctx)
-    return json.dumps(service.session_status(org, session_id).to_dict(), indent=1)
+    data = service.session_status(org, session_id).to_dict()
+    return _answer(json.dumps(data, indent=1), data)
 
 
-def end_session(ctx: Context, session_id: Annotated[str, Field(description="The session to discard.")]) -> str:
+def end_session(
+    ctx: Context, session_id: Annotated[str, Field(description="The session to discard.")]
+) -> Annotated[CallToolResult, answers.Ended]:
     """Discard a session's overlay (its edits stay in your working tree; only the index forgets them)."""
     service, org = _scope(ctx)
     existed = service.end_session(org, session_id)
-    return f"session {session_id!r} ended" if existed else f"no session {session_id!r} (nothing to end)"
+    said = f"session {session_id!r} ended" if existed else f"no session {session_id!r} (nothing to end)"
+    return _answer(said, {"session_id": session_id, "ended": existed})
 
 
-def list_repos(ctx: Context) -> str:
+def list_repos(ctx: Context) -> Annotated[CallToolResult, answers.Repos]:
     """The indexed repos: refs, commits, file and chunk counts, and whether each is stale."""
     service, org = _scope(ctx)
     snapshot_id, rows = service.repos(org)
-    return json.dumps({"snapshot_id": snapshot_id, "repos": [r.to_dict() for r in rows]}, indent=1)
+    data = {"snapshot_id": snapshot_id, "repos": [r.to_dict() for r in rows]}
+    return _answer(json.dumps(data, indent=1), data)
 
 
-def index_status(ctx: Context) -> str:
+def index_status(ctx: Context) -> Annotated[CallToolResult, answers.Status]:
     """The snapshot being served, the model, and per repo: indexed commit, when, and whether the mirror
     has moved on since (behind) or the last run failed (stale, with the error)."""
     service, org = _scope(ctx)
-    return json.dumps(service.status(org).to_dict(), indent=1)
+    data = service.status(org).to_dict()
+    return _answer(json.dumps(data, indent=1), data)
 
 
 def search_commits(
     ctx: Context,
     query: Annotated[str, Field(description="Words of the change you look for; empty: the newest commits.")] = "",
-    repos: Annotated[list[str] | None, Field(description="Only these repos.")] = None,
+    repos: list[str] | None = None,
     paths: Annotated[list[str] | None, Field(description="Only commits that changed these files or folders.")] = None,
     author: Annotated[str | None, Field(description="Part of the author's name or email.")] = None,
     since: Annotated[str | None, Field(description="Authored on or after this date, 2024-01-31.")] = None,
     until: Annotated[str | None, Field(description="Authored on or before this date.")] = None,
     ref: Annotated[str | None, Field(description="Only commits reachable from this branch.")] = None,
-    limit: Annotated[int, Field(ge=1, le=200, description="How many commits.")] = 10,
+    limit: Annotated[int, Field(ge=1, le=200)] = 10,
     cursor: Cursor = None,
-) -> str:
+) -> Annotated[CallToolResult, answers.Commits]:
     """Search commit history: messages, changed paths (and diffs where indexed). Answers "when and why did this
     change", "was this fixed before"; each commit lists the files it changed. Then diff or get_file."""
     service, org = _scope(ctx)
     filters = {"repos": tuple(repos or ()), "paths": tuple(paths or ()), "limit": limit}
     page = service.search_commits(org, query, cursor, author=author, since=since, until=until, ref=ref, **filters)
     title = f"commits matching {query!r}" if query else "newest commits"
-    return render.commits_markdown(title, page.snapshot_id, page.commits, page.next_cursor, "search_commits")
+    markdown = render.commits_markdown(title, page.snapshot_id, page.commits, page.next_cursor, "search_commits")
+    return _answer(markdown, asdict(page))
 
 
 def log(
     ctx: Context,
-    repo: Annotated[str, Field(description="Repo name.")],
+    repo: str,
     path: Annotated[str | None, Field(description="A file or folder; none: every commit.")] = None,
     ref: Ref = None,
-    limit: Annotated[int, Field(ge=1, le=200, description="How many commits.")] = 20,
+    limit: Annotated[int, Field(ge=1, le=200)] = 20,
     cursor: Cursor = None,
-) -> str:
+) -> Annotated[CallToolResult, answers.Commits]:
     """The commits that touched a file or folder, newest first, following renames (git log --follow)."""
     service, org = _scope(ctx)
     page = service.log(org, repo, path, ref, limit=limit, cursor=cursor)
     title = f"log of {repo}:{path}" if path else f"log of {repo}"
-    return render.commits_markdown(title, page.snapshot_id, page.commits, page.next_cursor, "log")
+    return _answer(
+        render.commits_markdown(title, page.snapshot_id, page.commits, page.next_cursor, "log"), asdict(page)
+    )
 
 
 def blame(
     ctx: Context,
-    repo: Annotated[str, Field(description="Repo name.")],
-    path: Annotated[str, Field(description="Repo-relative path of a file.")],
+    repo: str,
+    path: str,
     ref: Ref = None,
     start_line: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None,
     end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
-) -> str:
+) -> Annotated[CallToolResult, answers.Blame]:
     """For each line of a file, the commit that last changed it, with date, author and subject (git blame)."""
     service, org = _scope(ctx)
-    return render.blame_markdown(service.blame(org, repo, path, ref, start_line, end_line))
+    found = service.blame(org, repo, path, ref, start_line, end_line)
+    return _answer(render.blame_markdown(found), asdict(found))
 
 
 def diff(
     ctx: Context,
-    repo: Annotated[str, Field(description="Repo name.")],
+    repo: str,
     base: Annotated[str, Field(description="Branch, tag or commit to compare from, e.g. main~1 or a commit id.")],
     head: Annotated[str, Field(description="Branch, tag or commit to compare to.")],
     path: Annotated[str | None, Field(description="Only this file or folder.")] = None,
-    limit: Annotated[int, Field(ge=1, le=100, description="Files per page.")] = 20,
+    limit: Annotated[int, Field(ge=1, le=100)] = 20,
     cursor: Cursor = None,
-) -> str:
+) -> Annotated[CallToolResult, answers.Diff]:
     """The change between two refs or commits, file by file with hunks; pass a commit's parent and the commit
     (id~1, id) to see one commit."""
     service, org = _scope(ctx)
-    return render.diff_markdown(service.diff(org, repo, base, head, path, limit=limit, cursor=cursor))
+    found = service.diff(org, repo, base, head, path, limit=limit, cursor=cursor)
+    return _answer(render.diff_markdown(found), asdict(found))
 
 
 # Every tool, in the order list_tools shows them, with what it may do to the server's state.
@@ -564,5 +583,10 @@ def build(service: Service | Future, org: Callable[[], str] = lambda: "default")
     """An MCP server whose every tool runs inside the org that `org()` names for the current request."""
     mcp = Server(service, org)
     for tool, hints in TOOLS:
-        mcp.add_tool(answering(tool), annotations=hints, structured_output=False)
+        mcp.add_tool(answering(tool), annotations=hints, structured_output=True)
+        # What every session reads: the schemas without pydantic's titles and null branches, and each answer's
+        # fields one level deep (the whole model still checks every answer before it leaves).
+        info = mcp._tool_manager.get_tool(tool.__name__)
+        info.parameters = compact(info.parameters)
+        info.fn_metadata.output_schema = shallow(info.fn_metadata.output_schema)
     return mcp
