@@ -472,6 +472,9 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
 
 
+WARM_JOIN_SECONDS = 60
+
+
 @cli.command()
 @click.option("--org", default=DEFAULT_ORG, show_default=True)
 @click.pass_context
@@ -486,8 +489,11 @@ def mcp(ctx, org) -> None:
 
         open_manifest(cfg.data_dir)  # nothing published: one sentence now, not an error on every tool call
     # initialize and tools/list are answered at once; the query engine, the snapshot and the model load meanwhile
-    service, _ = started_service(cfg)
+    service, warming = started_service(cfg)
     build(service, org=lambda: org).run("stdio")
+    # A client that closes at once can leave the warm thread inside the model's native code; interpreter shutdown
+    # under it printed "terminate called without an active exception". Let it finish first (seconds at most).
+    warming.join(WARM_JOIN_SECONDS)
 
 
 @cli.command("route")

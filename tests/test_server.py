@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import subprocess
 import threading
 import time
 
@@ -221,6 +222,25 @@ def test_mcp_over_stdio_by_spawning_blobdex_mcp(corpus):
 
     out = text(asyncio.run(go()))
     assert "tools:queue/src/lib.rs" in out and "drain_queue" in out
+
+
+def test_blobdex_mcp_answers_every_call_read_before_its_input_ends(corpus):
+    """A client (or a shell pipe) that writes its calls and closes stdin still gets every answer, and the process
+    exits cleanly: the SDK alone cancelled the calls still running at end of input."""
+    env = {
+        **os.environ,
+        "BLOBDEX_CONFIG": str(corpus.cfg.path),
+        "BLOBDEX_DATA_DIR": str(corpus.cfg.data_dir),
+        "BLOBDEX_MODEL": HASH_MODEL,
+    }
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_code", "arguments": {}}}
+    call["params"]["arguments"] = {"query": "drain_queue"}
+    lines = [MCP_INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call]
+    piped = "".join(json.dumps(m) + "\n" for m in lines)
+    done = subprocess.run([BLOBDEX, "mcp"], input=piped, capture_output=True, text=True, env=env, timeout=120)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["id"] for r in replies] == [1, 2] and "drain_queue" in replies[1]["result"]["content"][0]["text"]
+    assert done.returncode == 0 and "terminate called" not in done.stderr, done.stderr
 
 
 def test_mcp_answers_initialize_and_lists_tools_while_the_model_still_loads(corpus, monkeypatch):

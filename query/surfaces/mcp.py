@@ -29,7 +29,7 @@ from indexer.errors import BlobdexError
 from indexer.fields import MAX_INT
 from indexer.observe import TOOL_SECONDS
 from query import MAX_LIMIT
-from query.surfaces import answers, render
+from query.surfaces import answers, render, stdio
 from query.surfaces.payload import PayloadError, known_fields
 from query.surfaces.schemas import compact, shallow
 
@@ -100,6 +100,9 @@ class Server(MCPServer):
         super().__init__("blobdex", version=_version(), instructions=INSTRUCTIONS, log_level="WARNING", **kw)
         self._service = service
         self.org = org
+
+    async def run_stdio_async(self) -> None:
+        await stdio.serve(self._lowlevel_server)  # answers every call read before input ended
 
     @property
     def service(self) -> Service:
