@@ -237,20 +237,31 @@ def startup(work: Path, env: dict, query: str) -> dict:
             walls.append(time.monotonic() - t0)
         return round(statistics.median(walls), 2)
 
-    async def mcp() -> tuple[float, float]:
+    async def mcp() -> tuple[float, float, list]:
         t0 = time.monotonic()
         params = StdioServerParameters(command=BLOBDEX, args=["mcp"], env=env, cwd=str(work))
         async with Client(params) as client:
             initialized = time.monotonic() - t0
             await client.call_tool("search_code", {"query": query})
-            return round(initialized, 2), round(time.monotonic() - t0, 2)
+            searched = time.monotonic() - t0
+            tools = [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools
+            ]
+            return round(initialized, 2), round(searched, 2), tools
 
-    initialize, first_search = asyncio.run(mcp())
+    initialize, first_search, tools = asyncio.run(mcp())
+    compact = {"separators": (",", ":")}
     return {
         "cli_search_s": cli(),
         "cli_search_bm25_s": cli("--mode", "bm25"),
         "mcp_initialize_s": initialize,
         "mcp_first_search_s": first_search,
+        # tools/list as sent (every session reads it), and the part a model's context holds (name, description,
+        # input schema; output schemas are for the client)
+        "mcp_tools_list_chars": len(json.dumps({"tools": tools}, **compact)),
+        "mcp_tools_model_chars": sum(
+            len(t["name"]) + len(t["description"]) + len(json.dumps(t["inputSchema"], **compact)) for t in tools
+        ),
     }
 
 

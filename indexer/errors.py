@@ -27,6 +27,7 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     + HistoryError                    400  query/history.py
     |  + DamagedHistory               503  query/history.py
     |  + NoHistory                    404  query/history.py
+    + IssuerUnreachable               503  query/surfaces/oauth.py
     + JudgementError                  400  query/eval/codesearchnet.py
     + MirrorError                     400  indexer/mirror.py
     + OverlayError                    400  query/overlays/sessions.py
@@ -41,6 +42,7 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     + ScanError                       400  indexer/scan.py
     + ScipError                       400  indexer/calls/scip.py
     + SearchError                     400  query/search/request.py
+    |  + NotIndexed                   404  query/search/request.py
     + SnapshotError                   400  indexer/snapshot/format.py
     |  + DamagedSnapshot              503  query/reader.py
     + SqlError                        400  query/sql.py

@@ -69,9 +69,10 @@ class Fields:
         return value
 
     def flag(self, key: str, default: bool = False, loose: bool = False) -> bool:
-        """true or false; `default` when absent. `loose`: a query string's true|false|1|0 too."""
+        """true or false; `default` when absent. `loose`: a query string's true|false|1|0 too, and "" reads as
+        absent (as `integer` reads it)."""
         value = self.data.get(key)
-        if value is None:
+        if value is None or (loose and value == ""):
             return default
         if loose and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
             return value.lower() in ("true", "1")
@@ -107,14 +108,14 @@ class Fields:
         required: bool = False,
         loose: bool = False,
     ) -> int | None:
-        """A whole number (within `low`..`high` when they are given); `default` when absent. `loose`: a whole
-        number written as a float (2.0) or as text ("2", a query string's) too, and "" reads as absent."""
+        """A whole number (within `low`..`high` when they are given; 2.0 is one, as JSON counts numbers); `default`
+        when absent. `loose`: written as text too ("2", a query string's), and "" reads as absent."""
         ranged = low is not None and high is not None
         must = f"an integer from {low} to {high}" if ranged else "an integer"
         value = self._get(key, required, must)
         if value is ABSENT or (loose and value == ""):
             return default
-        if loose and isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         if loose and isinstance(value, str):
             with contextlib.suppress(ValueError):  # int() reads what a person writes: " 7", "+7"

@@ -20,7 +20,7 @@ from indexer.scan import _walk
 from query.cursor import CursorError
 from query.cursor import decode as cursor_decode
 from query.cursor import encode as cursor_encode
-from query.get_file import BadRequest, _resolve, blob_size, get_file, refuse_credentials
+from query.get_file import BadRequest, _resolve, blob_size, get_file, refuse_credentials, repo_path
 from query.reader import SnapshotReader
 from query.search import globs
 
@@ -168,9 +168,7 @@ def _tree_files(data_dir: Path, reader: SnapshotReader, org: str, repo: str, spo
 def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: str, ref: str | None = None) -> Outline:
     """A file's definitions (functions, classes, methods) with their lines and signatures, in line order."""
     spot = where(data_dir, reader.manifest, org, repo, ref)
-    clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
-    if clean is None:
-        raise BadRequest(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
+    clean = repo_path(path)
     refuse_credentials(clean, repo)  # as get_file: 403 at any ref, not an empty outline
     if spot.indexed:
         files = [f for f in _indexed_files(reader, org, repo, spot.ref) if f["path"] == clean]

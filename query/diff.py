@@ -17,7 +17,7 @@ from indexer.ignore import SkipReason, skip_for_path
 from indexer.mirror import MirrorError, mirror_dir, open_mirror
 from query.cursor import encode as cursor_encode
 from query.cursor import offset as cursor_offset
-from query.get_file import MAX_FILE_BYTES, BadRequest, GetFileError, _resolve, blob_size, known_repos
+from query.get_file import MAX_FILE_BYTES, BadRequest, GetFileError, _resolve, blob_size, known_repos, repo_path
 
 MAX_FILES_PER_PAGE = 100
 MAX_FILES = 1_000_000  # files a diff's cursor may page past
@@ -55,7 +55,7 @@ def diff(
     if "/" in repo_name or repo_name.startswith(".") or not mirror.exists():
         known = ", ".join(known_repos(data_dir, org)) or "none"
         raise GetFileError(f"unknown repo {repo_name!r} in org {org!r} (known: {known})")
-    under = (path or "").strip("/")
+    under = repo_path(path) if path and path.strip("/") else ""
     try:
         repo = open_mirror(mirror)
     except MirrorError as exc:

@@ -238,6 +238,15 @@ def _blob_at(repo, commit_id: str, clean: str, repo_name: str, full_ref: str) ->
     return obj
 
 
+def repo_path(path: str) -> str:
+    """A repo-relative path as a request names it (slashes around it dropped); BadRequest for one that leaves the
+    repo, names .git or holds a control character."""
+    clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
+    if clean is None:
+        raise BadRequest(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
+    return clean
+
+
 def get_file(
     data_dir: Path,
     repo_name: str,
@@ -254,9 +263,7 @@ def get_file(
     if "/" in repo_name or repo_name.startswith(".") or not mirror.exists():
         known = ", ".join(known_repos(data_dir, org)) or "none"
         raise GetFileError(f"unknown repo {repo_name!r} in org {org!r} (known: {known}); ⟦add_repo⟧")
-    clean = validate_path(path.strip("/").encode("utf-8", "surrogateescape"))
-    if clean is None:
-        raise BadRequest(f"invalid path {path!r}: give a repo-relative path without '..' or '.git'")
+    clean = repo_path(path)
     refuse_credentials(clean, repo_name)  # before any ref is resolved or object read: no ref gets around it
     check_range(start, end)
     try:

@@ -25,6 +25,7 @@ from indexer.snapshot import open_history_lexical, read_commit_vectors, read_his
 from indexer.tokenize import path_tokens, tokens
 from query.cursor import encode as cursor_encode
 from query.cursor import offset as cursor_offset
+from query.get_file import repo_path
 from query.query_text import STOPWORDS
 from query.reader import SnapshotReader
 from query.search import query_vectors, rrf
@@ -276,7 +277,7 @@ def _head(reader: SnapshotReader, org: str, repo: str, ref: str | None) -> str:
         if len(found) > 1:
             raise HistoryError(f"commit id prefix {ref!r} is ambiguous in repo {repo!r}; give more digits")
     indexed = ", ".join(x.ref for x in state.refs)
-    raise HistoryError(
+    raise NoHistory(  # not found, as an unknown ref is for get_file
         f"{ref!r} is neither a ref the index holds of repo {repo!r} ({indexed}) nor a commit of its history; pass "
         "one of those refs or a commit they reach"
     )
@@ -304,8 +305,8 @@ def log(
     start = _page(reader, "log", asked, cursor, limit)
     hist = history_of(reader)
     rows = hist.reachable(org, repo, head)
-    if path:
-        rows = _touching(hist, rows, path.strip("/"))
+    if path and path.strip("/"):
+        rows = _touching(hist, rows, repo_path(path))
     page = rows[start : start + limit]
     more = start + limit < len(rows)
     return CommitPage(

@@ -279,6 +279,14 @@ class SnapshotReader:
     def symbol_rows(self) -> "SymbolRows":
         return SymbolRows(self)
 
+    def languages(self, org: str) -> frozenset[str]:
+        """The languages of an org's indexed chunks (what a `lang` filter can name)."""
+        return self.cached(f"langs:{org}", lambda: frozenset(self.col["lang"][self.col["org"] == org]))
+
+    def repo_names(self, org: str) -> list[str]:
+        """An org's indexed repos, by name."""
+        return sorted(r.name for r in self.manifest.repos if r.org == org)
+
     def files(self, org: str) -> frozenset[tuple[str, str]]:
         """The (repo, path) of every indexed file of an org."""
 

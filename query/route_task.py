@@ -37,6 +37,7 @@ from query.history import DamagedHistory, repo_votes
 from query.localize import asks_for_tests, localize
 from query.search import (
     CANDIDATES,
+    SearchError,
     SearchRequest,
     row_cosines,
     lexical_ranks,
@@ -55,6 +56,7 @@ RELATIVE_FLOOR = 0.5  # repos scoring under half the best are dropped
 SUBSTANCE_MIN_SHARE = 0.2  # below this share of code evidence, a repo is demoted...
 SUBSTANCE_FACTOR = 0.6  # ...by this factor (a threshold, not a ratio: a README that explains is fine)
 EVIDENCE_PER_REPO = 3
+MAX_ROUTES = 20  # repos one answer ranks (route_task's limit on every surface)
 FILE_POOL = 30  # files ranked org-wide by file localization; a repo's place is its best file's
 # The ranking of repos by their past commit most like the task (query.history.repo_votes). `eval routing --mask
 # --n 30`, each case asked with the history before its commit, top-1 without -> with (weight 1.0): self,
@@ -129,7 +131,9 @@ def route(
     before: int | None = None,
 ) -> list[RepoRoute]:
     """The repos that own `task`, best first (`before`: an eval's cutoff; history after it is not read)."""
-    req = SearchRequest(query=task, org=org, limit=min(max(limit, 1), 50))
+    if not 1 <= limit <= MAX_ROUTES:
+        raise SearchError(f"limit {limit} is out of range: use 1 to {MAX_ROUTES}")
+    req = SearchRequest(query=task, org=org, limit=limit)
     task = req.query  # cut to MAX_QUERY_CHARS: no step below reads more
     validate(req, reader)
     mask = row_mask(req, reader)

@@ -281,7 +281,7 @@ def test_a_page_that_cannot_answer_says_why_in_one_sentence_with_its_status(site
         for path, status, words in (
             ("/file/api/no/such.py", 404, "no/such.py"),
             ("/file/api/.env", 403, "credential"),
-            ("/?q=renew&repo=nope", 400, "unknown repo 'nope'"),
+            ("/?q=renew&repo=nope", 404, "unknown repo 'nope'"),
             ("/symbol?name=no_such_symbol", 404, "no definition of 'no_such_symbol'"),
             ("/commits?since=yesterday", 400, "is not a date"),
         ):

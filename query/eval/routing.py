@@ -66,7 +66,7 @@ def eval_routing(
 ) -> dict:
     """Pool cases of several repos, ask route_task for each, and score the owning repo."""
     from query.history import committed_at
-    from query.route_task import route
+    from query.route_task import MAX_ROUTES, route
 
     pooled = pooled_cases(cfg, repos, n, seed, org, kind, split)
     names = package_names(reader, org, repos) if masked else set()
@@ -77,7 +77,7 @@ def eval_routing(
         # history as it stood before the case's commit: a task's own fix never votes (none, when unknown)
         before = committed_at(reader, org, case.repo, case.commit_id) if has_history else None
         before = 0 if has_history and before is None else before
-        ranked = [r.repo for r in route(reader, embedder, query, org, limit=len(repos), before=before)]
+        ranked = [r.repo for r in route(reader, embedder, query, org, limit=min(len(repos), MAX_ROUTES), before=before)]
         rank = ranked.index(case.repo) + 1 if case.repo in ranked else None
         ranks.append(rank)
         rows.append({"query": query, "owner": case.repo, "rank": rank, "ranked": ranked})

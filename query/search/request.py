@@ -22,6 +22,12 @@ class SearchError(BlobdexError):
     """A search request that cannot be run as given; the message says how to fix it."""
 
 
+class NotIndexed(SearchError):
+    """A filter names a repo, language or ref the index does not hold (not found, as a file that is not there)."""
+
+    status = 404
+
+
 @dataclass(frozen=True, kw_only=True)
 class SearchRequest:
     query: str
@@ -166,13 +172,13 @@ def validate(req: SearchRequest, reader: SnapshotReader, overlay: Overlay | None
     known = {r.name for r in states}
     unknown = [r for r in req.repos if r not in known]
     if unknown:
-        raise SearchError(f"unknown repo {unknown[0]!r} in org {req.org!r}; indexed repos: {_listing(known)}")
+        raise NotIndexed(f"unknown repo {unknown[0]!r} in org {req.org!r}; indexed repos: {_listing(known)}")
     if req.langs:
-        langs = set(reader.cached(f"langs:{req.org}", lambda: set(reader.col["lang"][reader.col["org"] == req.org])))
+        langs = set(reader.languages(req.org))
         langs |= {c.lang for c in overlay.chunks} if overlay else set()
         unknown = [x for x in req.langs if x.lower() not in langs]
         if unknown:
-            raise SearchError(
+            raise NotIndexed(
                 f"no chunk in language {unknown[0]!r} is indexed in org {req.org!r}; "
                 f"indexed languages: {_listing(langs)}"
             )
@@ -180,8 +186,8 @@ def validate(req: SearchRequest, reader: SnapshotReader, overlay: Overlay | None
         scope = [r for r in states if not req.repos or r.name in req.repos]
         refs = {x.ref for r in scope for x in r.refs}
         if not refs & ref_names(req.ref):
-            where = f"repo {', '.join(map(repr, req.repos))}" if req.repos else f"org {req.org!r}"
-            raise SearchError(f"ref {req.ref!r} is not indexed in {where}; indexed refs: {_listing(refs)}")
+            where = f"repo {', '.join(map(repr, dict.fromkeys(req.repos)))}" if req.repos else f"org {req.org!r}"
+            raise NotIndexed(f"ref {req.ref!r} is not indexed in {where}; indexed refs: {_listing(refs)}")
 
 
 def check_org(reader: SnapshotReader, org: str) -> None:

@@ -53,7 +53,6 @@ class FileHit(Model):
 
 class Search(Model):
     snapshot_id: str
-    query: str | None = None
     applied: list[str] | None = Field(None, description="Filters and thresholds the answer applied.")
     notes: list[str] | None = Field(None, description="What was not read in full.")
     hits: list[Hit] | None = Field(None, description="group_by='chunk'.")

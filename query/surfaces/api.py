@@ -19,7 +19,23 @@ from query.service import Service
 from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body, with_allow
 from query.surfaces.guard import current_org, error
 from query.surfaces import answers, oauth, render
-from query.surfaces.openapi import document
+from query.surfaces.openapi import (
+    BLAME_PARAMS,
+    CHUNKS_PARAMS,
+    COMMITS_FIELDS,
+    CONTEXT_PARAMS,
+    DIFF_PARAMS,
+    FILE_PARAMS,
+    FILES_PARAMS,
+    GREP_FIELDS,
+    LOG_PARAMS,
+    OUTLINE_PARAMS,
+    REFERENCES_PARAMS,
+    ROUTE_FIELDS,
+    SEARCH_FIELDS,
+    SYNC_FIELDS,
+    document,
+)
 from query.surfaces.metrics import metrics
 
 # The one error shape's code for each status a handler answers with (guard.error writes the shape).
@@ -33,35 +49,7 @@ CODES = {
     500: "internal",
     503: "not_ready",
 }
-# Each operation's JSON body takes these fields and no others: a typo is refused, not ignored.
-SEARCH_FIELDS = (
-    "query",
-    "repos",
-    "lang",
-    "paths",
-    "ignore",
-    "kind",
-    "ref",
-    "limit",
-    "session_id",
-    "group_by",
-    "min_score",
-    "min_score_diff",
-    "mode",
-    "format",
-    "cursor",
-)
-GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_case", "cursor")
-ROUTE_FIELDS = ("task", "limit")
-SYNC_FIELDS = ("repo", "files", "deleted")
 MAX_CHUNK_IDS = 50  # as MCP get_chunk takes
-FILE_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("ids",)
-CONTEXT_PARAMS = ("symbol", "repo", "name_only", "cursor", "limit")
-REFERENCES_PARAMS = ("symbol", "repo", "path", "line", "name_only", "cursor", "limit")
-FILES_PARAMS, OUTLINE_PARAMS = ("repo", "path_glob", "ref", "cursor", "limit"), ("repo", "path", "ref")
-COMMITS_FIELDS = ("query", "repos", "paths", "author", "since", "until", "ref", "limit", "cursor")
-LOG_PARAMS, BLAME_PARAMS = ("repo", "path", "ref", "limit", "cursor"), ("repo", "path", "ref", "start", "end")
-DIFF_PARAMS = ("repo", "base", "head", "path", "limit", "cursor")
 
 
 def shape(request: Request, status: int, message: str, code: str | None) -> Response:
@@ -102,7 +90,7 @@ async def search(request: Request):
         ignore=f.strs("ignore", one=True),
         kind=f.text("kind"),
         ref=f.text("ref"),
-        limit=f.integer("limit", 10, loose=True),
+        limit=f.integer("limit", 10),
         mode=f.text("mode") or "hybrid",
     )
     group_by, fmt = f.choice("group_by", ("chunk", "file")), f.choice("format", ("json", "markdown"))
@@ -157,7 +145,7 @@ async def grep(request: Request):
         f.strs("paths", one=True),
         f.text("ref"),
     )
-    limit, literal, ignore_case = f.integer("limit", 100, loose=True), f.flag("literal"), f.flag("ignore_case")
+    limit, literal, ignore_case = f.integer("limit", 100), f.flag("literal"), f.flag("ignore_case")
     cursor = f.text("cursor")
 
     def run():
@@ -218,7 +206,7 @@ async def route(request: Request):
     service, org = _service(request), current_org.get()
     f = _fields(await read_body(request, ROUTE_FIELDS))
     task = f.text("task") or ""
-    snapshot_id, routes = await offload(service.route, org, task, f.integer("limit", 5, loose=True))
+    snapshot_id, routes = await offload(service.route, org, task, f.integer("limit", 5))
     return answers.routes_body(snapshot_id, routes, [n for n in (cut_note(len(task)),) if n])
 
 
@@ -306,7 +294,13 @@ async def readyz(request: Request):
 
 
 async def openapi(request: Request):
-    return JSONResponse(document())
+    """The document, naming the served snapshot's repos and languages of the caller's org where it has one."""
+    org = current_org.get()
+    try:
+        reader = await anyio.to_thread.run_sync(_service(request).reader)
+    except BlobdexError:
+        return JSONResponse(document())
+    return JSONResponse(document(reader.repo_names(org), sorted(reader.languages(org))))
 
 
 async def unrouted(request: Request, exc: HTTPException) -> Response:
@@ -344,7 +338,7 @@ async def commits(request: Request):
         "since": f.text("since"),
         "until": f.text("until"),
         "ref": f.text("ref"),
-        "limit": f.integer("limit", 10, loose=True),
+        "limit": f.integer("limit", 10),
     }
     query, cursor = f.text("query") or "", f.text("cursor")
     page = await offload(lambda: service.search_commits(org, query, cursor, **asked))

@@ -151,6 +151,39 @@ class Guard:
         match = HOST_RE.match(host)
         return match is not None and ("*" in self.allowed or host in self.allowed or match.group(1) in self.allowed)
 
+    async def _org(self, scope, headers: dict) -> tuple[str, object | None]:
+        """The org a request runs in, from its bearer token (or the page's sign-in cookie); or the answer that
+        refuses it: 401 with a challenge, the sign-in form for a page, 503 when tokens cannot be checked now."""
+        path = scope["path"]
+        if path in self.open_paths or path.startswith(self.exempt):
+            return self.default_org, None
+        page = self._page(path, self.pages)
+        auth = headers.get("authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        if token is None and page:
+            token = _cookie(headers.get("cookie", ""), SIGN_IN_COOKIE)
+        try:
+            grant = bearer.verify(self.data_dir, token) if token else None
+            if grant is None and token and self.issuer is not None and not token.startswith(bearer.PREFIX):
+                grant = await anyio.to_thread.run_sync(self.issuer.verify, token, scope)
+        except (bearer.TokenStoreError, oauth.IssuerUnreachable) as exc:
+            log.error("%s", exc)
+            code = "token_store" if isinstance(exc, bearer.TokenStoreError) else "issuer_unreachable"
+            return self.default_org, self._error(scope, 503, code, str(exc))
+        if grant is not None:
+            return grant["org"], None
+        if page and not self._page(path, self.open_pages) and (token or self.require_token):
+            query = scope.get("query_string", b"").decode("latin-1")
+            return self.default_org, _see_other("/signin?" + urlencode({"next": path + (f"?{query}" if query else "")}))
+        if token is not None and not page:
+            said = "the bearer token is not valid; mint one with 'blobdex token mint'"
+            return self.default_org, _unauthorized(self._error(scope, 401, "bad_token", said), scope, "bad_token")
+        if self.require_token and not page:
+            said = "this server requires 'Authorization: Bearer TOKEN'; mint one with 'blobdex token mint'"
+            refused = self._error(scope, 401, "token_required", said)
+            return self.default_org, _unauthorized(refused, scope, "token_required")
+        return self.default_org, None
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
@@ -179,47 +212,9 @@ class Guard:
             return await self._error(scope, 413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")(
                 scope, receive, send
             )
-        org = self.default_org
-        path = scope["path"]
-        if path not in self.open_paths and not path.startswith(self.exempt):
-            page = self._page(path, self.pages)
-            auth = headers.get("authorization", "")
-            token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-            if token is None and page:
-                token = _cookie(headers.get("cookie", ""), SIGN_IN_COOKIE)
-            try:
-                grant = bearer.verify(self.data_dir, token) if token else None
-                if grant is None and token and self.issuer is not None and not token.startswith(bearer.PREFIX):
-                    grant = await anyio.to_thread.run_sync(self.issuer.verify, token, scope)
-            except (bearer.TokenStoreError, oauth.IssuerUnreachable) as exc:
-                log.error("%s", exc)
-                code = "token_store" if isinstance(exc, bearer.TokenStoreError) else "issuer_unreachable"
-                return await self._error(scope, 503, code, str(exc))(scope, receive, send)
-            if grant is not None:
-                org = grant["org"]
-            elif page and not self._page(path, self.open_pages) and (token or self.require_token):
-                query = scope.get("query_string", b"").decode("latin-1")
-                target = path + (f"?{query}" if query else "")
-                return await _see_other("/signin?" + urlencode({"next": target}))(scope, receive, send)
-            elif token is not None and not page:
-                return await _unauthorized(
-                    self._error(
-                        scope, 401, "bad_token", "the bearer token is not valid; mint one with 'blobdex token mint'"
-                    ),
-                    scope,
-                    "bad_token",
-                )(scope, receive, send)
-            elif self.require_token and not page:
-                return await _unauthorized(
-                    self._error(
-                        scope,
-                        401,
-                        "token_required",
-                        "this server requires 'Authorization: Bearer TOKEN'; mint one with 'blobdex token mint'",
-                    ),
-                    scope,
-                    "token_required",
-                )(scope, receive, send)
+        org, refused = await self._org(scope, headers)
+        if refused is not None:
+            return await refused(scope, receive, send)
         body = await _capped(receive)
         if body is None:
             return await self._error(

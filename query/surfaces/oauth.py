@@ -32,6 +32,8 @@ MAX_METADATA_BYTES = 256 * 1024
 class IssuerUnreachable(BlobdexError):
     """The issuer's metadata or keys could not be read: no token of it can be checked now."""
 
+    status = 503
+
 
 def base_url(scope) -> str:
     """This server as the client reached it: scheme and Host (the Guard has checked the Host already)."""
@@ -51,7 +53,7 @@ def challenge(scope, error: str | None = None) -> str:
     return "Bearer " + ", ".join(parts)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Issuer:
     """An external OAuth authorization server whose access tokens this server accepts."""
 

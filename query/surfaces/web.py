@@ -27,7 +27,7 @@ from query import MAX_LIMIT
 from query.grep import GrepError, compile_pattern
 from query.query_text import STOPWORDS, cut, cut_note
 from query.search import KINDS, MODES, SearchRequest
-from query.surfaces import highlight, offload
+from query.surfaces import highlight, offload, openapi
 from query.surfaces.guard import current_org
 
 HERE = Path(__file__).parent
@@ -228,9 +228,7 @@ def _choices(service, org: str) -> dict:
         reader = service.reader()
     except BlobdexError:
         return {"repos": [], "langs": [], "snapshot_id": None}
-    repos = sorted(r.name for r in reader.manifest.repos if r.org == org)
-    langs = reader.cached(f"langs:{org}", lambda: set(reader.col["lang"][reader.col["org"] == org]))
-    return {"repos": repos, "langs": sorted(langs), "snapshot_id": reader.snapshot_id}
+    return {"repos": reader.repo_names(org), "langs": sorted(reader.languages(org)), "snapshot_id": reader.snapshot_id}
 
 
 async def search(request: Request) -> Response:
@@ -413,6 +411,27 @@ def _local(target: str | None) -> str:
     return target if target and target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
 
 
+def _models_linked(words: str, models: dict) -> Markup:
+    """A type in words with each model it names linked to that model's table on the /docs page."""
+    return Markup(
+        re.sub(
+            r"\b[A-Z]\w*\b",
+            lambda m: f'<a href="#model-{m[0]}">{m[0]}</a>' if m[0] in models else m[0],
+            str(escape(words)),
+        )
+    )
+
+
+TEMPLATES.filters["models_linked"] = _models_linked
+
+
+async def docs(request: Request) -> HTMLResponse:
+    """The HTTP API for people: /openapi.json's operations, fields and answers, as the caller's org sees them."""
+    choices = await offload(_choices, request.app.state.service, current_org.get())
+    operations, models = openapi.readable(openapi.document(choices["repos"], choices["langs"]))
+    return page(request, "docs.html", operations=operations, models=models)
+
+
 async def pygments_css(request: Request) -> Response:
     return Response(highlight.stylesheet(), media_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
@@ -424,6 +443,7 @@ PAGES = (
     "/route",
     "/symbol",
     "/commits",
+    "/docs",
     "/signin",
     "/signout",
     "/static/",
@@ -436,6 +456,7 @@ ROUTES = [
     Route("/route", route, methods=["GET"]),
     Route("/symbol", symbol, methods=["GET"]),
     Route("/commits", commits, methods=["GET"]),
+    Route("/docs", docs, methods=["GET"]),
     Route("/signin", signin, methods=["GET", "POST"]),
     Route("/signout", signout, methods=["POST"]),
     Route("/static/pygments.css", pygments_css, methods=["GET"]),

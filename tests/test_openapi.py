@@ -1,0 +1,147 @@
+"""The OpenAPI document is complete and true: every route and field of the real server is in it, every answer's
+schema is its model's, and schemathesis, driven by the document, finds nothing with every check it has, on valid
+and invalid requests alike."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import CHECKS
+from schemathesis.generation import GenerationMode
+from starlette.routing import Route
+
+from indexer import tokens as bearer
+from indexer.embed import HashEmbedder
+from query.service import Service
+from query.surfaces import api, openapi
+from query.surfaces.app import app
+from query.surfaces.openapi import document
+from tests.corpus import private_copy
+from tests.servers import Server
+
+UNDOCUMENTED = {"/openapi.json", "/.well-known/oauth-protected-resource/mcp"}  # the document itself; a path alias
+
+
+def test_every_route_and_field_of_the_server_is_in_the_document():
+    doc = document()
+    for route in api.ROUTES:
+        if route.path in UNDOCUMENTED:
+            continue
+        assert route.path in doc["paths"], route.path
+        for method in route.methods - {"HEAD"}:
+            assert method.lower() in doc["paths"][route.path], (method, route.path)
+    fields = {
+        ("/v1/search", "post"): openapi.SEARCH_FIELDS,
+        ("/v1/grep", "post"): openapi.GREP_FIELDS,
+        ("/v1/route", "post"): openapi.ROUTE_FIELDS,
+        ("/v1/commits", "post"): openapi.COMMITS_FIELDS,
+        ("/v1/sessions/{session_id}/sync", "post"): openapi.SYNC_FIELDS,
+    }
+    for (path, method), names in fields.items():
+        body = doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
+        assert set(body["properties"]) == set(names), path
+    params = {
+        "/v1/file": openapi.FILE_PARAMS,
+        "/v1/chunks": openapi.CHUNKS_PARAMS,
+        "/v1/files": openapi.FILES_PARAMS,
+        "/v1/outline": openapi.OUTLINE_PARAMS,
+        "/v1/context": openapi.CONTEXT_PARAMS,
+        "/v1/references": openapi.REFERENCES_PARAMS,
+        "/v1/log": openapi.LOG_PARAMS,
+        "/v1/blame": openapi.BLAME_PARAMS,
+        "/v1/diff": openapi.DIFF_PARAMS,
+    }
+    for path, names in params.items():
+        assert {p["name"] for p in doc["paths"][path]["get"]["parameters"]} == set(names), path
+    file_params = {p["name"]: p for p in doc["paths"]["/v1/file"]["get"]["parameters"]}
+    assert file_params["start"]["schema"]["anyOf"][0]["type"] == "integer" and file_params["repo"]["required"]
+    search = doc["paths"]["/v1/search"]["post"]
+    assert search["requestBody"]["content"]["application/json"]["schema"]["required"] == ["query"]
+    # Every answer is a model's schema, with its fields: no more untyped {"type": "object"} answers.
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            ok = op["responses"]["200"].get("content", {}).get("application/json", {}).get("schema")
+            if path.startswith("/v1/"):
+                name = ok["$ref"].rsplit("/", 1)[-1]
+                assert doc["components"]["schemas"][name]["properties"], (method, path)
+    assert doc["components"]["schemas"]["Hit"]["properties"]["line_start"]["type"] == "integer"
+
+
+@pytest.fixture(scope="module")
+def served(corpus, tmp_path_factory):
+    cfg = private_copy(corpus, tmp_path_factory.mktemp("openapi"))
+    token = bearer.mint(cfg.data_dir, "fuzzer", "default")
+    with Server(app(Service(cfg, embedder=HashEmbedder()), require_token=True)) as url:
+        yield url, token
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_schemathesis_with_every_check_finds_nothing(served, mode):
+    url, token = served
+    schema = schemathesis.openapi.from_dict(
+        httpx.get(f"{url}/openapi.json", headers={"Authorization": f"Bearer {token}"}).json()
+    )
+    checks = CHECKS.get_all()
+    ran = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        ran += 1
+        if mode is GenerationMode.NEGATIVE and not (operation.query or operation.body or operation.path_parameters):
+            continue  # nothing to send wrongly
+
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        def check(case):
+            if mode is GenerationMode.POSITIVE:  # what no schema can say of a valid request:
+                for fields in (case.body, case.query):
+                    if isinstance(fields, dict):
+                        fields.pop("cursor", None)  # a cursor is bound to the request that cut it
+                if case.path == "/v1/grep":
+                    case.body["literal"] = True  # a pattern must be RE2; any text is a literal
+                for fields in (case.body, case.query):  # a glob must parse (a class like [z-a] does not)
+                    for name in ("paths", "ignore", "path_glob") if isinstance(fields, dict) else ():
+                        if isinstance(fields.get(name), list):
+                            fields[name] = [g for g in fields[name] if _parses(g)]
+                        elif isinstance(fields.get(name), str) and not _parses(fields[name]):
+                            del fields[name]
+                q = case.query if isinstance(case.query, dict) else {}
+                if isinstance(q.get("start"), int) and isinstance(q.get("end"), int) and q["start"] > q["end"]:
+                    q["start"], q["end"] = q["end"], q["start"]  # a range ends at or after its start
+                if case.path == "/v1/references":  # a symbol, or a position (repo, path and line), not both
+                    q["symbol"] = q.get("symbol") or "total"
+                    q.pop("path", None), q.pop("line", None)
+            case.call_and_validate(base_url=url, headers={"Authorization": f"Bearer {token}"}, checks=checks)
+
+        check()
+    assert ran == sum(len(ops) for ops in document()["paths"].values())
+    assert all(isinstance(r, Route) for r in api.ROUTES)
+
+
+def test_the_docs_page_shows_every_operation_and_answer_from_this_server_alone(corpus):
+    import re
+
+    from starlette.testclient import TestClient
+
+    with TestClient(app(Service(corpus.cfg, embedder=HashEmbedder())), base_url="http://127.0.0.1") as http:
+        page = http.get("/docs")
+        doc = http.get("/openapi.json").json()
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for path, ops in doc["paths"].items():
+        for method in ops:
+            assert f"<code>{method.upper()} {path}</code>" in page.text, (method, path)
+    targets = set(re.findall(r'href="#([^"]+)"', page.text))
+    assert targets and targets <= set(re.findall(r'id="([^"]+)"', page.text))  # every anchor lands
+    assert "model-Hit" in targets and "enum" not in page.text  # enums read as "one of …"
+    assert not re.search(r'(src|href)="(https?:)?//', page.text)  # nothing from another host
+
+
+def _parses(glob) -> bool:
+    from query.search import SearchError, globs
+
+    try:
+        globs((glob,), "path")
+    except (SearchError, TypeError):
+        return False
+    return True
