@@ -21,7 +21,9 @@ class Model(BaseModel):
 
 
 # search_code, get_chunk
-class Hit(Model):
+class Located(Model):
+    """Where a chunk lies: what a hit and a whole chunk share."""
+
     id: int = Field(description="Pass to get_chunk; stable while the chunk lives.")
     org: str
     repo: str
@@ -35,10 +37,13 @@ class Hit(Model):
     lang: str
     line_start: int
     line_end: int
+    uncommitted: bool = Field(description="From a session's uncommitted edits.")
+
+
+class Hit(Located):
     snippet: str
     score: float
     signals: Signals
-    uncommitted: bool = Field(description="From a session's uncommitted edits.")
 
 
 class FileHit(Model):
@@ -60,21 +65,7 @@ class Search(Model):
     next_cursor: str | None = None
 
 
-class Chunk(Model):
-    id: int
-    org: str
-    repo: str
-    ref: str | None
-    commit_id: str | None
-    path: str
-    blob_id: str
-    chunk_index: int
-    symbol: str | None
-    kind: str
-    lang: str
-    line_start: int
-    line_end: int
-    uncommitted: bool
+class Chunk(Located):
     text: str
     snapshot_id: str | None
 
