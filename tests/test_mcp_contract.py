@@ -146,3 +146,10 @@ def test_get_file_without_a_range_reads_a_page_and_says_where_the_next_starts(tm
     assert "start_line=201" in first.content[0].text
     last = session(service, lambda c: c.call_tool("get_file", {"repo": "long", "path": "big.py", "start_line": 401}))
     assert last.structured_content["next_start_line"] is None and last.structured_content["line_end"] == 450
+
+
+def test_the_kind_enum_is_the_kinds_search_takes():
+    from query.search import KINDS
+    from query.surfaces.answers import Kind
+
+    assert set(Kind.__args__) == KINDS
