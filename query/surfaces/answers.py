@@ -99,7 +99,9 @@ class Grep(Model):
 
 
 # get_file, list_files, outline
-class File(Model):
+class Lines(Model):
+    """Which lines of which file at which commit: what get_file and blame share."""
+
     org: str
     repo: str
     ref: str | None
@@ -109,6 +111,9 @@ class File(Model):
     line_start: int
     line_end: int
     total_lines: int
+
+
+class File(Lines):
     withheld: list[tuple[int, str]] = Field(description="[line, kind] of lines replaced: they hold credentials.")
     content: str
     next_start_line: int | None = Field(None, description="Where the next page of the file starts, if any.")
@@ -308,16 +313,7 @@ class Blamed(Model):
     subject: str
 
 
-class Blame(Model):
-    org: str
-    repo: str
-    ref: str
-    commit_id: str
-    path: str
-    blob_id: str
-    line_start: int
-    line_end: int
-    total_lines: int
+class Blame(Lines):
     lines: list[BlameLine]
     commits: dict[str, Blamed]
 
