@@ -153,3 +153,16 @@ def test_the_kind_enum_is_the_kinds_search_takes():
     from query.surfaces.answers import Kind
 
     assert set(Kind.__args__) == KINDS
+
+
+def test_the_catalog_resource_names_what_the_filters_take(shop):
+    async def work(client):
+        listed = (await client.list_resources()).resources
+        read = await client.read_resource("blobdex://catalog")
+        return listed, read
+
+    listed, read = session(shop, work)
+    assert [str(r.uri) for r in listed] == ["blobdex://catalog"] and listed[0].mime_type == "application/json"
+    catalog = json.loads(read.contents[0].text)
+    assert catalog["repos"] == ["shop"] and catalog["languages"] == ["markdown", "python"]
+    assert set(catalog["kinds"]) >= {"function", "class", "code", "doc"}

@@ -456,3 +456,14 @@ def routes_body(snapshot_id: str, routes: list, notes: list[str]) -> dict:
     from query.service import route_dict  # when called: `blobdex mcp` answers tools/list before the engine loads
 
     return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes], **({"notes": notes} if notes else {})}
+
+
+def catalog(reader, org: str) -> dict:
+    """What an org's filters can name in the served snapshot (MCP's blobdex://catalog)."""
+    kinds = list(Kind.__args__)
+    return {
+        "snapshot_id": reader.snapshot_id,
+        "repos": reader.repo_names(org),
+        "languages": sorted(reader.languages(org)),
+        "kinds": kinds,
+    }

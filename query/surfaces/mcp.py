@@ -49,6 +49,7 @@ uncommitted edits, sync_workspace them into a session and pass session_id to sea
 it, end_session drops it). `repo` is a name list_repos shows, `path` is relative to the repo's root, and an
 answer with more ends with next_cursor: pass it as `cursor` with the same arguments."""
 # The spec reads destructive and idempotent hints only when a tool is not read-only: they are left out there.
+CATALOG = "The org's indexed repos, the languages of their chunks and the kinds: what search_code's filters name."
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 DISCARDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -187,7 +188,7 @@ def search_code(
     ctx: Context,
     query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
     repos: list[str] | None = None,
-    lang: Annotated[list[str] | None, Field(description="Only these languages, e.g. ['python'].")] = None,
+    lang: Annotated[list[str] | None, Field(description="Only these languages (blobdex://catalog lists them).")] = None,
     paths: Annotated[list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")] = None,
     ignore: Annotated[list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")] = None,
     kind: Annotated[answers.Kind | None, Field(description="code or doc, or a chunk kind.")] = None,
@@ -587,9 +588,13 @@ def build(service: Service | Future, org: Callable[[], str] = lambda: "default")
     mcp = Server(service, org)
     for tool, hints in TOOLS:
         mcp.add_tool(answering(tool), annotations=hints, structured_output=True)
-        # What every session reads: the schemas without pydantic's titles and null branches, and each answer's
-        # fields one level deep (the whole model still checks every answer before it leaves).
+        # What every session reads: lean schemas, answers one level deep (the whole model checks every answer).
         info = mcp._tool_manager.get_tool(tool.__name__)
         info.parameters = compact(info.parameters)
         info.fn_metadata.output_schema = shallow(info.fn_metadata.output_schema)
+
+    @mcp.resource("blobdex://catalog", mime_type="application/json", description=CATALOG)
+    def catalog() -> str:
+        return json.dumps(answers.catalog(mcp.service.reader(), mcp.org()))
+
     return mcp
