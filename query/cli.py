@@ -504,16 +504,13 @@ def mcp(ctx, org) -> None:
 @click.pass_context
 def route_cmd(ctx, task, limit, org, as_json) -> None:
     """Which repos own TASK (the route_task tool, without a server)."""
-    from query.service import route_dict
-    from query.surfaces import render
-
     from query.query_text import cut_note
+    from query.surfaces import answers, render
 
     snapshot_id, routes = _service(ctx).route(org, task, limit)
     notes = _notes(cut_note(len(task)), as_json)
     if as_json:
-        repos = [route_dict(r) for r in routes]
-        click.echo(json.dumps({"snapshot_id": snapshot_id, "repos": repos, **notes}, indent=2))
+        click.echo(json.dumps(answers.routes_body(snapshot_id, routes, notes.get("notes", [])), indent=2))
         return
     _echo(render.routes_text(routes, _bold))
 

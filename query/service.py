@@ -576,13 +576,6 @@ def indexed_ref(cfg: Config, manifest: Manifest | None, org: str, repo: str) -> 
     return (spec.refs[0] if spec and spec.refs else None), None
 
 
-def route_dict(r: RepoRoute) -> dict:
-    d = asdict(r)
-    for e in d["evidence"]:
-        e.pop("row", None)
-    return d
-
-
 def _blob_text(data_dir: Path, org: str, repo: str, commit_id: str, path: str) -> list[str]:
     """The lines of `path` at `commit_id` in the repo's mirror ([] when the mirror or the file is gone)."""
     from dulwich.object_store import tree_lookup_path

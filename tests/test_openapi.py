@@ -10,7 +10,6 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import CHECKS
 from schemathesis.generation import GenerationMode
-from starlette.routing import Route
 
 from indexer import tokens as bearer
 from indexer.embed import HashEmbedder
@@ -116,7 +115,6 @@ def test_schemathesis_with_every_check_finds_nothing(served, mode):
 
         check()
     assert ran == sum(len(ops) for ops in document()["paths"].values())
-    assert all(isinstance(r, Route) for r in api.ROUTES)
 
 
 def test_the_docs_page_shows_every_operation_and_answer_from_this_server_alone(corpus):

@@ -452,8 +452,15 @@ def file_body(found) -> dict:
     }
 
 
+def route_dict(r) -> dict:
+    """One route of route_task's answer (a query.route_task.RepoRoute), its evidence without snapshot rows."""
+    d = asdict(r)
+    for e in d["evidence"]:
+        e.pop("row", None)
+    return d
+
+
 def routes_body(snapshot_id: str, routes: list, notes: list[str]) -> dict:
-    from query.service import route_dict  # when called: `blobdex mcp` answers tools/list before the engine loads
 
     return {"snapshot_id": snapshot_id, "repos": [route_dict(r) for r in routes], **({"notes": notes} if notes else {})}
 

@@ -300,7 +300,8 @@ async def openapi(request: Request):
         reader = await anyio.to_thread.run_sync(_service(request).reader)
     except BlobdexError:
         return JSONResponse(document())
-    return JSONResponse(document(reader.repo_names(org), sorted(reader.languages(org))))
+    found = answers.catalog(reader, org)
+    return JSONResponse(document(found["repos"], found["languages"]))
 
 
 async def unrouted(request: Request, exc: HTTPException) -> Response:

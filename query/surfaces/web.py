@@ -27,7 +27,7 @@ from query import MAX_LIMIT
 from query.grep import GrepError, compile_pattern
 from query.query_text import STOPWORDS, cut, cut_note
 from query.search import KINDS, MODES, SearchRequest
-from query.surfaces import highlight, offload, openapi
+from query.surfaces import answers, highlight, offload, openapi
 from query.surfaces.guard import current_org
 
 HERE = Path(__file__).parent
@@ -228,7 +228,8 @@ def _choices(service, org: str) -> dict:
         reader = service.reader()
     except BlobdexError:
         return {"repos": [], "langs": [], "snapshot_id": None}
-    return {"repos": reader.repo_names(org), "langs": sorted(reader.languages(org)), "snapshot_id": reader.snapshot_id}
+    found = answers.catalog(reader, org)
+    return {"repos": found["repos"], "langs": found["languages"], "snapshot_id": found["snapshot_id"]}
 
 
 async def search(request: Request) -> Response:
