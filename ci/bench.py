@@ -251,6 +251,10 @@ def startup(work: Path, env: dict, query: str) -> dict:
 
     initialize, first_search, tools = asyncio.run(mcp())
     compact = {"separators": (",", ":")}
+    from ci.bench_tools import tool_choice
+    from indexer.config import DEFAULT_MODEL
+    from indexer.embed import load_embedder
+
     return {
         "cli_search_s": cli(),
         "cli_search_bm25_s": cli("--mode", "bm25"),
@@ -262,6 +266,7 @@ def startup(work: Path, env: dict, query: str) -> dict:
         "mcp_tools_model_chars": sum(
             len(t["name"]) + len(t["description"]) + len(json.dumps(t["inputSchema"], **compact)) for t in tools
         ),
+        "mcp_tool_choice": tool_choice(tools, load_embedder(DEFAULT_MODEL, cache=work / "data" / "cache")),
     }
 
 

@@ -99,7 +99,7 @@ ACTIONS = {
     ),
     "backlog": (
         "'blobdex status' shows how many are left",
-        "index_status shows how many are left",
+        "list_repos shows how many are left",
         "GET /v1/status shows how many are left",
         "the repos page shows how many are left",
     ),

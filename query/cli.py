@@ -396,7 +396,7 @@ def references(ctx, symbol, repo, file, line, org, name_only, limit, cursor, as_
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    _echo(render.references_text(data, _bold, tool=None))
+    _echo(render.references_text(data, _bold))
 
 
 @cli.command()

@@ -1,6 +1,7 @@
 """What a symbol touches: its definitions, its callers in every repo, routes and env keys inside it, and the
 coupling edges whose evidence lies in it (the data of the `expand_context` tool); and `references`, the
-callers alone, found from a symbol or from a position in a file (the `find_references` tool).
+callers alone (`blobdex references`, /v1/references). Both find the definition from a symbol or from a position in
+a file.
 
 Callers are the call rows that resolve to one of the definitions (indexer/calls/rules.py): exact, through an import,
 or through a receiver's type. A call that only shares the name (`x.get()` on something of unknown type) is no
@@ -50,19 +51,23 @@ def _rows(path: Path, table: str, mask_of, **options) -> list[dict]:
 
 def context(
     data_dir: Path,
-    symbol: str,
+    symbol: str | None = None,
     org: str = "default",
     repo: str | None = None,
     snapshot_id: str | None = None,
+    path: str | None = None,
+    line: int | None = None,
     name_only: bool = False,
     cursor: str | None = None,
     limit: int = DEFAULT_CALLERS,
 ) -> dict:
+    """What the definitions a symbol names (or the one a place names, as `references` finds it) touch."""
     _check_limit(limit)
-    path, manifest = open_manifest(data_dir, snapshot_id)
-    definitions = _definitions(path, manifest, org, symbol, repo)
-    asked = {"tool": "context", "symbol": symbol, "org": org, "repo": repo, "name_only": name_only, "limit": limit}
-    callers = _callers(path, manifest, org, definitions, _name(symbol), name_only, asked, cursor, limit)
+    snap, manifest = open_manifest(data_dir, snapshot_id)
+    definitions, name = _pointed(snap, manifest, org, symbol, repo, path, line)
+    asked = {"tool": "context", "symbol": symbol, "org": org, "repo": repo, "path": path, "line": line}
+    asked |= {"name_only": name_only, "limit": limit}
+    callers = _callers(snap, manifest, org, definitions, name, name_only, asked, cursor, limit)
     spans = {(d["repo"], d["path"], d["blob_id"]): [] for d in definitions}
     for d in definitions:
         spans[(d["repo"], d["path"], d["blob_id"])].append((d["line"], d["line_end"]))
@@ -72,12 +77,12 @@ def context(
 
     in_files = partial(_in_files, org, _paths(definitions))
     handlers = {d["qualified_name"] for d in definitions}
-    routes = [r for r in _rows(path, "routes", in_files) if inside(r) or r["handler"] in handlers]
-    env_keys = [e for e in _rows(path, "env_keys", in_files) if inside(e)]
+    routes = [r for r in _rows(snap, "routes", in_files) if inside(r) or r["handler"] in handlers]
+    env_keys = [e for e in _rows(snap, "env_keys", in_files) if inside(e)]
     route_keys = {f"{r['method']} {r['pattern']}" for r in routes}
     edges = [
         e
-        for e in _rows(path, "edges", lambda t: pc.equal(t["org"], org))
+        for e in _rows(snap, "edges", lambda t: pc.equal(t["org"], org))
         if e["key"] in route_keys
         or any(
             (e[f"{side}_repo"], e[f"{side}_path"]) == (k[0], k[1]) and any(a <= e[f"{side}_line"] <= b for a, b in v)
@@ -87,7 +92,7 @@ def context(
     ]
     return {
         "snapshot_id": manifest.snapshot_id,
-        "symbol": symbol.strip(),
+        "symbol": (symbol or name).strip(),
         "org": org,
         **_listed(definitions),
         **callers,
@@ -114,16 +119,7 @@ def references(
     definition around the line."""
     _check_limit(limit)
     snap, manifest = open_manifest(data_dir, snapshot_id)
-    if symbol and (path or line):
-        raise BadContextRequest("give a symbol, or repo, path and line, not both")
-    if symbol:
-        definitions = _definitions(snap, manifest, org, symbol, repo)
-        name = _name(symbol)
-    elif repo and path and line:
-        definitions = [_at(snap, manifest, org, repo, path, line)]
-        name = definitions[0]["name"]
-    else:
-        raise BadContextRequest("give a symbol (like `Session.get`), or repo, path and line of a definition or a call")
+    definitions, name = _pointed(snap, manifest, org, symbol, repo, path, line)
     asked = {"tool": "references", "symbol": symbol, "org": org, "repo": repo, "path": path, "line": line}
     asked |= {"name_only": name_only, "limit": limit}
     return {
@@ -131,6 +127,22 @@ def references(
         **_listed(definitions),
         **_callers(snap, manifest, org, definitions, name, name_only, asked, cursor, limit),
     }
+
+
+def _pointed(
+    snap: Path, manifest: Manifest, org: str, symbol: str | None, repo: str | None, path: str | None, line: int | None
+) -> tuple[list[dict], str]:
+    """The definitions a symbol names (in `repo` when given), or the one a place names: the definition that starts
+    on `line` of `repo`:`path`, else what a call on that line resolves to, else the innermost definition around it;
+    and the name their callers call them by."""
+    if symbol and (path or line):
+        raise BadContextRequest("give a symbol, or repo, path and line, not both")
+    if symbol:
+        return _definitions(snap, manifest, org, symbol, repo), _name(symbol)
+    if repo and path and line:
+        found = _at(snap, manifest, org, repo, path, line)
+        return [found], found["name"]
+    raise BadContextRequest("give a symbol (like `Session.get`), or repo, path and line of a definition or a call")
 
 
 def _listed(definitions: list[dict]) -> dict:

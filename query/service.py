@@ -126,7 +126,7 @@ class GrepPage:
 
 @dataclass(frozen=True, kw_only=True)
 class IndexStatus:
-    """index_status's answer: CURRENT's snapshot, the one being served (they differ while one is refused),
+    """list_repos' answer (and /v1/status): CURRENT's snapshot, the one being served (they differ while one is refused),
     the model queries are embedded with, the vectors (tier and backlog: query.status.vector_status), and
     each repo's status."""
 
@@ -483,12 +483,13 @@ class Service:
         reader = self.reader()
         return reader.snapshot_id, route(reader, self.embedder_for(reader), task, org, limit)
 
-    def context(self, org: str, symbol: str, repo: str | None = None, **page) -> dict:
-        """expand_context's data; `page`: name_only, cursor, limit of its callers (query.expand_context)."""
-        return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id(), **page)
+    def context(self, org: str, symbol: str | None = None, repo: str | None = None, **asked) -> dict:
+        """expand_context's data: of symbol (and repo), or of repo, path and line; name_only, cursor, limit of its
+        callers (query.expand_context)."""
+        return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id(), **asked)
 
     def references(self, org: str, **asked) -> dict:
-        """find_references' data: symbol (and repo), or repo, path and line; name_only, cursor, limit."""
+        """The callers alone (`blobdex references`, /v1/references): symbol (and repo), or repo, path and line; name_only, cursor, limit."""
         return references(self.cfg.data_dir, org, snapshot_id=self._snapshot_id(), **asked)
 
     def _snapshot_id(self) -> str | None:

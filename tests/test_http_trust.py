@@ -211,7 +211,7 @@ def test_a_huge_chunk_id_is_reported_in_place_as_a_bad_one_is(url):
     [
         ("get_chunk", {"ids": [10**40]}, "ids[0]"),
         (
-            "find_references",
+            "expand_context",
             {"repo": "api", "path": "src/billing/renew.py", "line": 10**30},
             "line should be less than or equal to",
         ),
@@ -293,7 +293,7 @@ def test_v1_bodies_refuse_what_they_do_not_take(url, path, body, message):
         ("/v1/file", {"repo": "api", "path": "x", "org": "acme"}, "unknown parameter 'org'; accepted parameters"),
         ("/v1/file", {"repo": "api", "paht": "x"}, "unknown parameter 'paht'; did you mean 'path'?"),
         ("/v1/context", {"symbl": "Invoice"}, "did you mean 'symbol'?"),
-        ("/v1/context", {}, "the symbol is empty"),
+        ("/v1/context", {}, "give a symbol (like `Session.get`), or repo, path and line"),
         ("/v1/context", {"symbol": " "}, "the symbol is empty"),
         ("/v1/references", {"symbol": "x", "limit": "0"}, "limit 0 is out of range"),
     ],

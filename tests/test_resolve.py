@@ -684,12 +684,17 @@ def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobd
         async with Client(build(service)) as client:
             return await client.call_tool(name, args)
 
-    by_mcp = asyncio.run(tool("find_references", {"symbol": "Session.get"})).structured_content
+    by_mcp = asyncio.run(tool("expand_context", {"symbol": "Session.get"})).structured_content
+    placed = {"repo": "lib", "path": "src/lib/sessions.py", "line": 14}
+    by_mcp_position = asyncio.run(tool("expand_context", placed)).structured_content
     with TestClient(app(service), base_url="http://127.0.0.1") as http:
         by_http = http.get("/v1/references", params={"symbol": "Session.get"}).json()
         by_position = http.get("/v1/references", params={"repo": "lib", "path": "src/lib/sessions.py", "line": "14"})
         both = http.get("/v1/references", params={"symbol": "get", "line": "3"})
-    assert by_mcp == by_http
+        context_placed = http.get("/v1/context", params=placed).json()
+    assert {k: by_mcp[k] for k in by_http} == by_http  # expand_context answers the references, and more
+    assert by_mcp_position == context_placed and by_mcp_position["symbol"] == "get"
+    assert by_mcp_position["callers"] == by_http["callers"]
     assert [(c["repo"], c["path"], c["line"], c["resolution"]) for c in by_http["callers"]] == [
         ("app", "app/main.py", 9, "receiver")
     ]
@@ -697,7 +702,7 @@ def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobd
     assert both.status_code == 400 and both.json()["error"]["message"] == (
         "give a symbol, or repo, path and line, not both"
     )
-    markdown = asyncio.run(tool("find_references", {"symbol": "get", "repo": "lib"})).content[0].text
+    markdown = asyncio.run(tool("expand_context", {"symbol": "get", "repo": "lib"})).content[0].text
     assert "callers: 3 (app 2, lib 1); resolved by import 2, receiver 1" in markdown
     assert "(+ 1 call(s) of the same name on something of unknown type, not counted; name_only=true lists them)" in (
         markdown

@@ -44,13 +44,11 @@ def test_tools_are_listed_read_only_with_instructions(service):
         "outline",
         "route_task",
         "expand_context",
-        "find_references",
         "search_commits",
         "log",
         "blame",
         "diff",
         "list_repos",
-        "index_status",
         "sync_workspace",
         "session_status",
         "end_session",
@@ -141,10 +139,9 @@ def test_grep_route_context_list_and_status(service, corpus):
     assert "callers: 1 (api 1); resolved by import 1\n  api:src/billing/renew.py:13  in Billing.renew_subscription" in (
         markdown
     )
-    repos = json.loads(text(call(server, "list_repos", {})))
-    assert {r["name"] for r in repos["repos"]} == {"api", "tools"}  # org default only
-    status = json.loads(text(call(server, "index_status", {})))
-    assert status["serving"] == repos["snapshot_id"] and status["model"] == HASH_MODEL
+    status = json.loads(text(call(server, "list_repos", {})))
+    assert {r["name"] for r in status["repos"]} == {"api", "tools"}  # org default only
+    assert status["serving"] == status["snapshot_id"] and status["model"] == HASH_MODEL
 
 
 def test_mcp_over_streamable_http_on_a_socket(service):

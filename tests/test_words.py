@@ -82,7 +82,7 @@ def test_no_surface_names_another_surfaces_commands(service, corpus, blobdex):
         _mcp(service, "get_file", {"repo": "api", "path": RENEW, "ref_or_commit": "nosuch"}),
         _mcp(service, "list_files", {"repo": "nope"}),
         _mcp(service, "outline", {"repo": "api", "path": "src/nope.py"}),
-        _mcp(service, "find_references", {"repo": "api", "path": RENEW, "line": 99999}),
+        _mcp(service, "expand_context", {"repo": "api", "path": RENEW, "line": 99999}),
         _mcp(service, "expand_context", {"symbol": "no_such_symbol_anywhere"}),
         _mcp(service, "grep", {"pattern": "(unclosed"}),
         _mcp(service, "search_code", {"query": "x", "session_id": "no-such-session"}),

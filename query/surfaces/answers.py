@@ -206,7 +206,7 @@ class Routes(Model):
     notes: list[str] | None = None
 
 
-# expand_context, find_references
+# expand_context (/v1/context), /v1/references
 class Defined(Model):
     repo: str
     path: str
@@ -374,7 +374,7 @@ class Ended(Model):
     ended: bool
 
 
-# list_repos, index_status
+# list_repos (/v1/status), /v1/repos
 class RefState(Model):
     ref: str
     commit_id: str

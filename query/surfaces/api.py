@@ -212,24 +212,22 @@ async def route(request: Request):
 
 @endpoint(shape)
 async def context(request: Request):
+    """expand_context over HTTP: ?symbol= (and repo), or ?repo=&path=&line=."""
     q = _params(request, CONTEXT_PARAMS)
-    page = _caller_page(q)
-    return await offload(
-        lambda: _service(request).context(current_org.get(), q.get("symbol", ""), q.get("repo"), **page)
-    )
+    return await offload(lambda: _service(request).context(current_org.get(), **_pointed(q), **_caller_page(q)))
 
 
 @endpoint(shape)
 async def references(request: Request):
-    """find_references over HTTP: ?symbol= (and repo), or ?repo=&path=&line=."""
+    """The callers alone over HTTP: ?symbol= (and repo), or ?repo=&path=&line=."""
     q = _params(request, REFERENCES_PARAMS)
-    asked = {
-        "symbol": q.get("symbol"),
-        "repo": q.get("repo"),
-        "path": q.get("path"),
-        "line": _fields(q).integer("line", loose=True),
-    }
-    return await offload(lambda: _service(request).references(current_org.get(), **asked, **_caller_page(q)))
+    return await offload(lambda: _service(request).references(current_org.get(), **_pointed(q), **_caller_page(q)))
+
+
+def _pointed(q) -> dict:
+    """What context and references are asked about: a symbol (and repo), or a place."""
+    line = _fields(q).integer("line", loose=True)
+    return {"symbol": q.get("symbol"), "repo": q.get("repo"), "path": q.get("path"), "line": line}
 
 
 def _caller_page(q) -> dict:

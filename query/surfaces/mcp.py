@@ -41,13 +41,14 @@ FILE_LINES_PER_CALL = 500  # the most lines one get_file call reads
 FILE_LINES_BY_DEFAULT = 200  # without end_line: about 8 KB of an ordinary file, and the reply says how to read on
 INSTRUCTIONS = """blobdex indexes many git repositories at their published commits. Reach for the tools in this
 order: route_task (which repos own a task) -> search_code (relevant code across repos) -> get_chunk / get_file
-(read more, at any commit, without cloning) -> expand_context (callers in other services, routes, config keys)
-or find_references (every call of one definition). grep finds exact text; list_files and outline map a repo and a
-file without reading them. search_commits, log, blame and diff read history: when and why something changed, and
-who changed it. list_repos and index_status say what is indexed and how fresh it is. To search your own
-uncommitted edits, sync_workspace them into a session and pass session_id to search_code (session_status shows
-it, end_session drops it). `repo` is a name list_repos shows, `path` is relative to the repo's root, and an
-answer with more ends with next_cursor: pass it as `cursor` with the same arguments."""
+(read more, at any commit, without cloning) -> expand_context (a definition's callers in every repo, its routes and
+config keys). grep finds exact text; list_files and outline map a repo and a file without reading them.
+search_commits, log, blame and diff read history: when and why something changed, and who changed it. list_repos
+says what is indexed and how fresh it is. To search your own uncommitted edits, sync_workspace them into a session
+and pass session_id to search_code (session_status shows it, end_session drops it). `repo` is a name list_repos
+shows, `path` is relative to the repo's root, `ref` is a branch, tag or commit (default: what was indexed), globs
+are gitignore syntax, and an answer with more ends with next_cursor: pass it as `cursor` with the same arguments.
+blobdex://catalog lists the org's repos, languages and chunk kinds."""
 # The spec reads destructive and idempotent hints only when a tool is not read-only: they are left out there.
 CATALOG = "The org's indexed repos, the languages of their chunks and the kinds: what search_code's filters name."
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -173,50 +174,29 @@ def _answer(markdown: str, data: dict) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=markdown)], structured_content=data)
 
 
-# Arguments several tools take, described once.
-NameOnly = Annotated[
-    bool,
-    Field(description="Also list calls that only share the name (on something of unknown type), labelled so."),
-]
-Cursor = str | None  # next_cursor of the previous page (INSTRUCTIONS says so once for every tool)
-CallerLimit = Annotated[int, Field(ge=1, le=200)]
-# A ref to browse at: list_files and outline.
-Ref = Annotated[str | None, Field(description="Branch, tag or commit. Default: the ref that was indexed first.")]
+# What every tool's arguments share (repo, path, ref, globs, cursor) INSTRUCTIONS says once: tools/list is in
+# every agent's context, so a description is written only where a name does not say enough.
+Cursor = str | None  # next_cursor of the previous page
 
 
 def search_code(
     ctx: Context,
-    query: Annotated[str, Field(description="What the code does, in words, or identifiers you expect in it.")],
+    query: Annotated[str, Field(description="Behaviour in words, or identifiers")],
     repos: list[str] | None = None,
-    lang: Annotated[list[str] | None, Field(description="Only these languages (blobdex://catalog lists them).")] = None,
-    paths: Annotated[list[str] | None, Field(description="Only paths matching these globs (gitignore syntax).")] = None,
-    ignore: Annotated[list[str] | None, Field(description="Drop paths matching these globs, e.g. ['tests/'].")] = None,
-    kind: Annotated[answers.Kind | None, Field(description="code or doc, or a chunk kind.")] = None,
-    ref: Annotated[str | None, Field(description="Only chunks reachable from this branch or tag.")] = None,
+    lang: list[str] | None = None,
+    paths: list[str] | None = None,
+    ignore: Annotated[list[str] | None, Field(description="Globs to drop, e.g. tests/")] = None,
+    kind: answers.Kind | None = None,
+    ref: str | None = None,
     limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 10,
-    min_score: Annotated[
-        float | None, Field(ge=0, le=1, description="Drop hits whose vector similarity is below this.")
-    ] = None,
-    min_score_diff: Annotated[
-        float | None, Field(ge=0, le=1, description="Drop hits more than this much less similar than the best hit.")
-    ] = None,
-    session_id: Annotated[
-        str | None,
-        Field(
-            description="Include this session's uncommitted edits (from sync_workspace); files it touched "
-            "are searched in their edited form only."
-        ),
-    ] = None,
-    group_by: Annotated[
-        Literal["chunk", "file"],
-        Field(description="'file' ranks files for a task, issue or stack trace instead of chunks."),
-    ] = "chunk",
+    min_score: Annotated[float | None, Field(ge=0, le=1)] = None,
+    min_score_diff: Annotated[float | None, Field(ge=0, le=1, description="Most similarity below the best")] = None,
+    session_id: Annotated[str | None, Field(description="Also search this session's edits")] = None,
+    group_by: Literal["chunk", "file"] = "chunk",
     cursor: Cursor = None,
 ) -> Annotated[CallToolResult, answers.Search]:
-    """Search code and docs across every indexed repo (hybrid: meaning + exact identifiers). Returns hits
-    with ids (stable while the chunk lives); read a whole hit with get_chunk(ids), or the surrounding file with
-    get_file. With group_by='file', paste an issue text or a stack trace to get the files most likely involved.
-    A page that has more ends with a cursor: pass it to read the next page."""
+    """Search code and docs across every repo by meaning and identifiers. Hits have ids for get_chunk.
+    group_by='file' ranks the files an issue text or stack trace involves."""
     if cursor and group_by == "file":
         raise ToolError("cursor pages hits (group_by='chunk'); group_by='file' answers in one page")
     service, org = _scope(ctx)
@@ -250,11 +230,10 @@ def get_chunk(
     ctx: Context,
     ids: Annotated[
         list[Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]],
-        Field(min_length=1, max_length=50, description="Hit ids from search_code."),
+        Field(min_length=1, max_length=50),
     ],
 ) -> Annotated[CallToolResult, answers.Chunks]:
-    """The full text of search hits by id, with repo, path, lines and commit. An unknown id is reported
-    in place and does not fail the others."""
+    """The full text of search hits by id, with repo, path, lines and commit."""
     service, org = _scope(ctx)
     out, found, errors = [], [], []
     for clip in ids:
@@ -271,20 +250,16 @@ def get_chunk(
 
 def grep(
     ctx: Context,
-    pattern: Annotated[
-        str, Field(description="RE2 regular expression (no backreferences), or text with literal=true.")
-    ],
+    pattern: Annotated[str, Field(description="RE2 regex, or plain text with literal")],
     repos: list[str] | None = None,
-    paths: Annotated[list[str] | None, Field(description="Only paths matching these globs.")] = None,
-    ref: Annotated[str | None, Field(description="Only files reachable from this branch or tag.")] = None,
-    limit: Annotated[int, Field(ge=1, le=500, description="At most this many matching lines.")] = 100,
-    literal: Annotated[bool, Field(description="Match the pattern as plain text.")] = False,
+    paths: list[str] | None = None,
+    ref: str | None = None,
+    limit: Annotated[int, Field(ge=1, le=500)] = 100,
+    literal: bool = False,
     ignore_case: bool = False,
     cursor: Cursor = None,
 ) -> Annotated[CallToolResult, answers.Grep]:
-    """Find exact text or a regular expression in the indexed files (linear-time engine). Use it for
-    identifiers, error strings and config keys; use search_code for behaviour described in words.
-    A page that has more ends with a cursor: pass it to read the next page."""
+    """Lines matching exact text or a regex in every repo: identifiers, error strings, config keys."""
     service, org = _scope(ctx)
     page = service.grep(
         org,
@@ -304,18 +279,11 @@ def get_file(
     ctx: Context,
     repo: str,
     path: str,
-    ref_or_commit: Annotated[
-        str | None,
-        Field(
-            description="Branch, tag, commit id (short is fine) or main~1; pass the commit a search hit shows "
-            "to read exactly its lines. Default: the commit that was indexed."
-        ),
-    ] = None,
-    start_line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="First line, 1-based.")] = None,
-    end_line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="Last line, inclusive.")] = None,
+    ref_or_commit: Annotated[str | None, Field(description="e.g. a hit's commit, main~1")] = None,
+    start_line: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
+    end_line: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
 ) -> Annotated[CallToolResult, answers.File]:
-    """Read a file of any repo at any commit straight from git objects (no clone): 200 lines unless you give
-    end_line, at most 500 per call; the reply says how to continue."""
+    """A file at any ref or commit, read from git without a clone: 200 lines unless end_line, 500 at most."""
     start = start_line or 1
     end = end_line if end_line is not None else start + FILE_LINES_BY_DEFAULT - 1
     if end < start:
@@ -329,15 +297,12 @@ def get_file(
 def list_files(
     ctx: Context,
     repo: str,
-    path_glob: Annotated[
-        str | None, Field(description="Only paths matching this glob (gitignore syntax), e.g. 'src/**/*.py'.")
-    ] = None,
-    ref: Ref = None,
+    path_glob: Annotated[str | None, Field(description="e.g. src/**/*.py")] = None,
+    ref: str | None = None,
     cursor: Cursor = None,
     limit: Annotated[int, Field(ge=1, le=1000)] = 200,
 ) -> Annotated[CallToolResult, answers.Files]:
-    """A repo's files in path order, with language and size, a page at a time: the map of a repo before you
-    read it. Files the index skipped say why (vendored, generated, too large). Then outline or get_file."""
+    """A repo's files with language and size, and why the index skipped any: a map before reading."""
     service, org = _scope(ctx)
     page = service.list_files(org, repo, path_glob, ref, cursor, limit)
     return _answer(render.files_page_markdown(page), asdict(page))
@@ -347,11 +312,9 @@ def outline(
     ctx: Context,
     repo: str,
     path: str,
-    ref: Ref = None,
+    ref: str | None = None,
 ) -> Annotated[CallToolResult, answers.Outline]:
-    """A file's definitions (classes, functions, methods) with their line ranges, signatures and first doc
-    line, nested as in the file: what a file holds without reading it. At a ref that was not indexed the
-    file is parsed now."""
+    """A file's classes, functions and methods with lines, signatures and doc lines, without reading it."""
     service, org = _scope(ctx)
     found = service.outline(org, repo, path, ref)
     return _answer(render.outline_markdown(found), asdict(found))
@@ -359,12 +322,10 @@ def outline(
 
 def route_task(
     ctx: Context,
-    task: Annotated[str, Field(description="The task in words: an issue title, a bug report, a feature request.")],
-    limit: Annotated[int, Field(ge=1, le=20, description="At most this many repos.")] = 5,
+    task: Annotated[str, Field(description="An issue, bug report or feature request")],
+    limit: Annotated[int, Field(ge=1, le=20)] = 5,
 ) -> Annotated[CallToolResult, answers.Routes]:
-    """Which repos own a task: ranked with the score broken down (peak, depth, spread, prior, substance),
-    the evidence chunks, coupling edges the evidence touches, and a sparse-checkout plan. Call this first
-    for a new task, then search_code inside the top repos."""
+    """Which repos own a task, ranked, with evidence and a sparse-checkout plan. Call it first."""
     service, org = _scope(ctx)
     from query.query_text import cut_note  # once the service exists (see search_code)
 
@@ -377,93 +338,55 @@ def route_task(
 
 def expand_context(
     ctx: Context,
-    symbol: Annotated[str, Field(description="A name like `renew` or `Billing.renew` (as hits show it).")],
-    repo: Annotated[
-        str | None, Field(description="Only definitions in this repo; callers come from every repo.")
-    ] = None,
-    name_only: NameOnly = False,
+    symbol: Annotated[str | None, Field(description="e.g. Billing.renew; or repo, path, line")] = None,
+    repo: str | None = None,
+    path: str | None = None,
+    line: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
+    name_only: Annotated[bool, Field(description="Add unresolved calls of the name")] = False,
     cursor: Cursor = None,
-    limit: CallerLimit = 50,
+    limit: Annotated[int, Field(ge=1, le=200)] = 50,
 ) -> Annotated[CallToolResult, answers.Context]:
-    """What else a symbol touches: where it is defined, who calls it in every repo (calls resolved to the
-    definition through imports and receiver types; a page at a time), routes and environment keys inside it,
-    and cross-repo coupling edges. Use it before changing a symbol."""
+    """Find references: a definition's resolved callers in every repo, its routes, env keys and cross-repo edges."""
     service, org = _scope(ctx)
-    data = service.context(org, symbol, repo, name_only=name_only, cursor=cursor, limit=limit)
+    asked = {"symbol": symbol, "repo": repo, "path": path, "line": line}
+    data = service.context(org, **asked, name_only=name_only, cursor=cursor, limit=limit)
     return _answer("\n".join(render.context_text(data)), data)
-
-
-def find_references(
-    ctx: Context,
-    symbol: Annotated[
-        str | None, Field(description="A name like `Session.get`; or give repo, path and line instead.")
-    ] = None,
-    repo: Annotated[str | None, Field(description="With symbol: only definitions in this repo.")] = None,
-    path: Annotated[str | None, Field(description="A file, with repo and line: the definition or call there.")] = None,
-    line: Annotated[int | None, Field(ge=1, le=MAX_INT, description="A line of path, 1-based.")] = None,
-    name_only: NameOnly = False,
-    cursor: Cursor = None,
-    limit: CallerLimit = 50,
-) -> Annotated[CallToolResult, answers.References]:
-    """Every call of a definition across the indexed repos, resolved through imports, enclosing classes and
-    receiver types, grouped by repo. Name the definition as `symbol`, or point at it: repo, path and the line
-    where it is defined or called (as outline and hits show them)."""
-    service, org = _scope(ctx)
-    data = service.references(
-        org, symbol=symbol, repo=repo, path=path, line=line, name_only=name_only, cursor=cursor, limit=limit
-    )
-    return _answer("\n".join(render.references_text(data)), data)
 
 
 def sync_workspace(
     ctx: Context,
-    session_id: Annotated[
-        str, Field(description="A name for your working session, e.g. the task or branch; reuse it.")
-    ],
-    repo: Annotated[str, Field(description="The repo the edits belong to.")],
-    files: Annotated[
-        dict[str, str] | None, Field(description="Edited or new files: repo-relative path -> full new content.")
-    ] = None,
-    deleted: Annotated[list[str] | None, Field(description="Paths you deleted.")] = None,
+    session_id: Annotated[str, Field(description="Your name for it, e.g. the branch")],
+    repo: str,
+    files: Annotated[dict[str, str] | None, Field(description="path -> full new content")] = None,
+    deleted: list[str] | None = None,
 ) -> Annotated[CallToolResult, answers.Synced]:
-    """Make your uncommitted edits searchable: send the full content of each file you changed (and the
-    paths you deleted), then pass session_id to search_code. Only this session sees them; the committed
-    index is never changed. Sync again after further edits; end_session when done."""
+    """Make uncommitted edits searchable by search_code(session_id) alone: send changed files whole."""
     service, org = _scope(ctx)
     data = service.sync_workspace(org, session_id, repo, files or {}, deleted or []).to_dict()
     return _answer(json.dumps(data, indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})", data)
 
 
 def session_status(
-    ctx: Context, session_id: Annotated[str, Field(description="The session to inspect.")]
+    ctx: Context, session_id: str
 ) -> Annotated[CallToolResult, answers.Session]:
-    """The files a session has edited or deleted, its chunk count, and when it expires if left idle."""
+    """A session's edited files, chunks and expiry."""
     service, org = _scope(ctx)
     data = service.session_status(org, session_id).to_dict()
     return _answer(json.dumps(data, indent=1), data)
 
 
 def end_session(
-    ctx: Context, session_id: Annotated[str, Field(description="The session to discard.")]
+    ctx: Context, session_id: str
 ) -> Annotated[CallToolResult, answers.Ended]:
-    """Discard a session's overlay (its edits stay in your working tree; only the index forgets them)."""
+    """Drop a session's edits from the index."""
     service, org = _scope(ctx)
     existed = service.end_session(org, session_id)
     said = f"session {session_id!r} ended" if existed else f"no session {session_id!r} (nothing to end)"
     return _answer(said, {"session_id": session_id, "ended": existed})
 
 
-def list_repos(ctx: Context) -> Annotated[CallToolResult, answers.Repos]:
-    """The indexed repos: refs, commits, file and chunk counts, and whether each is stale."""
-    service, org = _scope(ctx)
-    snapshot_id, rows = service.repos(org)
-    data = {"snapshot_id": snapshot_id, "repos": [r.to_dict() for r in rows]}
-    return _answer(json.dumps(data, indent=1), data)
-
-
-def index_status(ctx: Context) -> Annotated[CallToolResult, answers.Status]:
-    """The snapshot being served, the model, and per repo: indexed commit, when, and whether the mirror
-    has moved on since (behind) or the last run failed (stale, with the error)."""
+def list_repos(ctx: Context) -> Annotated[CallToolResult, answers.Status]:
+    """What is indexed: per repo its refs, commits, counts and freshness."""
     service, org = _scope(ctx)
     data = service.status(org).to_dict()
     return _answer(json.dumps(data, indent=1), data)
@@ -471,18 +394,17 @@ def index_status(ctx: Context) -> Annotated[CallToolResult, answers.Status]:
 
 def search_commits(
     ctx: Context,
-    query: Annotated[str, Field(description="Words of the change you look for; empty: the newest commits.")] = "",
+    query: Annotated[str, Field(description="Words of the change; empty: newest")] = "",
     repos: list[str] | None = None,
-    paths: Annotated[list[str] | None, Field(description="Only commits that changed these files or folders.")] = None,
-    author: Annotated[str | None, Field(description="Part of the author's name or email.")] = None,
-    since: Annotated[str | None, Field(description="Authored on or after this date, 2024-01-31.")] = None,
-    until: Annotated[str | None, Field(description="Authored on or before this date.")] = None,
-    ref: Annotated[str | None, Field(description="Only commits reachable from this branch.")] = None,
+    paths: list[str] | None = None,
+    author: Annotated[str | None, Field(description="Part of name or email")] = None,
+    since: Annotated[str | None, Field(description="e.g. 2024-01-31")] = None,
+    until: str | None = None,
+    ref: str | None = None,
     limit: Annotated[int, Field(ge=1, le=200)] = 10,
     cursor: Cursor = None,
 ) -> Annotated[CallToolResult, answers.Commits]:
-    """Search commit history: messages, changed paths (and diffs where indexed). Answers "when and why did this
-    change", "was this fixed before"; each commit lists the files it changed. Then diff or get_file."""
+    """Commits in every repo by words of the change, path, author or date: when and why code changed."""
     service, org = _scope(ctx)
     filters = {"repos": tuple(repos or ()), "paths": tuple(paths or ()), "limit": limit}
     page = service.search_commits(org, query, cursor, author=author, since=since, until=until, ref=ref, **filters)
@@ -494,12 +416,12 @@ def search_commits(
 def log(
     ctx: Context,
     repo: str,
-    path: Annotated[str | None, Field(description="A file or folder; none: every commit.")] = None,
-    ref: Ref = None,
+    path: str | None = None,
+    ref: str | None = None,
     limit: Annotated[int, Field(ge=1, le=200)] = 20,
     cursor: Cursor = None,
 ) -> Annotated[CallToolResult, answers.Commits]:
-    """The commits that touched a file or folder, newest first, following renames (git log --follow)."""
+    """One repo's commits, or a file's or folder's following renames, newest first."""
     service, org = _scope(ctx)
     page = service.log(org, repo, path, ref, limit=limit, cursor=cursor)
     title = f"log of {repo}:{path}" if path else f"log of {repo}"
@@ -512,11 +434,11 @@ def blame(
     ctx: Context,
     repo: str,
     path: str,
-    ref: Ref = None,
-    start_line: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None,
-    end_line: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
+    ref: str | None = None,
+    start_line: Annotated[int | None, Field(ge=1)] = None,
+    end_line: Annotated[int | None, Field(ge=1)] = None,
 ) -> Annotated[CallToolResult, answers.Blame]:
-    """For each line of a file, the commit that last changed it, with date, author and subject (git blame)."""
+    """Per line of a file, the commit, author and date that last changed it."""
     service, org = _scope(ctx)
     found = service.blame(org, repo, path, ref, start_line, end_line)
     return _answer(render.blame_markdown(found), asdict(found))
@@ -525,14 +447,13 @@ def blame(
 def diff(
     ctx: Context,
     repo: str,
-    base: Annotated[str, Field(description="Branch, tag or commit to compare from, e.g. main~1 or a commit id.")],
-    head: Annotated[str, Field(description="Branch, tag or commit to compare to.")],
-    path: Annotated[str | None, Field(description="Only this file or folder.")] = None,
+    base: str,
+    head: str,
+    path: str | None = None,
     limit: Annotated[int, Field(ge=1, le=100)] = 20,
     cursor: Cursor = None,
 ) -> Annotated[CallToolResult, answers.Diff]:
-    """The change between two refs or commits, file by file with hunks; pass a commit's parent and the commit
-    (id~1, id) to see one commit."""
+    """Changes between two refs, file by file with hunks; base id~1, head id shows one commit."""
     service, org = _scope(ctx)
     found = service.diff(org, repo, base, head, path, limit=limit, cursor=cursor)
     return _answer(render.diff_markdown(found), asdict(found))
@@ -548,7 +469,6 @@ TOOLS = (
     (outline, READ_ONLY),
     (route_task, READ_ONLY),
     (expand_context, READ_ONLY),
-    (find_references, READ_ONLY),
     (search_commits, READ_ONLY),
     (log, READ_ONLY),
     (blame, READ_ONLY),
@@ -557,7 +477,6 @@ TOOLS = (
     (session_status, READ_ONLY),
     (end_session, DISCARDS),
     (list_repos, READ_ONLY),
-    (index_status, READ_ONLY),
 )
 
 

@@ -74,8 +74,8 @@ GREP_FIELDS = ("pattern", "repos", "paths", "ref", "limit", "literal", "ignore_c
 ROUTE_FIELDS = ("task", "limit")
 SYNC_FIELDS = ("repo", "files", "deleted")
 FILE_PARAMS, CHUNKS_PARAMS = ("repo", "path", "ref", "start", "end"), ("ids",)
-CONTEXT_PARAMS = ("symbol", "repo", "name_only", "cursor", "limit")
 REFERENCES_PARAMS = ("symbol", "repo", "path", "line", "name_only", "cursor", "limit")
+CONTEXT_PARAMS = REFERENCES_PARAMS  # a symbol, or a place; and a page of callers
 FILES_PARAMS, OUTLINE_PARAMS = ("repo", "path_glob", "ref", "cursor", "limit"), ("repo", "path", "ref")
 COMMITS_FIELDS = ("query", "repos", "paths", "author", "since", "until", "ref", "limit", "cursor")
 LOG_PARAMS, BLAME_PARAMS = ("repo", "path", "ref", "limit", "cursor"), ("repo", "path", "ref", "start", "end")
@@ -297,10 +297,9 @@ def _reads(known: dict) -> dict:
             "get": _op(
                 known,
                 "/v1/context",
-                "Definitions, callers, routes, env keys and edges of a symbol",
+                "Definitions, callers, routes, env keys and edges of a symbol, or of what repo, path and line name",
                 answers.Context,
                 params=CONTEXT_PARAMS,
-                required=("symbol",),
                 extra=STALE,
             )
         },

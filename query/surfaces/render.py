@@ -62,7 +62,7 @@ def read_hint(repo: str, path: str, commit_id: str, lines: tuple[int, int] | Non
 
 FAST_TIER_NOTE = (
     "; meaning scored with static (fast tier) vectors, coarser than the model's: identifiers count as usual "
-    "(index_status says whether the model's own are being embedded)"
+    "(list_repos says whether the model's own are being embedded)"
 )
 
 
@@ -312,9 +312,9 @@ def context_text(data: dict, bold: Callable[[str], str] = plain, tool: str | Non
     return lines
 
 
-def references_text(data: dict, bold: Callable[[str], str] = plain, tool: str | None = "find_references") -> list[str]:
-    """`blobdex references` (tool None) and find_references' markdown: the definitions, then their callers."""
-    return _definition_lines(data, bold) + callers_text(data, tool)
+def references_text(data: dict, bold: Callable[[str], str] = plain) -> list[str]:
+    """`blobdex references`: the definitions, then their callers (MCP's expand_context answers them with more)."""
+    return _definition_lines(data, bold) + callers_text(data, None)
 
 
 def _definition_lines(data: dict, bold: Callable[[str], str]) -> list[str]:
@@ -376,7 +376,7 @@ def outline_markdown(o) -> str:
     if not o.symbols:
         lines.append(f"No definitions found ({o.lang}): read the file with get_file.")
     else:
-        lines += ["", "Next: get_file with start_line/end_line to read a definition; find_references for its callers."]
+        lines += ["", "Next: get_file with start_line/end_line to read a definition; expand_context for its callers."]
     return "\n".join(lines)
 
 

@@ -1,23 +1,31 @@
 """JSON schemas as every MCP session reads them (tools/list is in every agent's context): pydantic's schemas without
 what says nothing to a client (titles that repeat the field's name, `null` branches of optional arguments, `null`
-defaults), and an answer's schema one level deep."""
+and `false` defaults, JSON's own integer ceiling), and an answer's schema one level deep."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from indexer.fields import MAX_INT
+
 NOISE = ("title",)
 
 
+def _noise(key: str, value: Any) -> bool:
+    """Says nothing a client needs: a flag left out is off, an optional value left out is absent, and no JSON
+    client sends an integer past 2^53 (MAX_INT) anyway."""
+    return key in NOISE or (key == "default" and (value is None or value is False)) or (key in ("minimum", "maximum") and value in (-MAX_INT, MAX_INT))
+
+
 def compact(schema: Any, nullable: bool = False) -> Any:
-    """`schema` without titles and `"default": null`, and `anyOf: [X, {"type": "null"}]` written shorter: as X for
+    """`schema` without its noise (_noise), and `anyOf: [X, {"type": "null"}]` written shorter: as X for
     arguments (an optional argument is one a client may leave out; null is still accepted), as X with "null" among
     its types for answers (`nullable`), where null is a value a client must accept."""
     if isinstance(schema, list):
         return [compact(x, nullable) for x in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: compact(v, nullable) for k, v in schema.items() if k not in NOISE and not (k == "default" and v is None)}
+    out = {k: compact(v, nullable) for k, v in schema.items() if not _noise(k, v)}
     branches = out.get("anyOf")
     if isinstance(branches, list):
         kept = [b for b in branches if b != {"type": "null"}]
