@@ -14,6 +14,7 @@ import pathspec
 import tomlkit
 
 from indexer import credentials
+from indexer.addresses import cluster_address_problem, server_url_problem, store_url_problem
 from indexer.errors import BlobdexError
 from indexer.history import HistorySettings
 
@@ -49,6 +50,7 @@ KNOWN_KEYS = {
     "store_region": ("string", 'store_region = "us-east-1"'),
     "store_access_key": ("string", 'store_access_key = "env:NAME" (a reference, never the key)'),
     "store_secret_key": ("string", 'store_secret_key = "env:NAME" (a reference, never the key)'),
+    "server": ("string", 'server = "http://127.0.0.1:8765" (read commands ask this server; token: BLOBDEX_TOKEN)'),
     "history": ("string", 'history = "messages" (or "off", or "diffs": the hunks too)'),
     "history_since": ("date", 'history_since = "2024-01-01"'),  # checked by HistorySettings.from_config
     "history_max_commits": ("whole number", "history_max_commits = 50000"),
@@ -65,35 +67,6 @@ KNOWN_KEYS = {
     "github_token_url": ("string", 'github_token_url = "https://..."'),
     "github_user_url": ("string", 'github_user_url = "https://..."'),
 }
-
-
-def cluster_host_port(address: str) -> tuple[str, int] | None:
-    """The host and port of a Ray address (config `cluster`, `index --cluster`): ray://HOST:PORT (Ray Client)
-    or HOST:PORT (a node of the cluster, from one of its machines); None for "local", "auto" or a malformed one."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if host and port.isdigit() and 0 < int(port) < 65536 and "/" not in host:
-        return host.strip("[]"), int(port)
-    return None
-
-
-def store_url_problem(url: str) -> str | None:
-    """What is wrong with a store URL (config `store`, `--store`), or None. One with an '@' is refused without
-    being shown: `s3://KEY:SE/CRET@bucket` parses as no credentials at all, so any '@' may carry them."""
-    if "@" in url or "?" in url or "#" in url:
-        return (
-            f"has {'an ' + repr('@') if '@' in url else 'a query string'}, refused in case it carries credentials or a "
-            "signature (not shown): write s3://BUCKET/PREFIX and name the keys in store_access_key and "
-            'store_secret_key ("env:NAME" or "file:PATH")'
-        )
-    if not url.startswith("s3://") or not url.removeprefix("s3://").split("/")[0]:
-        return f"is {url!r}; use an s3://BUCKET/PREFIX URL"
-    return None
-
-
-def cluster_address_problem(address: str) -> str | None:
-    """What is wrong with a Ray address, or None."""
-    ok = address in ("local", "auto") or cluster_host_port(address)
-    return None if ok else f'is {address!r}; use "local", "auto", "ray://HOST:PORT" or "HOST:PORT"'
 
 
 STORE_KEYS = ("store", "store_endpoint", "store_region", "store_access_key", "store_secret_key")
@@ -217,6 +190,7 @@ class Config:
     store_region: str = ""
     store_access_key: str = ""
     store_secret_key: str = ""
+    server: str = ""  # a running server the read commands ask over /v1 (query/remote.py)
     protocol_auth: dict = field(default_factory=dict)  # the jwt_*, github_*, oauth_* keys, read by query/surfaces
     releases: tuple[Release, ...] = ()  # every [[release]] table, also those naming no configured repo
     history: HistorySettings = HistorySettings()  # what a run keeps of each repo's history (indexer/history.py)
@@ -305,6 +279,8 @@ def load(
         raise ConfigError(f"{where}: `cluster_workers` is {raw['cluster_workers']}; use 0 (every CPU) or more")
     if raw.get("store") and (problem := store_url_problem(str(raw["store"]))):
         raise ConfigError(f"{where}: `store` {problem}")
+    if raw.get("server") and (problem := server_url_problem(str(raw["server"]))):
+        raise ConfigError(f"{where}: `server` {problem}")
     if raw.get("encoder", "onnx") not in ("onnx", "torch"):  # embed.ENCODERS (config imports no model code)
         raise ConfigError(f'{where}: `encoder` is {raw["encoder"]!r}; use "onnx" (the default) or "torch"')
     if isinstance(history := HistorySettings.from_config(raw), str):
@@ -327,7 +303,7 @@ def load(
         webhook_secret=raw.get("webhook_secret", ""),
         scip=raw.get("scip", False),
         scip_timeout_seconds=raw.get("scip_timeout_seconds", 600),
-        **{k: raw.get(k, "") for k in STORE_KEYS},
+        **{k: raw.get(k, "") for k in (*STORE_KEYS, "server")},
         cluster=raw.get("cluster", ""),
         cluster_workers=raw.get("cluster_workers", 0),
         protocol_auth={k: v for k, v in raw.items() if k.startswith(PROTOCOL_AUTH_PREFIXES)},

@@ -35,6 +35,7 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     + Refused                         400  indexer/errors.py
     |  + HookError                    400  indexer/operate/http.py
     |  + SurfaceError                 400  query/surfaces/__init__.py
+    + RemoteError                     502  query/remote.py
     + RerankError                     400  query/rerank.py
     + RunError                        400  indexer/build/__init__.py
     |  + DiskFull                     400  indexer/build/__init__.py

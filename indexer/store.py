@@ -39,7 +39,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from indexer import credentials
-from indexer.config import store_url_problem
+from indexer.addresses import store_url_problem
 from indexer.errors import BlobdexError
 from indexer.snapshot import MANIFEST, PARTS_DIR, SNAPSHOTS_DIR, Manifest, current_id, parts_dir, snapshots_dir
 

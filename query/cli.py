@@ -1,12 +1,12 @@
-"""The `blobdex` command: the root group (cli) and main(); the read-only commands search, files, route, chunk,
-get-file, outline, references, context, secrets, status and sql; the servers serve (HTTP and the page) and mcp
-(stdio); it mounts the indexer's commands, token and eval."""
+"""The `blobdex` command: the root group (cli) and main(); the read-only commands search, grep, files, route,
+chunk, get-file, outline, references, context, status (each against this machine's index or, with --server, a
+running server: query/remote.py), and secrets and sql (this machine's alone); it mounts the indexer's commands,
+the servers (query/serve_cli.py), the history commands, token and eval."""
 
 from __future__ import annotations
 
 import json
 import logging
-import socket
 import sys
 import traceback
 from dataclasses import asdict
@@ -16,10 +16,10 @@ import click
 from indexer.operate.cli import COMMANDS, cli_config
 from indexer.config import DEFAULT_ORG
 from indexer.errors import BlobdexError
-from indexer.listen import bind
-from indexer.observe import LOG_FORMATS, log_format, say, serving_logs, setup_logging
+from indexer.observe import LOG_FORMATS, log_format, say, setup_logging
 from query.eval.cli import eval_group, tune_cmd
 from query.history_cli import COMMANDS as HISTORY_COMMANDS
+from query.serve_cli import COMMANDS as SERVE_COMMANDS
 from query.token_cli import token
 
 # Exit codes: 0 ok; 1 a repo failed or the disk is full (the run's own report says which);
@@ -50,14 +50,21 @@ EXIT_INTERNAL = 70
     show_default=True,
     help="Log lines on stderr as text or as one JSON object each (env BLOBDEX_LOG_FORMAT).",
 )
+@click.option(
+    "--server",
+    envvar="BLOBDEX_SERVER",
+    metavar="URL",
+    help="Read commands ask this running 'blobdex serve' over /v1, with the token in BLOBDEX_TOKEN "
+    "(env BLOBDEX_SERVER; default: `server` in the config, else this machine's index).",
+)
 @click.version_option(package_name="blobdex")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool, log_format: str) -> None:
+def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool, log_format: str, server) -> None:
     """blobdex: one code index over many git repositories, keyed by git blob id."""
     setup_logging(log_format, verbose)  # our own details only under -v; the libraries' debug output is noise
     # Each command reads the config itself (cli_config), so `--help` works whatever state the config is in, and
     # a command that finds none says so first.
-    ctx.obj = {"config": config, "data_dir": data_dir}
+    ctx.obj = {"config": config, "data_dir": data_dir, "server": server}
 
 
 for command in COMMANDS:
@@ -108,10 +115,11 @@ def search(ctx, query, repos, langs, paths, ignore, kind, ref, limit, org, by_fi
     notes = _notes(req.note, as_json)
     if by_file:
         snapshot_id, files = service.localize(req)
-        if as_json:
-            records = [render.file_record(f, evidence_in_full=True) for f in files]
-            answer = {"snapshot_id": snapshot_id, "query": req.query, "files": records, **notes}
-            click.echo(json.dumps(answer, indent=2))
+        if as_json:  # /v1's answer: each file's evidence as `path:start-end symbol` (`blobdex chunk` reads one)
+            from query.surfaces import answers
+
+            answer = answers.files_body(snapshot_id, files, notes.get("notes", []))
+            click.echo(json.dumps({"query": req.query, **answer}, indent=2))
         else:
             _echo(render.files_text(files))
         return
@@ -131,10 +139,18 @@ def _notes(note: str | None, as_json: bool) -> dict:
 
 
 def _service(ctx: click.Context):
-    """The facade every surface calls (query.service), over this command's config."""
-    from query.service import Service
+    """What a read command asks: a running server (--server, or `server` in the config), else this machine's
+    index through the facade every surface calls (query.service)."""
+    from query.remote import service_for
 
-    return Service(cli_config(ctx))
+    return service_for(ctx)
+
+
+def _local(ctx: click.Context):
+    """This machine's index, for a command that reads what no server serves (credentials' places, SQL)."""
+    from query.remote import service_for
+
+    return service_for(ctx, remote=False)
 
 
 def _bold(text: str) -> str:
@@ -144,6 +160,30 @@ def _bold(text: str) -> str:
 def _echo(lines: list[str]) -> None:
     if lines:
         click.echo("\n".join(lines))
+
+
+@cli.command()
+@click.argument("pattern")
+@click.option("--repo", "repos", multiple=True, help="Only these repos (repeatable).")
+@click.option("--path", "paths", multiple=True, help="Only paths matching this glob (repeatable).")
+@click.option("--ref", help="Only files reachable from this branch or tag.")
+@click.option("-F", "--literal", is_flag=True, help="PATTERN is plain text, not a regular expression.")
+@click.option("-i", "--ignore-case", is_flag=True)
+@click.option("-n", "--limit", default=100, show_default=True, type=click.IntRange(1, 500), help="Matching lines.")
+@click.option("--cursor", help="The next page: the cursor the last page ended with.")
+@click.option("--org", default=DEFAULT_ORG, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def grep(ctx, pattern, repos, paths, ref, literal, ignore_case, limit, cursor, org, as_json) -> None:
+    """Lines of the indexed files that match PATTERN (RE2: linear time, no backreferences), as `git grep`."""
+    from query.surfaces import answers, render
+
+    asked = {"repos": tuple(repos), "paths": tuple(paths), "ref": ref, "limit": limit}
+    page = _service(ctx).grep(org, pattern, cursor, **asked, literal=literal, ignore_case=ignore_case)
+    if as_json:
+        click.echo(json.dumps(answers.grep_body(page), indent=2))
+        return
+    click.echo(render.grep_markdown(page.snapshot_id, page.matches, page.next_cursor, tool=None))
 
 
 @cli.command("chunk")
@@ -246,7 +286,7 @@ def status(ctx, org, as_json, replicas, store_url) -> None:
     """Per repo: refs, indexed commit, when, files, chunks, and whether it is stale or behind its mirror."""
     from query.surfaces import render
 
-    found = _service(ctx).status(org)
+    found = (_local(ctx) if replicas else _service(ctx)).status(org)
     seen = None
     if replicas:
         from indexer.store import store_for
@@ -279,7 +319,7 @@ def secrets(ctx, org, repo, as_json) -> None:
     credential, never its text; under each chunk the lines that triggered, with the fingerprint a
     [[release]] table in blobdex.toml names to release a line that is not a secret; then the releases in
     effect. Rotate what is real; the rest stays out of search until released."""
-    service = _service(ctx)
+    service = _local(ctx)
     snapshot_id, rows = service.held_back(org, repo, lines=True)
     configured = {r.key for r in service.cfg.repos}
     releases = [
@@ -325,7 +365,7 @@ def secrets(ctx, org, repo, as_json) -> None:
 def sql(ctx, query, as_json, as_csv, max_width) -> None:
     """Run read-only SQL (DuckDB) over the live snapshot's tables: files, symbols, imports, calls,
     routes, env_keys, tasks, url_literals, edges, and chunks (text, no vectors)."""
-    _, columns, rows = _service(ctx).sql(query)
+    _, columns, rows = _local(ctx).sql(query)
     if as_json:
         click.echo(json.dumps([dict(zip(columns, r)) for r in rows], indent=2, default=str))
     elif as_csv:
@@ -399,103 +439,6 @@ def references(ctx, symbol, repo, file, line, org, name_only, limit, cursor, as_
     _echo(render.references_text(data, _bold))
 
 
-@cli.command()
-@click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Address to bind (localhost unless told otherwise)."
-)
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535))
-@click.option(
-    "--allow-host",
-    "allow_hosts",
-    multiple=True,
-    help="Also accept this Host/Origin (repeatable); needed when serving beyond localhost.",
-)
-@click.option("--require-token", is_flag=True, help="Refuse requests without a bearer token from 'blobdex token mint'.")
-@click.option("--org", default=DEFAULT_ORG, show_default=True, help="Org of requests that carry no token.")
-@click.option(
-    "--codesearch-prefix",
-    default="/codesearch",
-    show_default=True,
-    help="Where the codebase-semantic-search HTTP API is mounted.",
-)
-@click.option(
-    "--lucos",
-    is_flag=True,
-    help="Serve the Lucos API under /api/v1, trusting X-Org-Id/X-User-Id headers: only behind a gateway.",
-)
-@click.option(
-    "--store", "store_url", help="Serve as a read replica of this s3://BUCKET/PREFIX (keys: the config's store_*)."
-)
-@click.option("--poll-seconds", default=10.0, show_default=True, type=click.FloatRange(1), help="Replica poll period.")
-@click.pass_context
-def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, lucos, store_url, poll_seconds) -> None:
-    """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT; with --store, as a
-    read replica that keeps its data dir at the object store's newest snapshot."""
-    import uvicorn
-
-    from query.surfaces.guard import is_local
-    from query.surfaces.app import app
-    from query.service import Service
-
-    if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
-        raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
-    from indexer.tokens import check as check_tokens
-    from query.surfaces.cip_auth import load_settings
-
-    cfg = cli_config(ctx)
-    cip_settings = load_settings(cfg)  # its secrets resolved and checked now: one sentence, not a key anyone has
-    check_tokens(cfg.data_dir)  # a damaged token store is said now, not as an error on every request
-    sock = bind(host, port)
-    serving_logs()  # an access line per request, a line per snapshot swap
-    if store_url:
-        from indexer.store import store_for
-        from query.replica import Replica
-
-        name = f"{socket.gethostname()}:{port}"
-        Replica(store_for(cfg, store_url), cfg.data_dir, poll_seconds, name, max(2, cfg.keep_snapshots)).start()
-    service = Service(cfg)
-    service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
-    if not is_local(host) and not (require_token or allow_hosts):
-        warning = f"binding {host} without --require-token: anyone who can reach it can read every indexed repo"
-        say(f"blobdex: warning: {warning}", "warning", warning)
-    base = f"http://{host}:{port}"
-    say(f"serving snapshot {service.reader().snapshot_id} on {base} (MCP at /mcp)")
-    bearer = ' --header "Authorization: Bearer TOKEN"' if require_token else ""
-    for line in (  # once, for whoever started it: where to look, how to connect an agent, where the data is
-        f"  the page: {base}/ (search, files, repos, routes)",
-        f"  an agent: claude mcp add --transport http{bearer} blobdex {base}/mcp",
-        f"  the data: {cfg.data_dir} (config {cfg.path})",
-        "  then try: blobdex search 'what the code does' -n 5, blobdex status; Ctrl-C stops the server",
-    ):
-        say(line)
-    asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos, cip_settings)
-    uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
-
-
-WARM_JOIN_SECONDS = 60
-
-
-@cli.command()
-@click.option("--org", default=DEFAULT_ORG, show_default=True)
-@click.pass_context
-def mcp(ctx, org) -> None:
-    """Serve MCP over stdio, for agent runtimes that spawn their servers. Nothing but MCP touches stdout."""
-    from query.surfaces.mcp import build, started_service
-
-    cfg = cli_config(ctx)
-    current = cfg.data_dir / "CURRENT"  # read here: indexer.snapshot would import numpy and Arrow before initialize
-    if not (current.is_file() and current.read_text(encoding="utf-8").strip()):
-        from indexer.snapshot import open_manifest
-
-        open_manifest(cfg.data_dir)  # nothing published: one sentence now, not an error on every tool call
-    # initialize and tools/list are answered at once; the query engine, the snapshot and the model load meanwhile
-    service, warming = started_service(cfg)
-    build(service, org=lambda: org).run("stdio")
-    # A client that closes at once can leave the warm thread inside the model's native code; interpreter shutdown
-    # under it printed "terminate called without an active exception". Let it finish first (seconds at most).
-    warming.join(WARM_JOIN_SECONDS)
-
-
 @cli.command("route")
 @click.argument("task")
 @click.option("-n", "--limit", default=5, show_default=True, type=int)
@@ -518,7 +461,7 @@ def route_cmd(ctx, task, limit, org, as_json) -> None:
 cli.add_command(eval_group)
 cli.add_command(tune_cmd)
 cli.add_command(token)
-for command in HISTORY_COMMANDS:
+for command in (*HISTORY_COMMANDS, *SERVE_COMMANDS):
     cli.add_command(command)
 
 

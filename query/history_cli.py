@@ -9,13 +9,12 @@ from dataclasses import asdict
 import click
 
 from indexer.config import DEFAULT_ORG
-from indexer.operate.cli import cli_config
 
 
 def _service(ctx: click.Context):
-    from query.service import Service
+    from query.remote import service_for
 
-    return Service(cli_config(ctx))
+    return service_for(ctx)
 
 
 def _page_json(page) -> str:

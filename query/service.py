@@ -489,7 +489,8 @@ class Service:
         return context(self.cfg.data_dir, symbol, org, repo, self._snapshot_id(), **asked)
 
     def references(self, org: str, **asked) -> dict:
-        """The callers alone (`blobdex references`, /v1/references): symbol (and repo), or repo, path and line; name_only, cursor, limit."""
+        """The callers alone (`blobdex references`, /v1/references): symbol (and repo), or repo, path and line;
+        name_only, cursor, limit."""
         return references(self.cfg.data_dir, org, snapshot_id=self._snapshot_id(), **asked)
 
     def _snapshot_id(self) -> str | None:

@@ -59,6 +59,8 @@ def source(tmp_path) -> Path:
             f'store = "s3://AKIA:{SECRET}@bucket/p"\n',
             ["`store` has an '@'", "carries credentials or a signature (not shown)"],
         ),
+        ('server = "127.0.0.1:8765"\n', ["`server` is '127.0.0.1:8765'", "like http://127.0.0.1:8765"]),
+        (f'server = "https://u:{SECRET}@host"\n', ["`server` has credentials", "the token in BLOBDEX_TOKEN"]),
     ],
 )
 def test_config_mistakes_are_one_sentence_naming_the_key_and_the_fix(tmp_path, blobdex, body, fragments):

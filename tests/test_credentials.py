@@ -18,7 +18,8 @@ from dulwich.web import make_wsgi_chain
 
 from indexer import config as configmod
 from indexer import credentials
-from indexer.config import RepoSpec, store_url_problem
+from indexer.addresses import store_url_problem
+from indexer.config import RepoSpec
 from indexer.embed import HashEmbedder
 from indexer.mirror import fetch
 from query.service import Service

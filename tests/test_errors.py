@@ -46,7 +46,14 @@ def test_the_error_tree_in_errors_py_is_the_tree_of_the_classes():
     assert drawn == drawn_tree()
 
 
-CLI_MODULES = ("indexer.operate.cli", "query.cli", "query.token_cli", "query.eval.cli")
+CLI_MODULES = (
+    "indexer.operate.cli",
+    "query.cli",
+    "query.serve_cli",
+    "query.history_cli",
+    "query.token_cli",
+    "query.eval.cli",
+)
 
 
 def _commands(module) -> set[str]:

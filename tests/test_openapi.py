@@ -108,7 +108,7 @@ def test_schemathesis_with_every_check_finds_nothing(served, mode):
                 q = case.query if isinstance(case.query, dict) else {}
                 if isinstance(q.get("start"), int) and isinstance(q.get("end"), int) and q["start"] > q["end"]:
                     q["start"], q["end"] = q["end"], q["start"]  # a range ends at or after its start
-                if case.path in ("/v1/context", "/v1/references"):  # a symbol, or a position (repo, path and line), not both
+                if case.path in ("/v1/context", "/v1/references"):  # a symbol or a position (repo, path, line)
                     q["symbol"] = q.get("symbol") or "total"
                     q.pop("path", None), q.pop("line", None)
             case.call_and_validate(base_url=url, headers={"Authorization": f"Bearer {token}"}, checks=checks)

@@ -159,6 +159,63 @@ def test_a_cli_hit_id_reads_the_whole_chunk_back(workdir, in_workdir):
     assert missing.code == 2 and "no chunk with id 999999" in missing.err
 
 
+# The read commands beyond the walkthrough's, asked of the same index both ways.
+MORE_READS = [
+    ["grep", "def renew", "--repo", "api"],
+    ["grep", "-F", "-i", "DRAIN_QUEUE", "--json"],
+    ["route", "renew a subscription"],
+    ["search", "renew a subscription", "--files"],
+    ["search", "renew a subscription", "--files", "--json"],
+    ["chunk", "1", "2", "--json"],
+    ["context", "renew_subscription"],
+    ["references", "renew_subscription", "--json"],
+    ["commits", "--json"],
+    ["log", "api", "src/billing/renew.py"],
+    ["blame", "api", "src/billing/renew.py", "--lines", "1-5"],
+    ["diff", "api", "main", "main"],
+    ["files", "tools", "--json"],
+    ["outline", "api", "src/billing/renew.py", "--json"],
+    ["status", "--json"],
+]
+
+
+def test_the_walkthrough_against_a_running_server_prints_what_it_prints_locally(workdir, in_workdir, monkeypatch):
+    _, work, env, _, _ = workdir
+    reading = ("search", "get-file", "files", "outline", "status")
+    reads = [shlex.split(x)[1:] for x in walkthrough() if shlex.split(x)[1] in reading]
+    token = in_workdir("token", "mint", "--name", "cli").out.split()[-1]
+    with serve_subprocess(work, env, args=("--require-token",)) as (base, _):
+        monkeypatch.setenv("BLOBDEX_TOKEN", token)
+        for args in reads + MORE_READS:
+            here, there = in_workdir(*args), in_workdir("--server", base, *args)
+            assert (there.code, there.out, there.err) == (here.code, here.out, here.err), args
+        missing = in_workdir("--server", base, "get-file", "api", "src/nope.py")
+        assert missing.code == 2 and missing.err == in_workdir("get-file", "api", "src/nope.py").err
+        # `server` in blobdex.toml does what --server does (without a token, the server refuses); secrets and sql
+        # read this machine's index only
+        config = work / "blobdex.toml"
+        kept = config.read_text()
+        config.write_text(f'server = "{base}"\n' + kept)
+        try:
+            assert in_workdir("grep", "def renew").out == in_workdir("--server", base, "grep", "def renew").out
+            assert in_workdir("sql", "SELECT count(*) AS n FROM files").code == 0
+            monkeypatch.delenv("BLOBDEX_TOKEN")
+            tokenless = in_workdir("grep", "def renew")
+            assert tokenless.code == 2 and "wants a token: set BLOBDEX_TOKEN" in tokenless.err
+        finally:
+            config.write_text(kept)
+        refused = in_workdir("--server", base, "sql", "SELECT 1")
+        assert refused.code == 2 and "reads this machine's index; run it without --server" in refused.err
+        other_org = in_workdir("--server", base, "search", "renew", "--org", "acme")
+        assert other_org.code == 2 and "answers in the org of your token" in other_org.err
+        monkeypatch.setenv("BLOBDEX_TOKEN", "bdx_not_a_token")
+        wrong = in_workdir("--server", base, "status")
+        assert wrong.code == 2 and wrong.err.count("\n") == 1 and "(the one set was refused)" in wrong.err
+    gone = in_workdir("--server", base, "status")
+    assert gone.code == 2 and gone.err.startswith(f"blobdex: error: cannot reach the server at {base}")
+    assert gone.err.count("\n") == 1
+
+
 def test_readme_mcp_config_starts_a_working_stdio_server(workdir):
     import asyncio
 

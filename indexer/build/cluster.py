@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from indexer.embed import EMBED_BATCH
-from indexer.config import cluster_address_problem, cluster_host_port
+from indexer.addresses import cluster_address_problem, cluster_host_port
 from indexer.errors import BlobdexError
 from indexer.versions import TOOLS
 

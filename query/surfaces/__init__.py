@@ -35,6 +35,12 @@ class SurfaceError(Refused):
     it has codes (Lucos, /v1)."""
 
 
+def words(request: Request) -> str:
+    """The surface a message names its next step for (indexer.errors.said): the CLI's when `blobdex --server`
+    asks (query.remote sends X-Blobdex-Words: cli), else HTTP's."""
+    return "cli" if request.headers.get("x-blobdex-words") == "cli" else "http"
+
+
 def endpoint(shape: Shape):
     """Wrap a handler `async (request) -> Response | dict` so every failure answers in `shape` (a dict is JSON)."""
 
@@ -44,7 +50,7 @@ def endpoint(shape: Shape):
             try:
                 result = await handler(request)
             except BlobdexError as exc:
-                return shape(request, exc.status, exc.said("http"), getattr(exc, "code", None))
+                return shape(request, exc.status, exc.said(words(request)), getattr(exc, "code", None))
             except Exception:  # a bug, not the caller's input: logged with its traceback
                 log.exception("%s %s failed", request.method, request.url.path)
                 return shape(request, 500, INTERNAL_MESSAGE, None)

@@ -16,7 +16,7 @@ from indexer.fields import Fields
 from query.query_text import cut_note
 from query.search import SearchRequest
 from query.service import Service
-from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body, with_allow
+from query.surfaces import INTERNAL_MESSAGE, SurfaceError, endpoint, offload, payload, read_body, with_allow, words
 from query.surfaces.guard import current_org, error
 from query.surfaces import answers, oauth, render
 from query.surfaces.openapi import (
@@ -129,7 +129,7 @@ async def chunks(request: Request):
             try:
                 found.append(service.get_chunk(org, _fields({"ids": raw}).integer("ids", loose=True)).to_dict())
             except BlobdexError as exc:
-                errors.append({"id": raw, "message": exc.said("http")})
+                errors.append({"id": raw, "message": exc.said(words(request))})
         return {"chunks": found, "errors": errors}
 
     return await offload(read)

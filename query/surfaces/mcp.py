@@ -366,18 +366,14 @@ def sync_workspace(
     return _answer(json.dumps(data, indent=1) + f"\n\nNext: search_code(query, session_id={session_id!r})", data)
 
 
-def session_status(
-    ctx: Context, session_id: str
-) -> Annotated[CallToolResult, answers.Session]:
+def session_status(ctx: Context, session_id: str) -> Annotated[CallToolResult, answers.Session]:
     """A session's edited files, chunks and expiry."""
     service, org = _scope(ctx)
     data = service.session_status(org, session_id).to_dict()
     return _answer(json.dumps(data, indent=1), data)
 
 
-def end_session(
-    ctx: Context, session_id: str
-) -> Annotated[CallToolResult, answers.Ended]:
+def end_session(ctx: Context, session_id: str) -> Annotated[CallToolResult, answers.Ended]:
     """Drop a session's edits from the index."""
     service, org = _scope(ctx)
     existed = service.end_session(org, session_id)

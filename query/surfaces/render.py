@@ -119,8 +119,8 @@ def files_markdown(query: str, files: list, notes: list[str] = ()) -> str:
     return "\n".join(lines)
 
 
-def file_record(f, evidence_in_full: bool = False) -> dict:
-    """A ranked file as JSON: its evidence as `path:lines symbol` lines (MCP, /v1), or whole hits (CLI)."""
+def file_record(f) -> dict:
+    """A ranked file as JSON (MCP, /v1, `search --files --json`): its evidence as `path:lines symbol` lines."""
     return {
         "repo": f.repo,
         "path": f.path,
@@ -128,9 +128,7 @@ def file_record(f, evidence_in_full: bool = False) -> dict:
         "commit_id": f.commit_id,
         "score": f.score,
         "signals": f.signals,
-        "evidence": [
-            h.to_dict() if evidence_in_full else f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence
-        ],
+        "evidence": [f"{h.path}:{h.line_start}-{h.line_end} {h.symbol}" for h in f.evidence],
     }
 
 
@@ -144,10 +142,15 @@ def chunk_markdown(c: ChunkText) -> str:
     )
 
 
-def grep_markdown(snapshot_id: str, matches: list[GrepMatch], next_cursor: str | None) -> str:
+def grep_markdown(
+    snapshot_id: str, matches: list[GrepMatch], next_cursor: str | None, tool: str | None = "grep"
+) -> str:
+    """grep's answer (`blobdex grep`: tool None, which names the CLI's way to the next page)."""
     lines = [f"{m.repo}:{m.path}:{m.line}: {m.text}" for m in matches]
+    more = go_on(tool, next_cursor) if tool else f"run it again with --cursor {next_cursor}"
+    narrow = "repos/paths" if tool else "--repo/--path"
     tail = (
-        f"\n({len(matches)} matches on this page; more: {go_on('grep', next_cursor)}, or narrow with repos/paths)"
+        f"\n({len(matches)} matches on this page; more: {more}, or narrow with {narrow})"
         if next_cursor
         else f"\n({len(matches)} matches in snapshot {snapshot_id})"
     )

@@ -14,7 +14,9 @@ NOISE = ("title",)
 def _noise(key: str, value: Any) -> bool:
     """Says nothing a client needs: a flag left out is off, an optional value left out is absent, and no JSON
     client sends an integer past 2^53 (MAX_INT) anyway."""
-    return key in NOISE or (key == "default" and (value is None or value is False)) or (key in ("minimum", "maximum") and value in (-MAX_INT, MAX_INT))
+    if key in ("minimum", "maximum"):
+        return value in (-MAX_INT, MAX_INT)
+    return key in NOISE or (key == "default" and (value is None or value is False))
 
 
 def compact(schema: Any, nullable: bool = False) -> Any:
