@@ -4,7 +4,6 @@ and schemathesis against the seed's OpenAPI document."""
 
 import hashlib
 import time
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -18,6 +17,7 @@ from starlette.routing import Route
 
 from indexer.embed import HashEmbedder
 from query.surfaces.cip_auth import AuthSettings, mint
+from query.surfaces import mount_docs
 from query.surfaces.app import app
 from query.service import Service
 from tests.corpus import INVOICE_PY, RENEW_PY, SETTINGS_PY, private_copy
@@ -25,7 +25,7 @@ from tests.servers import Server
 
 SECRET = "test-secret-for-hs256-signing-0123456789"
 # The contract as published, copied into the repo so a fresh clone tests against it with nothing beside it.
-SPEC = Path(__file__).resolve().parent / "contracts" / "codebase-index-protocol.openapi.yaml"
+SPEC = mount_docs.CONTRACTS / "codebase-index-protocol.openapi.json"
 
 
 def sha(data: bytes) -> str:

@@ -19,13 +19,13 @@ from indexer.fields import Fields
 from query import MAX_LIMIT
 from query.overlays.pushed import PushedChunk
 from query.search import SearchRequest
-from query.surfaces import SurfaceError, endpoint, offload, read_body, route_errors
+from query.surfaces import SurfaceError, endpoint, mount_docs, offload, read_body, route_errors
 from query.surfaces import cip_auth
 from query.surfaces.cip_auth import AuthSettings
 
 SNIPPET_LINES = 15
 MAX_CHUNKS = 1000
-MAX_LINE = 10_000_000
+MAX_LINE = mount_docs.MAX_LINE
 
 
 def shape(request: Request, status: int, message: str, code: str | None) -> JSONResponse:
@@ -172,6 +172,7 @@ def app(service, settings: AuthSettings) -> Starlette:
             Route("/auth/github/start", endpoint(shape)(cip_auth.start)),
             Route("/auth/github/callback", endpoint(shape)(cip_auth.callback), name="github_callback"),
             Route("/auth/github/refresh", endpoint(shape)(cip_auth.refresh), methods=["POST"]),
+            mount_docs.route(mount_docs.codebase_index),
         ],
         exception_handlers=route_errors(shape),
     )

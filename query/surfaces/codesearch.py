@@ -19,11 +19,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from indexer.errors import BlobdexError
-from indexer.fields import Fields
+from indexer.fields import MAX_INT, Fields
 from query.clips import ClipStore
 from query.search import SearchRequest
 from query.service import TopHits
-from query.surfaces import SurfaceError, endpoint, offload, read_body, render, route_errors
+from query.surfaces import SurfaceError, endpoint, mount_docs, offload, read_body, render, route_errors
 from query.surfaces.guard import current_org
 
 TOP_K_MAX = 100
@@ -46,6 +46,7 @@ FIELDS = (
     "format",
 )
 INCLUDE = ("chunkType", "module", "language")
+READ_FIELDS = ("filePath", "startLine", "endLine")
 GUESSES = {
     "limit": "top_k",
     "k": "top_k",
@@ -225,14 +226,20 @@ async def clip_one(request: Request):
     return ok(await offload(_clip, request, clip, current_org.get()))
 
 
+def _id_like(x) -> bool:
+    """An item of a batch of ids: a whole number (2.0 is one, as JSON counts), or text, which fails alone unless it
+    is a number."""
+    return isinstance(x, str) or (isinstance(x, int | float) and not isinstance(x, bool) and float(x).is_integer())
+
+
 @endpoint(shape)
 async def clips_batch(request: Request):
     if request.method == "POST":
-        ids = (await read_body(request)).get("ids")
+        ids = (await read_body(request, ("ids",))).get("ids")
     else:
         ids = [x for v in request.query_params.getlist("ids") for x in v.split(",") if x.strip()]
-    if not isinstance(ids, list) or not ids:
-        raise SurfaceError(400, 'ids is required: ?ids=1,2,3 or {"ids": [1, 2, 3]}')
+    if not isinstance(ids, list) or not ids or not all(map(_id_like, ids)):
+        raise SurfaceError(400, 'ids is required, numbers from /search: ?ids=1,2,3 or {"ids": [1, 2, 3]}')
     if len(ids) > MAX_IDS:
         raise SurfaceError(400, f"at most {MAX_IDS} ids per request")
     results = []
@@ -256,9 +263,10 @@ async def clips_batch(request: Request):
 
 @endpoint(shape)
 async def read_range(request: Request):
-    body = await read_body(request)
-    start, end = body.get("startLine", 1), body.get("endLine")
-    if not isinstance(start, int) or start < 1 or (end is not None and (not isinstance(end, int) or end < start)):
+    body = await read_body(request, READ_FIELDS)
+    f = Fields(body)
+    start, end = f.integer("startLine", 1, low=1, high=MAX_INT), f.integer("endLine", low=1, high=MAX_INT)
+    if end is not None and end < start:
         raise SurfaceError(400, "startLine and endLine must be integers with 1 <= startLine <= endLine")
     wanted_end = end if end is not None else start + MAX_READ_LINES - 1
     capped = min(wanted_end, start + MAX_READ_LINES - 1)
@@ -297,6 +305,7 @@ def app(service) -> Starlette:
             Route("/read", read_range, methods=["POST"]),
             Route("/health", health),
             Route("/stats", stats),
+            mount_docs.route(mount_docs.codesearch),
         ],
         exception_handlers=route_errors(shape),
     )

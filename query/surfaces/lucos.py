@@ -24,14 +24,16 @@ from starlette.routing import Route
 from indexer.fields import Fields
 from query.overlays.pushed import PushedChunk
 from query.search import SearchRequest
-from query.surfaces import SurfaceError, endpoint, offload, read_body, route_errors
+from query.surfaces import SurfaceError, endpoint, mount_docs, offload, read_body, route_errors
 
 SPACE = "lucos"
 MAX_CHUNKS = 200
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_TOP_K = 100
-MAX_LINE = 10_000_000
-REPO_ID_RE = re.compile(r"^lucos:ws:[0-9a-f]{16}$")
+MAX_LINE = mount_docs.MAX_LINE
+REPO_ID_RE = re.compile(mount_docs.LUCOS_REPO)
+TRUSTED = mount_docs.TRUSTED  # the gateway's headers: who asks
+HEADER_RE = re.compile(r"^[ -~]*$")
 SOURCE_TYPES = {"repo_code": "code", "repo_doc": "doc"}
 VERSION = "blobdex-lucos-1"
 # The contract's error code for a status, where the raiser names none.
@@ -58,9 +60,12 @@ def _context(request: Request) -> dict:
     the Guard took from the request's bearer token."""
     token_org: Callable[[], str] | None = request.app.state.token_org
     h = request.headers
-    missing = [n for n in ("X-Request-Id", "X-Org-Id", "X-User-Id") if not h.get(n)]
+    missing = [n for n in TRUSTED if not h.get(n)]
     if missing:
         raise SurfaceError(401, f"missing trusted headers: {', '.join(missing)}", "TRUSTED_CONTEXT_REQUIRED")
+    garbled = [n for n in (*TRUSTED, "X-Repo-Ids") if h.get(n) is not None and not HEADER_RE.match(h[n])]
+    if garbled:
+        raise SurfaceError(400, f"{garbled[0]} must be printable ASCII (ids, comma-separated for X-Repo-Ids)")
     if token_org is not None and h["X-Org-Id"] != token_org():
         raise SurfaceError(
             403,
@@ -160,7 +165,8 @@ async def retrieve(request: Request):
     repos = tuple(_repo(ctx, r) for r in repo_ids)
     top_k = f.integer("top_k", 20, low=1, high=MAX_TOP_K)
     paths = Fields(f.mapping("filters"), where="filters").strs("paths", must="an array of globs")
-    req = SearchRequest(query=str(d.get("query") or ""), org=ctx["org"], repos=repos, paths=paths, limit=top_k)
+    query = f.text("query", required=True, nonempty=True)
+    req = SearchRequest(query=query, org=ctx["org"], repos=repos, paths=paths, limit=top_k)
     found = await offload(service.search_pushed, req, SPACE, beside_snapshot=False)
     results = []
     for hit in found.hits:
@@ -199,6 +205,7 @@ def app(service, token_org: Callable[[], str] | None = None) -> Starlette:
             Route("/retrieval/search", retrieve, methods=["POST"]),
             Route("/health/", health),
             Route("/version", version),
+            mount_docs.route(mount_docs.lucos),
         ],
         exception_handlers=route_errors(shape),
     )

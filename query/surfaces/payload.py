@@ -1,9 +1,9 @@
 """JSON request bodies for every HTTP surface: parsed once, and refused if they cannot be stored.
 
 JSON may carry lone UTF-16 surrogates (`"\\ud800"`) that no UTF-8 store, hash or tokenizer accepts,
-numbers no column holds (`1e309` parses as infinity) and nesting deep enough to exhaust Python's
-stack; all are refused at the door with one sentence instead of failing deep inside with a 500. A field's type
-and range are read afterwards, by the typed readers every surface shares (indexer/fields.py).
+numbers no column holds (`1e309` parses as infinity; any number past 2^53 either side) and nesting deep enough to
+exhaust Python's stack; all are refused at the door with one sentence instead of failing deep inside with a 500.
+A field's type and range are read afterwards, by the typed readers every surface shares (indexer/fields.py).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def _check(value, where: str, depth: int = 0) -> None:
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise PayloadError(f"{where} is not a finite number")
+        if abs(value) > MAX_INT:  # as an integer would be: no field of any surface needs a number that large
+            raise PayloadError(f"{where} is a number out of range (at most {MAX_INT} either side of 0)")
     elif isinstance(value, int):
         if abs(value) > MAX_INT:
             raise PayloadError(f"{where} is an integer out of range")
