@@ -18,5 +18,6 @@ SANCTIONED = {
     "query/cli.py": {"operate"},  # the one `blobdex` command mounts the indexer's commands (init, repo, index)
     "query/eval/cli.py": {"operate"},  # the eval commands read --config/--data-dir as every command does
     "query/token_cli.py": {"operate"},  # so do the token commands
-    "query/history_cli.py": {"operate"},  # and the history commands
+    "query/serve_cli.py": {"operate"},  # and the servers' commands
+    "query/remote.py": {"operate"},  # and the read commands, which it hands this machine's index or a server
 }

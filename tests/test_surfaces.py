@@ -119,6 +119,7 @@ CODESEARCH = [
     ("/read", "POST", "/read", {"json": {"filePath": "/etc/passwd", "startLine": 1}}, 403),
     ("/health", "POST", "/health", {}, 405),
     ("/stats", "DELETE", "/stats", {}, 405),
+    ("/openapi.json", "POST", "/openapi.json", {}, 405),
     (None, "GET", "/no-such-route", {}, 404),
 ]
 LUCOS = [
@@ -135,6 +136,7 @@ LUCOS = [
     ("/retrieval/search", "POST", "/retrieval/search", {"json": {"query": "x"}, "lucos": True}, 400, "INVALID_PAYLOAD"),
     ("/health/", "POST", "/health/", {"lucos": True}, 405, "METHOD_NOT_ALLOWED"),
     ("/version", "POST", "/version", {"lucos": True}, 405, "METHOD_NOT_ALLOWED"),
+    ("/openapi.json", "PUT", "/openapi.json", {"lucos": True}, 405, "METHOD_NOT_ALLOWED"),
     (None, "GET", "/no-such-route", {"lucos": True}, 404, "NOT_FOUND"),
 ]
 CIP = [
@@ -145,6 +147,7 @@ CIP = [
     ("/auth/github/start", "GET", "/auth/github/start", {"params": {"redirect_url": "http://evil.example/"}}, 400),
     ("/auth/github/callback", "GET", "/auth/github/callback", {"params": {"state": "forged"}}, 401),
     ("/auth/github/refresh", "POST", "/auth/github/refresh", {"json": {"refresh_token": "forged"}}, 401),
+    ("/openapi.json", "POST", "/openapi.json", {}, 405),
     (None, "GET", "/no-such-route", {}, 404),
 ]
 
