@@ -166,13 +166,17 @@ def http_latency(work: Path, env: dict, queries: list[str], paths: list[str], re
 
 def page_figures(timed, client, queries: list[str], paths: list[str], repo_name: str) -> dict:
     """The page for people beside the /v1 calls it renders: the search page with results (the same query as a
-    /v1 search) and the file view (the whole page of lines, highlighted) over HTTP, and what the search page
+    /v1 search), the file view (the whole page of lines, highlighted, calls linked) and the tree view over HTTP,
+    and what the search page
     weighs before results (its HTML, stylesheets and script)."""
     from urllib.parse import quote
 
     pages = {
         "search_page": timed([("get", "/", {"params": {"q": q or "graph", "limit": 10}}) for q in queries]),
         "file_page": timed([("get", f"/file/{repo_name}/{quote(p)}", {}) for p in paths]),
+        # a folder of each file (its tree view) and the repo's root with its README, read again as people do
+        "tree_page": timed([("get", f"/tree/{repo_name}/{quote(p.rpartition('/')[0])}", {}) for p in paths]),
+        "tree_root_page": timed([("get", f"/tree/{repo_name}", {})] * 20),
         "file_v1_whole": timed([("get", "/v1/file", {"params": {"repo": repo_name, "path": p}}) for p in paths]),
     }
     assets = ("/", "/static/blobdex.css", "/static/pygments.css", "/static/blobdex.js")

@@ -1,6 +1,7 @@
-"""Browsing a repo without a clone: its files as a paged listing (list_files) and a file's definitions
-(outline). At a ref the snapshot indexed both read the snapshot's tables; at any other ref or commit they read
-the mirror's git objects (the tree, and the file parsed now), as get_file does."""
+"""Browsing a repo without a clone: its files as a paged listing (list_files), one folder's entries (folder, the
+page's tree view) and a file's definitions (outline). At a ref the snapshot indexed they read the snapshot's
+tables; at any other ref or commit they read the mirror's git objects (the tree, and the file parsed now), as
+get_file does."""
 
 from __future__ import annotations
 
@@ -127,6 +128,48 @@ def list_files(
         total=len(files),
         next_cursor=cursor_encode("list_files", spot.commit_id, asked, page[-1]["path"]) if more else None,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Folder:
+    """A folder at a commit: the folders in it (with how many files each holds, at any depth), then its files
+    (path, name, bytes, lang, blob_id and skip: why the index left the file out, None when it did not)."""
+
+    org: str
+    repo: str
+    ref: str
+    commit_id: str
+    path: str  # "" for the repo's root
+    folders: list[dict]  # name, files
+    files: list[dict]
+
+
+def folder(
+    data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: str = "", ref: str | None = None
+) -> Folder:
+    """The entries of one folder of a repo at a ref, read as list_files reads the repo's files."""
+    spot = where(data_dir, reader.manifest, org, repo, ref)
+    clean = repo_path(path) if path.strip("/") else ""
+    files = (
+        _indexed_files(reader, org, repo, spot.ref) if spot.indexed else _tree_files(data_dir, reader, org, repo, spot)
+    )
+    prefix = clean + "/" if clean else ""
+    under = [f for f in files if f["path"].startswith(prefix)]
+    if clean and not under:
+        raise BrowseError(f"no folder {clean!r} in repo {repo!r} at {spot.ref} ({spot.commit_id[:12]}); ⟦list_files⟧")
+    folders: dict[str, int] = {}
+    entries = []
+    for f in under:
+        if f["skip"] == "bad_path":  # `a/../x`: a hostile tree's path, shown whole at the root, never walked into
+            entries += [{**f, "name": f["path"]}] if not clean else []
+            continue
+        head, sep, _ = f["path"][len(prefix) :].partition("/")
+        if sep:
+            folders[head] = folders.get(head, 0) + 1
+        else:
+            entries.append({**f, "name": head})
+    listed = [{"name": name, "files": n} for name, n in sorted(folders.items())]
+    return Folder(org=org, repo=repo, ref=spot.ref, commit_id=spot.commit_id, path=clean, folders=listed, files=entries)
 
 
 def _indexed_files(reader: SnapshotReader, org: str, repo: str, ref: str) -> list[dict]:

@@ -26,7 +26,7 @@ from indexer.embed import Embedder, configured_embedder, embed_text, fast_varian
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
 from query.blame import Blame, blame
-from query.browse import FilePage, Outline, list_files, outline
+from query.browse import FilePage, Folder, Outline, folder, list_files, outline
 from query.clips import ClipStore
 from query.expand_context import context, references
 from query.diff import DiffPage, diff
@@ -475,6 +475,9 @@ class Service:
         limit: int = 200,
     ) -> FilePage:
         return list_files(self.cfg.data_dir, self.reader(), org, repo, path_glob, ref, cursor, limit)
+
+    def folder(self, org: str, repo: str, path: str = "", ref: str | None = None) -> Folder:
+        return folder(self.cfg.data_dir, self.reader(), org, repo, path, ref)
 
     def outline(self, org: str, repo: str, path: str, ref: str | None = None) -> Outline:
         return outline(self.cfg.data_dir, self.reader(), org, repo, path, ref)

@@ -26,7 +26,7 @@ from indexer.embed import HashEmbedder
 from indexer.tokens import mint
 from query.service import Service
 from query.surfaces.app import app
-from tests.corpus import api_files, build_corpus, tools_files
+from tests.corpus import LIB, api_files, build_corpus, tools_files
 from tests.servers import Server
 
 pytestmark = pytest.mark.browser
@@ -254,6 +254,9 @@ def test_every_page_is_valid_html_whose_links_all_answer(site):
             "/symbol?name=renew_subscription&repo=api",
             "/commits",
             "/commits?q=change&repo=api",
+            "/tree/api",
+            "/tree/api/src/billing",
+            "/tree/tools",
         ]
         seen_links, checked = set(), 0
         for path in pages:
@@ -306,3 +309,97 @@ def test_the_commits_page_searches_history_and_links_each_changed_file_at_its_co
     assert links and all(h.startswith("/file/api/") and "?ref=" in h for h in links)
     # the commit added a credential file: listed, never a link (the snapshot does not index it)
     assert ".env" in "".join(items[0].itertext()) and not any("/.env" in h for h in links)
+
+
+def test_a_repo_opens_at_its_root_and_its_folders_walk_down_to_a_file_and_back(site, chrome):
+    url, token, _ = site
+    sign_in(chrome, url, token)
+    chrome.get(url + "/repos")
+    chrome.find_element(By.LINK_TEXT, "api").click()
+    readme = wait(chrome, "section.readme")
+    assert urlsplit(chrome.current_url).path == "/tree/api" and "Billing and carts for the Acme shop." in readme.text
+    rows = {r.find_element(By.CSS_SELECTOR, "td").text: r for r in chrome.find_elements(By.CSS_SELECTOR, "tr")[1:]}
+    assert {"src/", "web/", "assets/", "README.md", ".env"} <= set(rows)
+    assert not rows[".env"].find_elements(By.TAG_NAME, "a") and "credentials" in rows[".env"].text  # listed, not read
+    shot(chrome, "tree-root")
+    chrome.find_element(By.LINK_TEXT, "src/").click()
+    chrome.find_element(By.LINK_TEXT, "billing/").click()
+    chrome.find_element(By.LINK_TEXT, "renew.py").click()
+    wait(chrome, "tr#L1")
+    crumbs = [a.text for a in chrome.find_elements(By.CSS_SELECTOR, "nav.crumbs a")]
+    assert crumbs == ["api", "src", "billing"] and "/file/api/src/billing/renew.py" in chrome.current_url
+    shot(chrome, "tree-file")
+    chrome.find_element(By.CSS_SELECTOR, "nav.crumbs").find_element(By.LINK_TEXT, "billing").click()
+    wait(chrome, "table.tree")
+    assert urlsplit(chrome.current_url).path == "/tree/api/src/billing"
+    chrome.back()
+    assert wait(chrome, "tr#L1") and "/file/api/src/billing/renew.py" in chrome.current_url
+
+
+def test_a_folder_named_as_a_file_opens_as_a_folder_and_unknown_pages_are_pages(site):
+    url, token, _ = site
+    html = {"Accept": "text/html"}
+    with httpx.Client(base_url=url, cookies={"blobdex_token": token}) as client:
+        folder = client.get("/file/api/src/billing", headers=html)
+        assert folder.status_code == 303 and folder.headers["location"] == "/tree/api/src/billing"
+        missing = client.get("/tree/api/no/such", headers=html)
+        assert missing.status_code == 404 and "no folder &#39;no/such&#39;" in missing.text
+        # (a path that is no page reads no sign-in cookie: the bearer token goes with it)
+        bearer = {**html, "Authorization": f"Bearer {token}"}
+        for method, path, status in (("GET", "/no-such-page", 404), ("POST", "/repos", 405)):
+            page = client.request(method, path, headers=bearer)
+            assert page.status_code == status and page.headers["content-type"].startswith("text/html"), path
+            document = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(page.text)
+            (message,) = [e for e in document.iter() if e.get("class") == "error"]
+            assert message.text.strip() and 'href="/"' in page.text  # one sentence, and a way back
+        assert client.request("POST", "/repos", headers=html).headers["allow"] == "GET, HEAD"
+        program = client.get("/no-such-page", headers={**bearer, "Accept": "application/json"})
+        assert program.status_code == 404 and program.json()["error"]["code"] == "not_found"
+        api = client.get("/v1/no-such", headers=html)  # the API answers JSON whatever a browser asks
+        assert api.headers["content-type"].startswith("application/json")
+
+
+APP = {  # a repo of org default calling another repo's package: an import, a receiver's method, a guess
+    "app/__init__.py": b"",
+    "app/main.py": b"from lib import Session\n\n\ndef go(x):\n    s = Session()\n    x.request('get', 'u')\n"
+    b"    return s.request('get', 'u')\n",
+}
+
+
+@pytest.fixture(scope="module")
+def two_repos(tmp_path_factory):
+    """A Python org of two repos, app calling lib, served without tokens."""
+    corpus = build_corpus(tmp_path_factory.mktemp("navigate"), {"lib": LIB, "app": APP})
+    with Server(app(Service(corpus.cfg, embedder=HashEmbedder()))) as url:
+        yield url
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["javascript", "no-javascript"])
+def test_follow_a_call_into_another_repo_list_its_references_and_go_back(two_repos, javascript):
+    """By keyboard (Enter on each link): a call opens its definition in the other repo, the definition lists its
+    callers in every repo, and Back returns; a call resolved only by name is no link."""
+    with browser(javascript=javascript) as driver:
+        driver.get(two_repos + "/file/app/app/main.py")
+        calls = {a.text: a for a in driver.find_elements(By.CSS_SELECTOR, "a.call")}
+        line6 = driver.find_element(By.ID, "L6")
+        assert not line6.find_elements(By.CSS_SELECTOR, "a.call")  # x.request: x could be anything
+        request = driver.find_element(By.ID, "L7").find_element(By.CSS_SELECTOR, "a.call")
+        assert "receiver" in request.get_attribute("class") and "def request(self, m, u)" in request.get_attribute(
+            "title"
+        )
+        shot(driver, f"navigate-call-{'js' if javascript else 'nojs'}")
+        calls["Session"].send_keys(Keys.ENTER)
+        wait(driver, "tr.hl")
+        assert "/file/lib/src/lib/sessions.py" in driver.current_url
+        marked = driver.find_element(By.CSS_SELECTOR, "tr.hl")
+        definition = marked.find_element(By.CSS_SELECTOR, "a.def")
+        assert "class Session" in marked.text and definition.text == "Session"
+        definition.send_keys(Keys.ENTER)
+        wait(driver, "ul.evidence")
+        headings = [h.text for h in driver.find_elements(By.TAG_NAME, "h2")]
+        assert "/symbol" in driver.current_url and "Callers (3: lib 2, app 1)" in headings, headings
+        assert "app:app/main.py:5 in go import" in driver.find_element(By.TAG_NAME, "main").text
+        shot(driver, f"navigate-references-{'js' if javascript else 'nojs'}")
+        driver.back()
+        driver.back()
+        assert wait(driver, "tr#L7") and "/file/app/app/main.py" in driver.current_url

@@ -9,11 +9,14 @@ the token names the org the request runs in.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from functools import partial
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount
 
 from indexer.observe import RequestLog, route_of
@@ -45,6 +48,25 @@ ROUTE_NAMES = tuple(r.path for r in api.ROUTES if "{" not in r.path) + (
 )
 
 
+# Paths a program asks (JSON whatever its Accept says); any other unknown page is answered as a page to a browser.
+API_PATHS = ("/v1/", "/mcp", "/openapi.json", "/.well-known/", "/healthz", "/readyz", "/metrics")
+
+
+async def unrouted(request: Request, exc: HTTPException) -> Response:
+    """An unknown path or a wrong method: the site's page with one sentence and a way back for a browser (it asks
+    for text/html), the API's JSON for everyone else."""
+    answer = await api.unrouted(request, exc)
+    if "text/html" not in request.headers.get("accept", "") or request.url.path.startswith(API_PATHS):
+        return answer
+    said = json.loads(answer.body)["error"]["message"]
+    if answer.status_code == 404:
+        said = f"there is no page {request.url.path} on this server"
+    page = web.error_page(request, answer.status_code, said)
+    if "Allow" in answer.headers:
+        page.headers["Allow"] = answer.headers["Allow"]
+    return page
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(mcp, _app):
     async with mcp.session_manager.run():
@@ -64,7 +86,8 @@ def app(
     allowed = served_hosts(allowed_hosts)
     mcp = build_mcp(service, org=current_org.get)
     mcp_app = mcp.streamable_http_app(transport_security=mcp_security(allowed), max_request_body_size=MAX_BODY_BYTES)
-    mcp_app.add_exception_handler(HTTPException, api.unrouted)  # every unknown path ends there
+    mcp_app.add_exception_handler(HTTPException, unrouted)  # every unknown path ends there
+    mcp_app.state.require_token = require_token  # what an unknown page's page says about signing in
     # The Lucos routes authenticate by the gateway's trusted headers, unless tokens are required: then
     # they need one too, and its org must be the X-Org-Id they send.
     token_org = current_org.get if require_token else None
@@ -79,7 +102,7 @@ def app(
     root = Starlette(
         routes=routes,
         lifespan=partial(_lifespan, mcp),
-        exception_handlers={HTTPException: api.unrouted, Exception: api.internal},
+        exception_handlers={HTTPException: unrouted, Exception: api.internal},
     )
     root.state.service = service
     root.state.require_token = require_token

@@ -23,11 +23,11 @@ from starlette.staticfiles import StaticFiles
 from indexer import runs, tokens
 from indexer.errors import BlobdexError
 from indexer.tokenize import tokens as word_tokens
-from query import MAX_LIMIT
+from query import MAX_LIMIT, navigate
 from query.grep import GrepError, compile_pattern
 from query.query_text import STOPWORDS, cut, cut_note
 from query.search import KINDS, MODES, SearchRequest
-from query.surfaces import answers, highlight, offload, openapi
+from query.surfaces import answers, highlight, offload, openapi, readme
 from query.surfaces.guard import current_org
 
 HERE = Path(__file__).parent
@@ -262,12 +262,16 @@ async def file_view(request: Request) -> Response:
     try:
         found = await offload(partial(service.get_file, org, repo, path, ref, start, start + PAGE_LINES - 1))
     except BlobdexError as exc:
+        if exc.status == 400 and await offload(_is_folder, service, org, repo, path, ref):
+            return RedirectResponse(tree_url(repo, path, ref), status_code=303)  # a folder, named as a file
         return _failed(request, exc, "file.html", **context)
     text = found.content.decode("utf-8", "replace")
     if text.endswith("\n"):
         text = text[:-1]
     rows = highlight.page(found.blob_id, path, found.line_start, text)
     definitions = await offload(_definitions, service, org, repo, path, found.blob_id)
+    calls = await offload(_calls, service, org, repo, path, found.blob_id)
+    rows = [linked(html, calls.get(n, ())) for n, html in enumerate(rows, found.line_start)]
     pages = {
         "prev": file_page(repo, path, ref, max(start - PAGE_LINES, 1)) if start > 1 else None,
         "next": file_page(repo, path, ref, found.line_end + 1) if found.line_end < found.total_lines else None,
@@ -283,6 +287,62 @@ async def file_view(request: Request) -> Response:
     )
 
 
+def tree_url(repo: str, path: str, ref: str | None) -> str:
+    where = f"/tree/{quote(repo, safe='')}" + (f"/{quote(path.strip('/'))}" if path.strip("/") else "")
+    return where + (f"?{urlencode({'ref': ref})}" if ref else "")
+
+
+def _is_folder(service, org: str, repo: str, path: str, ref: str | None) -> bool:
+    try:
+        service.folder(org, repo, path, ref)
+    except BlobdexError:
+        return False
+    return True
+
+
+async def tree(request: Request) -> Response:
+    """A folder of a repo at a ref (the repo's root without a path): its folders, its files with language, size
+    and why the index left one out, and its README rendered."""
+    service, org = request.app.state.service, current_org.get()
+    repo, path = request.path_params["repo"], request.path_params.get("path", "").strip("/")
+    ref = request.query_params.get("ref") or None
+    context = {"repo": repo, "path": path, "ref": ref, "up": tree_url(repo, path.rpartition("/")[0], ref)}
+    try:
+        found = await offload(service.folder, org, repo, path, ref)
+        shown = await offload(_readme, service, org, found)
+    except BlobdexError as exc:
+        return _failed(request, exc, "tree.html", **context)
+    return page(request, "tree.html", folder=found, readme=shown, unshown=UNSHOWN, **context)
+
+
+def _readme(service, org: str, found) -> dict | None:
+    """The folder's README, read at the folder's commit and rendered (readme.render), kept with the snapshot (a
+    commit's README never changes); None without one."""
+    name = readme.pick([f["name"] for f in found.files])
+    if name is None:
+        return None
+    path = f"{found.path}/{name}" if found.path else name
+
+    def load() -> dict | None:
+        try:
+            text = service.get_file(org, found.repo, path, found.commit_id).content.decode("utf-8", "replace")
+        except BlobdexError:  # withheld, unreadable: the listing stands without it
+            return None
+        return {"name": name, "html": readme.render(text, name, found.repo, found.path, found.commit_id)}
+
+    return service.reader().cached(f"readme:{org}/{found.repo}/{path}@{found.commit_id}", load)
+
+
+ERROR_REASONS = {404: "Not found", 405: "Method not allowed"}
+# Files a folder lists without a link: the file view would refuse them (credentials) or has nothing to show.
+UNSHOWN = frozenset({"credentials", "symlink", "submodule", "bad_path", "unreadable", "too_deep"})
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    """An unknown page or a wrong method, for a person: the site's page with one sentence and a way back."""
+    return page(request, "error.html", status=status, code=status, reason=ERROR_REASONS.get(status, ""), error=message)
+
+
 def file_page(repo: str, path: str, ref: str | None, start: int) -> str:
     query = {"start": start, **({"ref": ref} if ref else {})}
     return f"/file/{quote(repo, safe='')}/{quote(path)}?{urlencode(query)}"
@@ -294,6 +354,29 @@ def _range(text: str | None) -> tuple[int, int] | None:
         return None
     a = int(m.group(1))
     return a, max(a, int(m.group(2) or a))
+
+
+def _calls(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, list[dict]]:
+    """The file's resolved calls by line (query.navigate), when the blob shown is one the snapshot indexed."""
+    try:
+        return navigate.calls_in(service.reader(), org, repo, path, blob_id)
+    except BlobdexError:
+        return {}
+
+
+def linked(html: str, calls) -> str:
+    """A highlighted line with each resolved call's name a link to its definition, titled with the definition's
+    signature, first doc line and how the call was resolved (a name that only matches is never a link)."""
+    for call in calls:
+        said = call["signature"] + (f" — {call['doc']}" if call["doc"] else "")
+        said += f" ({call['repo']}:{call['path']}:{call['line']}, resolved by {call['resolution']})"
+        target = file_url(call["repo"], call["path"], "", call["line"])
+        anchor = f'<a class="call {call["resolution"]}" href="{escape(target)}" title="{escape(said)}">'
+        # the first occurrence of the name as a token of its own, outside any link made already
+        html, _ = re.subn(
+            rf"(?<=>){re.escape(call['callee'])}(?=<)(?![^<]*</a>)", anchor + call["callee"] + "</a>", html, 1
+        )
+    return html
 
 
 def _definitions(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
@@ -440,6 +523,7 @@ async def pygments_css(request: Request) -> Response:
 PAGES = (
     "/",
     "/file/",
+    "/tree/",
     "/repos",
     "/route",
     "/symbol",
@@ -453,6 +537,8 @@ OPEN = ("/signin", "/static/")  # answered without a token even when one is requ
 ROUTES = [
     Route("/", search, methods=["GET"]),
     Route("/file/{repo}/{path:path}", file_view, methods=["GET"]),
+    Route("/tree/{repo}", tree, methods=["GET"]),
+    Route("/tree/{repo}/{path:path}", tree, methods=["GET"]),
     Route("/repos", repos, methods=["GET"]),
     Route("/route", route, methods=["GET"]),
     Route("/symbol", symbol, methods=["GET"]),
