@@ -10,7 +10,7 @@ from indexer.embed import HashEmbedder
 from query.service import Service
 from query.surfaces import SurfaceError, endpoint, read_body
 from query.surfaces.app import CIP_PREFIX, LUCOS_PREFIX
-from query.surfaces import web
+from query.surfaces import history_pages, web
 from query.surfaces.app import app as server_app
 from query.surfaces.cip_auth import AuthSettings, mint
 from tests.corpus import private_copy
@@ -201,7 +201,7 @@ def test_every_cip_route_errors_in_its_contract_shape(server, route, method, pat
 
 def test_the_tables_name_every_route_of_every_contract(server):
     root = _root(server)
-    pages = _declared(web.ROUTES)  # HTML for people: tests/test_web.py
+    pages = _declared(web.ROUTES + history_pages.ROUTES)  # HTML for people: tests/test_web.py
     assert {r[0] for r in V1} - {None} == _declared(root.routes) - pages
     for prefix, table in (("/codesearch", CODESEARCH), (LUCOS_PREFIX, LUCOS), (CIP_PREFIX, CIP)):
         assert {r[0] for r in table} - {None} == _declared(_mounted(server, prefix).routes), prefix

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import html5lib
 import httpx
 import pytest
+from dulwich.repo import Repo
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.common.by import By
@@ -26,6 +27,7 @@ from indexer.embed import HashEmbedder
 from indexer.tokens import mint
 from query.service import Service
 from query.surfaces.app import app
+from tests import gitrepo
 from tests.corpus import LIB, api_files, build_corpus, tools_files
 from tests.servers import Server
 
@@ -257,7 +259,14 @@ def test_every_page_is_valid_html_whose_links_all_answer(site):
             "/tree/api",
             "/tree/api/src/billing",
             "/tree/tools",
+            "/log/api",
+            "/log/api/src/billing/renew.py",
+            "/blame/api/src/billing/renew.py",
+            "/compare/api?base=main&head=main",
         ]
+        bearer = {"Authorization": f"Bearer {token}"}
+        head = client.get("/v1/log", params={"repo": "api"}, headers=bearer).json()["commits"][0]["commit_id"]
+        pages.append(f"/commit/api/{head}")
         seen_links, checked = set(), 0
         for path in pages:
             page = client.get(path)
@@ -304,8 +313,10 @@ def test_the_commits_page_searches_history_and_links_each_changed_file_at_its_co
     document = html5lib.parse(found.text, namespaceHTMLElements=False)
     (listed,) = [e for e in document.iter("ol") if e.get("class") == "commits"]
     items = [li for li in listed if li.tag == "li"]
-    assert len(items) == 1 and items[0].find("h2").text == "change"
+    assert len(items) == 1 and "".join(items[0].find("h2").itertext()) == "change"  # a link to the commit
     links = [a.get("href") for a in items[0].iter("a")]
+    assert links[0].startswith("/commit/api/" + items[0].find("p").find("code").text)  # the commit's page
+    links = links[1:]
     assert links and all(h.startswith("/file/api/") and "?ref=" in h for h in links)
     # the commit added a credential file: listed, never a link (the snapshot does not index it)
     assert ".env" in "".join(items[0].itertext()) and not any("/.env" in h for h in links)
@@ -370,6 +381,9 @@ APP = {  # a repo of org default calling another repo's package: an import, a re
 def two_repos(tmp_path_factory):
     """A Python org of two repos, app calling lib, served without tokens."""
     corpus = build_corpus(tmp_path_factory.mktemp("navigate"), {"lib": LIB, "app": APP})
+    changed = APP["app/main.py"].replace(b"return s.request", b"return s.send")  # a second commit, to blame
+    gitrepo.commit(Repo(str(corpus.root / "src" / "app")), {**APP, "app/main.py": changed}, message="Send directly")
+    run(corpus.cfg, show_progress=False)
     with Server(app(Service(corpus.cfg, embedder=HashEmbedder()))) as url:
         yield url
 
@@ -383,10 +397,9 @@ def test_follow_a_call_into_another_repo_list_its_references_and_go_back(two_rep
         calls = {a.text: a for a in driver.find_elements(By.CSS_SELECTOR, "a.call")}
         line6 = driver.find_element(By.ID, "L6")
         assert not line6.find_elements(By.CSS_SELECTOR, "a.call")  # x.request: x could be anything
-        request = driver.find_element(By.ID, "L7").find_element(By.CSS_SELECTOR, "a.call")
-        assert "receiver" in request.get_attribute("class") and "def request(self, m, u)" in request.get_attribute(
-            "title"
-        )
+        request = driver.find_element(By.ID, "L7").find_element(By.CSS_SELECTOR, "a.call")  # s.send, s a Session
+        said = request.get_attribute("title")
+        assert "receiver" in request.get_attribute("class") and "def send(self, m) (lib:src/lib/sessions.py" in said
         shot(driver, f"navigate-call-{'js' if javascript else 'nojs'}")
         calls["Session"].send_keys(Keys.ENTER)
         wait(driver, "tr.hl")
@@ -403,3 +416,29 @@ def test_follow_a_call_into_another_repo_list_its_references_and_go_back(two_rep
         driver.back()
         driver.back()
         assert wait(driver, "tr#L7") and "/file/app/app/main.py" in driver.current_url
+
+
+def test_blame_a_file_open_the_commit_and_compare_two_refs(two_repos):
+    with browser() as driver:
+        driver.get(two_repos + "/file/app/app/main.py")
+        driver.find_element(By.LINK_TEXT, "blame").click()
+        line7 = wait(driver, "tr#L7")
+        assert "Test" in line7.text and "return s.send" in line7.text
+        first = driver.find_element(By.CSS_SELECTOR, "tr#L1 td.who a").text
+        changed = line7.find_element(By.CSS_SELECTOR, "td.who a")
+        assert changed.text != first  # line 7 changed in the second commit, line 1 did not
+        shot(driver, "blame")
+        changed.click()
+        assert wait(driver, "section.diff") and driver.find_element(By.TAG_NAME, "h1").text == "Send directly"
+        removed = [s.text for s in driver.find_elements(By.CSS_SELECTOR, ".hunks .del")]
+        added = [s.text for s in driver.find_elements(By.CSS_SELECTOR, ".hunks .add")]
+        assert removed == ["-    return s.request('get', 'u')"] and added == ["+    return s.send('get', 'u')"]
+        shot(driver, "commit")
+        driver.get(two_repos + "/compare/app")
+        driver.find_element(By.NAME, "base").send_keys("main~1")
+        driver.find_element(By.NAME, "head").send_keys("main" + Keys.ENTER)
+        wait(driver, "section.diff")
+        assert "1 file(s) changed" in driver.find_element(By.CSS_SELECTOR, "p.fileinfo").text
+        driver.get(two_repos + "/log/app/app/main.py")
+        subjects = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "ol.commits h2")]
+        assert subjects[0] == "Send directly" and len(subjects) == 2

@@ -21,7 +21,7 @@ from starlette.routing import Mount
 
 from indexer.observe import RequestLog, route_of
 from query.service import Service
-from query.surfaces import api, cip, codesearch, metrics, oauth, web
+from query.surfaces import api, cip, codesearch, history_pages, metrics, oauth, web
 from query.surfaces import lucos as lucos_contract
 from query.surfaces.cip_auth import AuthSettings, load_settings
 from query.surfaces.guard import MAX_BODY_BYTES, Guard, current_org, mcp_security, served_hosts
@@ -45,6 +45,7 @@ ROUTE_NAMES = tuple(r.path for r in api.ROUTES if "{" not in r.path) + (
     LUCOS_PREFIX,
     CIP_PREFIX,
     *web.PAGES,
+    *history_pages.PAGES,
 )
 
 
@@ -94,6 +95,7 @@ def app(
     routes = [
         *api.ROUTES,
         *web.ROUTES,
+        *history_pages.ROUTES,
         *([Mount(LUCOS_PREFIX, app=lucos_contract.app(service, token_org))] if lucos else []),
         Mount(codesearch_prefix, app=codesearch.app(service)),
         Mount(CIP_PREFIX, app=cip.app(service, cip_settings or load_settings(service.cfg))),
@@ -118,7 +120,7 @@ def app(
         default_org,
         exempt,
         OPEN_PATHS,
-        web.PAGES,
+        (*web.PAGES, *history_pages.PAGES),
         web.OPEN,
         root.state.issuer,
         shapes=(

@@ -201,8 +201,14 @@ def grep_marked(text: str, pattern) -> Markup:
     return Markup("").join(out)
 
 
+def commit_url(repo: str, commit_id: str) -> str:
+    """A commit's page (query/surfaces/history_pages.py)."""
+    return f"/commit/{quote(repo, safe='')}/{quote(commit_id, safe='')}"
+
+
 TEMPLATES.globals.update(
     file_url=file_url,
+    commit_url=commit_url,
     marked=marked,
     grep_marked=grep_marked,
     modes=SEARCH_MODES,
