@@ -379,9 +379,8 @@ def linked(html: str, calls) -> str:
         target = file_url(call["repo"], call["path"], "", call["line"])
         anchor = f'<a class="call {call["resolution"]}" href="{escape(target)}" title="{escape(said)}">'
         # the first occurrence of the name as a token of its own, outside any link made already
-        html, _ = re.subn(
-            rf"(?<=>){re.escape(call['callee'])}(?=<)(?![^<]*</a>)", anchor + call["callee"] + "</a>", html, 1
-        )
+        link = anchor + call["callee"] + "</a>"  # the name as the highlighter wrote it: no markup added
+        html = re.sub(rf"(?<=>){re.escape(call['callee'])}(?=<)(?![^<]*</a>)", lambda _: link, html, count=1)
     return html
 
 
