@@ -339,6 +339,8 @@ def test_a_repo_opens_at_its_root_and_its_folders_walk_down_to_a_file_and_back(s
     wait(chrome, "tr#L1")
     crumbs = [a.text for a in chrome.find_elements(By.CSS_SELECTOR, "nav.crumbs a")]
     assert crumbs == ["api", "src", "billing"] and "/file/api/src/billing/renew.py" in chrome.current_url
+    outline = [a.text for a in chrome.find_elements(By.CSS_SELECTOR, "details.outline a")]
+    assert outline == ["Billing", "renew_subscription", "cancel"]  # the file's definitions, each to its lines
     shot(chrome, "tree-file")
     chrome.find_element(By.CSS_SELECTOR, "nav.crumbs").find_element(By.LINK_TEXT, "billing").click()
     wait(chrome, "table.tree")
@@ -442,3 +444,31 @@ def test_blame_a_file_open_the_commit_and_compare_two_refs(two_repos):
         driver.get(two_repos + "/log/app/app/main.py")
         subjects = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "ol.commits h2")]
         assert subjects[0] == "Send directly" and len(subjects) == 2
+
+
+def test_results_read_like_the_file_view_and_filters_come_off_one_at_a_time(site):
+    url, token, _ = site
+    with httpx.Client(base_url=url, cookies={"blobdex_token": token}) as client:
+        found = client.get("/", params={"q": "renew subscription", "repo": "api", "kind": "method", "limit": 50})
+        route = client.get("/route", params={"task": "renew a subscription"})
+        many = client.get("/", params={"q": "renew subscription", "limit": 50})  # files with several hits
+    document = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(found.text)
+    snippet = next(e for e in document.iter("pre") if e.get("class") == "snippet")
+    classes = {e.get("class") for e in snippet.iter("span")}
+    assert {"k", "nf"} <= classes  # the file view's highlighter: a keyword, a function's name
+    assert any(e.tag == "mark" for e in snippet.iter())  # and the query's words marked inside its tokens
+    chips = {e.text.strip(): e.get("href") for e in document.iter("a") if e.get("class") == "chip"}
+    assert set(chips) == {"repo: api", "kind: method"}
+    assert "repo=" not in chips["repo: api"] and "kind=method" in chips["repo: api"] and "q=renew" in chips["repo: api"]
+    unfiltered = html5lib.parse(many.text, namespaceHTMLElements=False)
+    folds = [e for e in unfiltered.iter("details") if e.get("class") == "more-here"]
+    summaries = ["".join(f.find("summary").itertext()) for f in folds]
+    assert folds and all(s.endswith("more in this file") for s in summaries)  # past a file's two best hits
+    assert any(e.get("class") == "syntax" for e in document.iter("details"))  # the query syntax, on the page
+    words = [
+        li.text
+        for ul in html5lib.parse(route.text, namespaceHTMLElements=False).iter("ul")
+        if ul.get("class") == "signals"
+        for li in ul.iter("li")
+    ]
+    assert words[0].startswith("its best chunk matches the task") and not any(w.startswith("peak") for w in words)

@@ -73,6 +73,7 @@ def lines(path: str, text: str) -> list[str]:
 @functools.cache
 def stylesheet() -> str:
     """The token colours: Pygments' default style, and github-dark's under prefers-color-scheme: dark."""
-    light = HtmlFormatter(style="default").get_style_defs(".code")
-    dark = HtmlFormatter(style="github-dark").get_style_defs(".code")
+    scopes = [".code", ".snippet"]  # the file view, and search results' snippets
+    light = HtmlFormatter(style="default").get_style_defs(scopes)
+    dark = HtmlFormatter(style="github-dark").get_style_defs(scopes)
     return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"

@@ -166,6 +166,32 @@ def file_markdown(f: FileText) -> str:
     return f"{head}\n\n{numbered}{more}"
 
 
+def route_in_words(signals: dict) -> list[str]:
+    """A route's score as a person reads it (the page's route view): what each signal measured, in words."""
+    said = [
+        f"its best chunk matches the task {signals['peak']:.2f} (cosine, with a bonus when words match too)",
+        f"its five best chunks average {signals['depth']:.2f}, so one lucky match is not enough",
+        f"the matches spread over files: {signals['spread']:.2f} (1 is many files)",
+        f"the repo's own description matches the task {signals['prior']:.2f}",
+    ]
+    if signals.get("substance", 1.0) < 1.0:
+        said.append("demoted: its evidence is mostly tests, fixtures or docs")
+    rank = signals.get("file_rank")
+    said.append(
+        f"its best file ranks #{rank} of the org's files for the task"
+        if rank
+        else "none of its files is among the org's first 30 for the task"
+    )
+    if "history_rank" in signals:
+        h = signals["history_rank"]
+        said.append(
+            f"by its past commits like the task, it ranks #{h}"
+            if h
+            else "none of its past commits is like the task"
+        )
+    return said
+
+
 def file_rank(signals: dict) -> str:
     """Where the repo's best file ranks in file localization, and the repo among those whose past commits are
     like the task: the order fuses them with the score."""

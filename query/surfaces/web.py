@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from html import unescape
 from functools import partial
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -28,6 +29,7 @@ from query.grep import GrepError, compile_pattern
 from query.query_text import STOPWORDS, cut, cut_note
 from query.search import KINDS, MODES, SearchRequest
 from query.surfaces import answers, highlight, offload, openapi, readme
+from query.surfaces.render import route_in_words
 from query.surfaces.guard import current_org
 
 HERE = Path(__file__).parent
@@ -98,6 +100,21 @@ class Query:
             limit=limit,
         )
 
+    def chips(self) -> list[tuple[str, str]]:
+        """The filters this search applies, each as (what it says, the URL of this search without it)."""
+        fields = [("q", self.q), *(("repo", r) for r in self.repo), *(("lang", x) for x in self.lang)]
+        fields += [(k, getattr(self, k)) for k in ("mode", "kind", "path", "ignore", "ref") if getattr(self, k)]
+        fields = [(k, v) for k, v in fields if (k, v) != ("mode", "hybrid")]  # the default says nothing
+        fields += [(k, "1") for k in ("literal", "icase") if getattr(self, k)]
+        shown = {"literal": "literal", "icase": "ignore case"}
+        out = []
+        for n, (name, value) in enumerate(fields):
+            if name == "q":
+                continue
+            rest = [(k, v) for i, (k, v) in enumerate(fields) if i != n]
+            out.append((shown.get(name) or f"{name}: {value}", "/?" + urlencode(rest)))
+        return out
+
     def request(self, org: str) -> SearchRequest:
         return SearchRequest(
             query=self.q,
@@ -134,6 +151,15 @@ def marked(line: str, words: set[str]) -> Markup:
     return Markup("").join(out)
 
 
+TAG_RE = re.compile(r"(<[^>]*>)")
+
+
+def marked_html(html: str, words: set[str]) -> Markup:
+    """A highlighted line (query.surfaces.highlight) with the query's words marked in its text, never in a tag."""
+    parts = TAG_RE.split(html)
+    return Markup("").join(Markup(p) if i % 2 else marked(unescape(p), words) for i, p in enumerate(parts))
+
+
 def query_words(q: str) -> set[str]:
     return {w for w in word_tokens(q)} - STOPWORDS
 
@@ -147,7 +173,8 @@ def _grouped(hits) -> list[dict]:
             key, {"repo": hit.repo, "path": hit.path, "ref": hit.ref, "commit_id": hit.commit_id, "hits": []}
         )
         start = hit.signals.snippet_lines[0] if hit.signals.snippet_lines else hit.line_start
-        group["hits"].append({"hit": hit, "clip": clip, "lines": list(enumerate(hit.snippet.split("\n"), start))})
+        lines = highlight.lines(hit.path, hit.snippet)  # the file view's highlighter, a snippet's few lines
+        group["hits"].append({"hit": hit, "clip": clip, "lines": list(enumerate(lines, start))})
     return list(groups.values())
 
 
@@ -209,6 +236,8 @@ def commit_url(repo: str, commit_id: str) -> str:
 TEMPLATES.globals.update(
     file_url=file_url,
     commit_url=commit_url,
+    route_in_words=route_in_words,
+    marked_html=marked_html,
     marked=marked,
     grep_marked=grep_marked,
     modes=SEARCH_MODES,
@@ -277,6 +306,7 @@ async def file_view(request: Request) -> Response:
     rows = highlight.page(found.blob_id, path, found.line_start, text)
     definitions = await offload(_definitions, service, org, repo, path, found.blob_id)
     calls = await offload(_calls, service, org, repo, path, found.blob_id)
+    symbols = await offload(_outline, service, org, repo, path, found.commit_id)
     rows = [linked(html, calls.get(n, ())) for n, html in enumerate(rows, found.line_start)]
     pages = {
         "prev": file_page(repo, path, ref, max(start - PAGE_LINES, 1)) if start > 1 else None,
@@ -288,6 +318,7 @@ async def file_view(request: Request) -> Response:
         file=found,
         rows=list(enumerate(rows, found.line_start)),
         definitions=definitions,
+        symbols=symbols,
         pages=pages,
         **context,
     )
@@ -360,6 +391,14 @@ def _range(text: str | None) -> tuple[int, int] | None:
         return None
     a = int(m.group(1))
     return a, max(a, int(m.group(2) or a))
+
+
+def _outline(service, org: str, repo: str, path: str, commit_id: str) -> list[dict]:
+    """The file's definitions for the outline panel (none where the file has no parser, or cannot be parsed)."""
+    try:
+        return service.outline(org, repo, path, commit_id).symbols
+    except BlobdexError:
+        return []
 
 
 def _calls(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, list[dict]]:
