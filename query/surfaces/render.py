@@ -185,9 +185,7 @@ def route_in_words(signals: dict) -> list[str]:
     if "history_rank" in signals:
         h = signals["history_rank"]
         said.append(
-            f"by its past commits like the task, it ranks #{h}"
-            if h
-            else "none of its past commits is like the task"
+            f"by its past commits like the task, it ranks #{h}" if h else "none of its past commits is like the task"
         )
     return said
 
