@@ -1,5 +1,6 @@
-// blobdex's page, enhanced: results as you type, `/` to search, j/k or arrows through the results, and the
-// lines a file view's #L40-L90 names marked. Everything works without it.
+// blobdex's page, enhanced: results as you type, `/` to search, j/k or arrows through the results, the lines a
+// file view's #L40-L90 names marked, and code navigation (calls, crumbs, folders, the outline) without a page
+// load. Everything works without it.
 "use strict";
 
 function debounce(fn, ms) {
@@ -75,8 +76,43 @@ function markLines() {
     history.replaceState(null, "", `#L${a}-L${b}`);
     apply();
   });
-  window.addEventListener("hashchange", apply);
+  if (!markLines.listening) window.addEventListener("hashchange", () => markLines.apply && markLines.apply());
+  markLines.listening = true;
+  markLines.apply = apply;
   apply();
 }
 
-document.addEventListener("DOMContentLoaded", () => { searchAsYouType(); keyboard(); markLines(); });
+// Code navigation in place: a call's definition, a crumb, a folder or an outline entry replaces the page's main
+// part and pushes its URL, so Back and a shared link work as with a page load. Anything unexpected (another
+// host, an error, not a page) falls back to an ordinary load.
+const IN_PLACE = "a.call, a.def, nav.crumbs a, table.tree a, details.outline a";
+
+async function swapTo(url, push) {
+  const answer = await fetch(url, { credentials: "same-origin" });
+  const type = answer.headers.get("content-type") || "";
+  const next = answer.ok && type.startsWith("text/html")
+    ? new DOMParser().parseFromString(await answer.text(), "text/html") : null;
+  const main = next && next.getElementById("main");
+  if (!main) { location.href = url; return; }
+  document.getElementById("main").replaceWith(main);
+  document.title = next.title;
+  if (push) history.pushState({ inPlace: true }, "", url);
+  markLines();
+  if (!new URL(url).hash) window.scrollTo(0, 0);
+}
+
+function navigateInPlace() {
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest(IN_PLACE);
+    if (!link || event.defaultPrevented || event.button !== 0) return;
+    if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;  // a new tab, a range
+    const url = new URL(link.href, location.href);
+    if (url.origin !== location.origin) return;
+    if (url.pathname === location.pathname && url.search === location.search) return;  // a line of this page
+    event.preventDefault();
+    swapTo(url.href, true).catch(() => { location.href = url.href; });
+  });
+  window.addEventListener("popstate", () => { swapTo(location.href, false).catch(() => location.reload()); });
+}
+
+document.addEventListener("DOMContentLoaded", () => { searchAsYouType(); keyboard(); markLines(); navigateInPlace(); });
