@@ -17,6 +17,7 @@ import pytest
 from dulwich.repo import Repo
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service as DriverService
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as seen
@@ -415,6 +416,8 @@ def test_follow_a_call_into_another_repo_list_its_references_and_go_back(two_rep
         headings = [h.text for h in driver.find_elements(By.TAG_NAME, "h2")]
         assert "/symbol" in driver.current_url and "Callers (3: lib 2, app 1)" in headings, headings
         assert "app:app/main.py:5 in go import" in driver.find_element(By.TAG_NAME, "main").text
+        by_repo = [h.text.split()[0] for h in driver.find_elements(By.CSS_SELECTOR, "h3.repo-callers")]
+        assert by_repo == ["lib", "app"]  # grouped by repo, the most callers first
         # with JavaScript the walk so far loaded no page; without it, each step was a load
         assert driver.execute_script("return window.stayed === true") is javascript
         shot(driver, f"navigate-references-{'js' if javascript else 'nojs'}")
@@ -475,3 +478,36 @@ def test_results_read_like_the_file_view_and_filters_come_off_one_at_a_time(site
         for li in ul.iter("li")
     ]
     assert words[0].startswith("its best chunk matches the task") and not any(w.startswith("peak") for w in words)
+
+
+def tab_to(driver, selector: str, text: str, presses: int = 120) -> None:
+    """Press Tab, as a person without a mouse does, until the focused element is `selector` reading `text`."""
+    for _ in range(presses):
+        ActionChains(driver).send_keys(Keys.TAB).perform()
+        found = (
+            "const e = document.activeElement; return e.matches(arguments[0]) && e.textContent.trim() === arguments[1]"
+        )
+        if driver.execute_script(found, selector, text):
+            return
+    raise AssertionError(f"{presses} presses of Tab never reached {selector} {text!r}")
+
+
+def test_the_same_walk_by_keyboard_alone(two_repos):
+    """Tab to the file, Enter; Tab to the call, Enter; Tab to the definition, Enter; its callers; then the
+    browser's Back twice (WebDriver's: headless Chromium takes no Alt+Left from synthetic keys)."""
+    with browser() as driver:
+        driver.get(two_repos + "/tree/app/app")
+        tab_to(driver, "table.tree a", "main.py")
+        ActionChains(driver).send_keys(Keys.ENTER).perform()
+        wait(driver, "tr#L7")
+        tab_to(driver, "a.call", "Session")
+        ActionChains(driver).send_keys(Keys.ENTER).perform()
+        WebDriverWait(driver, 10).until(lambda d: "/file/lib/src/lib/sessions.py" in d.current_url)
+        tab_to(driver, "a.def", "Session")
+        ActionChains(driver).send_keys(Keys.ENTER).perform()
+        wait(driver, "h3.repo-callers")
+        assert "/symbol?name=Session" in driver.current_url
+        driver.back()
+        driver.back()
+        WebDriverWait(driver, 10).until(lambda d: "/file/app/app/main.py" in d.current_url)
+        shot(driver, "keyboard-walk")
