@@ -394,11 +394,16 @@ def _range(text: str | None) -> tuple[int, int] | None:
 
 
 def _outline(service, org: str, repo: str, path: str, commit_id: str) -> list[dict]:
-    """The file's definitions for the outline panel (none where the file has no parser, or cannot be parsed)."""
-    try:
-        return service.outline(org, repo, path, commit_id).symbols
-    except BlobdexError:
-        return []
+    """The file's definitions for the outline panel (none where the file has no parser, or cannot be parsed), kept
+    with the snapshot: a commit's file never changes."""
+
+    def load() -> list[dict]:
+        try:
+            return service.outline(org, repo, path, commit_id).symbols
+        except BlobdexError:
+            return []
+
+    return service.reader().cached(f"outline:{org}/{repo}/{path}@{commit_id}", load)
 
 
 def _calls(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, list[dict]]:
