@@ -501,6 +501,9 @@ def test_the_same_walk_by_keyboard_alone(two_repos):
         ActionChains(driver).send_keys(Keys.ENTER).perform()
         wait(driver, "tr#L7")
         tab_to(driver, "a.call", "Session")
+        card = driver.execute_script("return getComputedStyle(document.activeElement, '::after').content")
+        assert "class Session" in card and "resolved by import" in card  # focus shows what it calls, as hover does
+        shot(driver, "keyboard-focus-card")
         ActionChains(driver).send_keys(Keys.ENTER).perform()
         WebDriverWait(driver, 10).until(lambda d: "/file/lib/src/lib/sessions.py" in d.current_url)
         tab_to(driver, "a.def", "Session")

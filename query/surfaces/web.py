@@ -421,7 +421,9 @@ def linked(html: str, calls) -> str:
         said = call["signature"] + (f" — {call['doc']}" if call["doc"] else "")
         said += f" ({call['repo']}:{call['path']}:{call['line']}, resolved by {call['resolution']})"
         target = file_url(call["repo"], call["path"], "", call["line"])
-        anchor = f'<a class="call {call["resolution"]}" href="{escape(target)}" title="{escape(said)}">'
+        # the title shows to a pointer; data-tip, drawn by the stylesheet, on keyboard focus
+        tip = escape(said)
+        anchor = f'<a class="call {call["resolution"]}" href="{escape(target)}" title="{tip}" data-tip="{tip}">'
         # the first occurrence of the name as a token of its own, outside any link made already
         link = anchor + call["callee"] + "</a>"  # the name as the highlighter wrote it: no markup added
         html = re.sub(rf"(?<=>){re.escape(call['callee'])}(?=<)(?![^<]*</a>)", lambda _: link, html, count=1)

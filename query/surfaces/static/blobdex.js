@@ -95,6 +95,8 @@ async function swapTo(url, push) {
   const main = next && next.getElementById("main");
   if (!main) { location.href = url; return; }
   document.getElementById("main").replaceWith(main);
+  const header = next.querySelector("header.top");  // its nav marks the page's section
+  if (header) document.querySelector("header.top").replaceWith(header);
   document.title = next.title;
   if (push) history.pushState({ inPlace: true }, "", url);
   markLines();
