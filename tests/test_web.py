@@ -334,9 +334,8 @@ def test_a_repo_opens_at_its_root_and_its_folders_walk_down_to_a_file_and_back(s
     assert {"src/", "web/", "assets/", "README.md", ".env"} <= set(rows)
     assert not rows[".env"].find_elements(By.TAG_NAME, "a") and "credentials" in rows[".env"].text  # listed, not read
     shot(chrome, "tree-root")
-    chrome.find_element(By.LINK_TEXT, "src/").click()
-    chrome.find_element(By.LINK_TEXT, "billing/").click()
-    chrome.find_element(By.LINK_TEXT, "renew.py").click()
+    for name in ("src/", "billing/", "renew.py"):  # each swaps the page in place: wait for the next link
+        WebDriverWait(chrome, 10).until(seen.element_to_be_clickable((By.LINK_TEXT, name))).click()
     wait(chrome, "tr#L1")
     crumbs = [a.text for a in chrome.find_elements(By.CSS_SELECTOR, "nav.crumbs a")]
     assert crumbs == ["api", "src", "billing"] and "/file/api/src/billing/renew.py" in chrome.current_url

@@ -24,11 +24,12 @@ from starlette.staticfiles import StaticFiles
 from indexer import runs, tokens
 from indexer.errors import BlobdexError
 from indexer.tokenize import tokens as word_tokens
-from query import MAX_LIMIT, navigate
+from query import MAX_LIMIT
 from query.grep import GrepError, compile_pattern
 from query.query_text import STOPWORDS, cut, cut_note
 from query.search import KINDS, MODES, SearchRequest
-from query.surfaces import answers, highlight, offload, openapi, readme
+from query.surfaces import answers, codeview, highlight, offload, openapi, readme
+from query.surfaces.codeview import file_url
 from query.surfaces.render import route_in_words
 from query.surfaces.guard import current_org
 
@@ -47,7 +48,6 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 SEARCH_MODES = (*MODES, "files", "grep")
-DEFINITION_KINDS = frozenset({"function", "method", "class", "type", "definition"})
 WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -128,15 +128,6 @@ class Query:
             limit=self.limit,
             mode=self.mode if self.mode in MODES else "hybrid",
         )
-
-
-def file_url(repo: str, path: str, ref: str, start: int | None = None, end: int | None = None) -> str:
-    """The file view of `path` at `ref`, its lines start-end marked and scrolled to."""
-    query = {"ref": ref} if ref else {}
-    if start:
-        query["hl"] = f"{start}-{end or start}"
-    anchor = (f"#L{start}-L{end}" if end and end > start else f"#L{start}") if start else ""
-    return f"/file/{quote(repo, safe='')}/{quote(path)}" + (f"?{urlencode(query)}" if query else "") + anchor
 
 
 def marked(line: str, words: set[str]) -> Markup:
@@ -304,10 +295,10 @@ async def file_view(request: Request) -> Response:
     if text.endswith("\n"):
         text = text[:-1]
     rows = highlight.page(found.blob_id, path, found.line_start, text)
-    definitions = await offload(_definitions, service, org, repo, path, found.blob_id)
-    calls = await offload(_calls, service, org, repo, path, found.blob_id)
-    symbols = await offload(_outline, service, org, repo, path, found.commit_id)
-    rows = [linked(html, calls.get(n, ())) for n, html in enumerate(rows, found.line_start)]
+    definitions = await offload(codeview.definitions, service, org, repo, path, found.blob_id)
+    calls = await offload(codeview.calls, service, org, repo, path, found.blob_id)
+    symbols = await offload(codeview.outline, service, org, repo, path, found.commit_id)
+    rows = [codeview.linked(html, calls.get(n, ())) for n, html in enumerate(rows, found.line_start)]
     pages = {
         "prev": file_page(repo, path, ref, max(start - PAGE_LINES, 1)) if start > 1 else None,
         "next": file_page(repo, path, ref, found.line_end + 1) if found.line_end < found.total_lines else None,
@@ -391,57 +382,6 @@ def _range(text: str | None) -> tuple[int, int] | None:
         return None
     a = int(m.group(1))
     return a, max(a, int(m.group(2) or a))
-
-
-def _outline(service, org: str, repo: str, path: str, commit_id: str) -> list[dict]:
-    """The file's definitions for the outline panel (none where the file has no parser, or cannot be parsed), kept
-    with the snapshot: a commit's file never changes."""
-
-    def load() -> list[dict]:
-        try:
-            return service.outline(org, repo, path, commit_id).symbols
-        except BlobdexError:
-            return []
-
-    return service.reader().cached(f"outline:{org}/{repo}/{path}@{commit_id}", load)
-
-
-def _calls(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, list[dict]]:
-    """The file's resolved calls by line (query.navigate), when the blob shown is one the snapshot indexed."""
-    try:
-        return navigate.calls_in(service.reader(), org, repo, path, blob_id)
-    except BlobdexError:
-        return {}
-
-
-def linked(html: str, calls) -> str:
-    """A highlighted line with each resolved call's name a link to its definition, titled with the definition's
-    signature, first doc line and how the call was resolved (a name that only matches is never a link)."""
-    for call in calls:
-        said = call["signature"] + (f" — {call['doc']}" if call["doc"] else "")
-        said += f" ({call['repo']}:{call['path']}:{call['line']}, resolved by {call['resolution']})"
-        target = file_url(call["repo"], call["path"], "", call["line"])
-        # the title shows to a pointer; data-tip, drawn by the stylesheet, on keyboard focus
-        tip = escape(said)
-        anchor = f'<a class="call {call["resolution"]}" href="{escape(target)}" title="{tip}" data-tip="{tip}">'
-        # the first occurrence of the name as a token of its own, outside any link made already
-        link = anchor + call["callee"] + "</a>"  # the name as the highlighter wrote it: no markup added
-        html = re.sub(rf"(?<=>){re.escape(call['callee'])}(?=<)(?![^<]*</a>)", lambda _: link, html, count=1)
-    return html
-
-
-def _definitions(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
-    """The file's definitions this snapshot indexed at this blob: first line -> symbol."""
-    try:
-        reader = service.reader()
-    except BlobdexError:
-        return {}
-    found = {}
-    for row in reader.rows_at(org, repo, path):
-        r = reader.row(row)
-        if r["blob_id"] == blob_id and r["kind"] in DEFINITION_KINDS and r["symbol"]:
-            found.setdefault(r["line_start"], r["symbol"])
-    return found
 
 
 async def repos(request: Request) -> Response:
