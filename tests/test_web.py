@@ -357,19 +357,21 @@ def test_a_folder_named_as_a_file_opens_as_a_folder_and_unknown_pages_are_pages(
         assert folder.status_code == 303 and folder.headers["location"] == "/tree/api/src/billing"
         missing = client.get("/tree/api/no/such", headers=html)
         assert missing.status_code == 404 and "no folder &#39;no/such&#39;" in missing.text
-        # (a path that is no page reads no sign-in cookie: the bearer token goes with it)
-        bearer = {**html, "Authorization": f"Bearer {token}"}
         for method, path, status in (("GET", "/no-such-page", 404), ("POST", "/repos", 405)):
-            page = client.request(method, path, headers=bearer)
+            page = client.request(method, path, headers=html)  # signed in by the cookie, as a browser is
             assert page.status_code == status and page.headers["content-type"].startswith("text/html"), path
             document = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(page.text)
             (message,) = [e for e in document.iter() if e.get("class") == "error"]
             assert message.text.strip() and 'href="/"' in page.text  # one sentence, and a way back
         assert client.request("POST", "/repos", headers=html).headers["allow"] == "GET, HEAD"
-        program = client.get("/no-such-page", headers={**bearer, "Accept": "application/json"})
+        bearer = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        program = client.get("/no-such-page", headers=bearer)
         assert program.status_code == 404 and program.json()["error"]["code"] == "not_found"
         api = client.get("/v1/no-such", headers=html)  # the API answers JSON whatever a browser asks
         assert api.headers["content-type"].startswith("application/json")
+    with httpx.Client(base_url=url) as stranger:  # no cookie, no token: a browser is sent to sign in, a program not
+        assert stranger.get("/no-such-page", headers=html).headers["location"].startswith("/signin?next=")
+        assert stranger.get("/no-such-page").status_code == 401
 
 
 APP = {  # a repo of org default calling another repo's package: an import, a receiver's method, a guess

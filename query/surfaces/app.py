@@ -24,7 +24,7 @@ from query.service import Service
 from query.surfaces import api, cip, codesearch, history_pages, metrics, oauth, web
 from query.surfaces import lucos as lucos_contract
 from query.surfaces.cip_auth import AuthSettings, load_settings
-from query.surfaces.guard import MAX_BODY_BYTES, Guard, current_org, mcp_security, served_hosts
+from query.surfaces.guard import API_PATHS, MAX_BODY_BYTES, Guard, current_org, mcp_security, served_hosts
 from query.surfaces.mcp import build as build_mcp
 
 LUCOS_PREFIX = "/api/v1"
@@ -47,10 +47,6 @@ ROUTE_NAMES = tuple(r.path for r in api.ROUTES if "{" not in r.path) + (
     *web.PAGES,
     *history_pages.PAGES,
 )
-
-
-# Paths a program asks (JSON whatever its Accept says); any other unknown page is answered as a page to a browser.
-API_PATHS = ("/v1/", "/mcp", "/openapi.json", "/.well-known/", "/healthz", "/readyz", "/metrics")
 
 
 async def unrouted(request: Request, exc: HTTPException) -> Response:

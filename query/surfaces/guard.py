@@ -22,6 +22,8 @@ from query.surfaces import oauth
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+# Paths a program asks: JSON whatever a request's Accept says (an unknown path elsewhere is a page to a browser).
+API_PATHS = ("/v1/", "/mcp", "/openapi.json", "/.well-known/", "/healthz", "/readyz", "/metrics")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")  # what a browser on this machine sends as Host
 HOST_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$")  # host[:port], nothing else
 # The org of the request being served: set by the Guard, read by every surface below it.
@@ -147,6 +149,12 @@ class Guard:
     def _page(self, path: str, prefixes: tuple[str, ...]) -> bool:
         return any(path == p or (p != "/" and p.endswith("/") and path.startswith(p)) for p in prefixes)
 
+    def _browsing(self, path: str, headers: dict) -> bool:
+        """A browser asking a path that is no API's (an unknown page): it is answered as a page, so the sign-in
+        cookie counts there too and the 404 is the site's page, not the API's 401."""
+        apis = (*API_PATHS, *self.exempt, *(prefix for prefix, _ in self.shapes))
+        return "text/html" in headers.get("accept", "") and not path.startswith(apis)
+
     def _host_ok(self, host: str) -> bool:
         match = HOST_RE.match(host)
         return match is not None and ("*" in self.allowed or host in self.allowed or match.group(1) in self.allowed)
@@ -157,7 +165,7 @@ class Guard:
         path = scope["path"]
         if path in self.open_paths or path.startswith(self.exempt):
             return self.default_org, None
-        page = self._page(path, self.pages)
+        page = self._page(path, self.pages) or self._browsing(path, headers)
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
         if token is None and page:
