@@ -48,7 +48,7 @@ Pattern = Annotated[str, Field(min_length=1, max_length=200)]
 
 class CsSearch(Strict):
     query: str = Field(pattern=r"\S", description="What to find, in words or identifiers")
-    top_k: int = Field(100, ge=1, le=100)
+    top_k: int | None = Field(100, ge=1, le=100)  # null reads as absent (indexer.fields), on every mount
     module: str | None = Field(None, description="Only this repo")
     language: str | None = None
     chunk_type: Literal[KINDS] | None = None  # type: ignore[valid-type]
@@ -140,7 +140,7 @@ class CsRange(Open):
 
 class CsRead(Strict):
     filePath: str = Field(min_length=1, description="<repo>/<path>")
-    startLine: int = Field(1, ge=1)
+    startLine: int | None = Field(1, ge=1)
     endLine: int | None = Field(None, ge=1, description="At or after startLine; 500 lines at most are read")
 
 
@@ -209,7 +209,7 @@ class LucosFilters(Strict):
 class LucosSearch(Strict):
     repo_ids: list[Annotated[str, Field(pattern=LUCOS_REPO)]] = Field(min_length=1)
     query: str = Field(pattern=r"\S")
-    top_k: int = Field(20, ge=1, le=100)
+    top_k: int | None = Field(20, ge=1, le=100)
     filters: LucosFilters | None = None
 
 
@@ -415,6 +415,9 @@ def codebase_index() -> dict:
             schemas[name]["properties"][field] |= rule
     for schema in schemas.values():
         schema.setdefault("additionalProperties", {"$ref": REF.format(model="JSONValue")})
+        for name, field in schema.get("properties", {}).items():  # null reads as absent (indexer.fields)
+            if name not in schema.get("required", ()) and isinstance(field.get("type"), str):
+                field["type"] = [field["type"], "null"]
     doc["components"]["schemas"] |= {"CipError": CIP_ERROR, "JSONValue": JSON_VALUE}
     return doc
 
