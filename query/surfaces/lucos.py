@@ -124,6 +124,7 @@ async def upload(request: Request):
     f = Fields(d)
     repo_id = _repo(ctx, d.get("repo_id"))
     raw, deleted = f.array("chunks"), list(f.strs("deleted_chunk_ids"))
+    commit_sha, _ = f.text("commit_sha"), f.text("workspace_id")  # text or absent, as the contract types them
     if len(raw) > MAX_CHUNKS:
         raise SurfaceError(400, f"{len(raw)} chunks in one request; at most {MAX_CHUNKS}")
     chunks = [_chunk(repo_id, c, n) for n, c in enumerate(raw)]
@@ -132,8 +133,8 @@ async def upload(request: Request):
     store.delete_ids(ctx["org"], SPACE, repo_id, deleted)
     counts = await offload(store.upsert, ctx["org"], SPACE, [c for c in chunks if c not in oversized], service.embedder)
     counts["failed"] += len(oversized)
-    if d.get("commit_sha"):
-        store.set_state(ctx["org"], SPACE, repo_id, "commit_sha", str(d["commit_sha"]))
+    if commit_sha:
+        store.set_state(ctx["org"], SPACE, repo_id, "commit_sha", commit_sha)
     return {"repo_id": repo_id, "counts": counts, "request_id": ctx["request_id"]}
 
 
