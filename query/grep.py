@@ -1,4 +1,5 @@
-"""grep over the indexed text of a snapshot: RE2 (linear time, no backtracking) or a literal."""
+"""grep over the indexed text of a snapshot: RE2 (linear time, no backtracking) or a literal, over the rows the
+parts' trigram indexes let through (query/narrow.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import re2
 
 from indexer.errors import BlobdexError
+from query.narrow import candidates, need_of
 from query.reader import SnapshotReader, text_of
 from query.search import SearchRequest, row_mask, validate
 
@@ -72,7 +74,7 @@ def grep(
     texts = reader.rows.column("text")
     matches: list[GrepMatch] = []
     first_row, first_line = after or (0, 0)
-    rows = np.flatnonzero(mask)
+    rows = candidates(reader.parts, reader.offsets, need_of(pattern, literal), np.flatnonzero(mask))
     for row in rows[np.searchsorted(rows, first_row) :]:
         text = text_of(texts[int(row)])
         if not compiled.search(text):

@@ -18,12 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexer.languages import category
+from indexer.snapshot.grams import Grams, GramsError
 from indexer.snapshot import (
     PartRef,
     SnapshotError,
     chunk_schema,
     kept,
     open_lexical,
+    part_file,
     open_manifest,
     parts_of,
     read_part_chunks,
@@ -112,6 +114,7 @@ class PartView:
         self.ids = table.column("row").to_numpy()
         self.labels = {name: Labels.of(self.rows.column(name)) for name in LABELLED}
         self.symbols = SymbolIndex(self.rows.column("symbol"), self.labels["kind"])
+        self.grams = _grams_of(ref, len(self))
         self._at: dict[tuple[str, str, str], list[int]] | None = None
 
     def __len__(self) -> int:
@@ -422,6 +425,19 @@ class SymbolIndex:
             if name in codes:
                 found |= labels.codes == codes[name]
         return np.flatnonzero(found & self.defines)
+
+
+def _grams_of(ref: PartRef, rows: int) -> Grams | None:
+    """A part's trigram index, or None (grep then reads every row of the part): a part written before the index
+    existed has none, and one that does not read as an index is left unused (`blobdex verify` names it)."""
+    path = part_file(ref, "grams")
+    if not path.exists():
+        return None
+    try:
+        return Grams(path, rows)
+    except (GramsError, pa.ArrowException, OSError) as exc:
+        log.warning("part %s: its trigram index is unusable (%s); grep reads the part whole", ref.part_id, exc)
+        return None
 
 
 def _check_offsets(table: pa.Table) -> None:

@@ -25,13 +25,16 @@ from indexer.snapshot.format import (
     graph_path,
     parts_dir,
 )
+from indexer.snapshot.grams import GRAMS
 from indexer.snapshot.legacy import read_lance_chunks
 from indexer.snapshot.manifest import HistoryInfo, Manifest, PartInfo, PartRef, open_manifest
 from indexer.snapshot.schemas import HISTORY_SCHEMAS, PART_FILES_SCHEMA, TABLE_SCHEMAS, cards_schema, chunk_schema
 
 
 def part_file(ref: PartRef, table: str) -> Path:
-    """Where a part keeps a table: `chunks` (Arrow IPC), `paths`, `card` or a graph table (Parquet)."""
+    """Where a part keeps a table: `chunks` or `grams` (Arrow IPC), `paths`, `card` or a graph table (Parquet)."""
+    if table == "grams":  # a format-1/2 snapshot has none: the path names nothing
+        return ref.dir / GRAMS
     if ref.part_id is None:
         if table == "chunks":
             return ref.dir / VECTORS_DIR / CHUNKS_ARROW

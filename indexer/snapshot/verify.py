@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
+from indexer.snapshot import grams
 from indexer.snapshot.checksums import check_pages
 from indexer.snapshot import (
     CARDS,
@@ -150,6 +151,7 @@ def deep_check(path: Path, item: Checkable) -> list[str]:
         chunks = read_part_chunks(ref)
         chunks.validate(full=True)
         problems += _vector_problems(f"{where}: chunk", chunks)
+        problems += _grams_problems(where, ref, chunks)
     except BaseException as exc:
         if not store_error(exc):
             raise
@@ -160,6 +162,20 @@ def deep_check(path: Path, item: Checkable) -> list[str]:
     elif part_file(ref, "card").exists():  # a format-1/2 snapshot's cards.parquet, which some have not
         tables.append("card")
     return problems + _parquet_problems(where, ref, tables)
+
+
+def _grams_problems(where: str, ref: PartRef, chunks: pa.Table) -> list[str]:
+    """A part's trigram index must be the one its text builds: one that is not lets grep miss matching rows."""
+    path = part_file(ref, "grams")
+    if not path.exists():  # a part written before the index existed: grep reads it whole
+        return []
+    try:
+        stored = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+        stored.validate(full=True)
+        same = stored.equals(grams.build(chunks.column("text").to_pylist()), check_metadata=True)
+    except (pa.ArrowException, OSError) as exc:
+        return [f"{where}: {path.name}: {_first_line(exc)}"]
+    return [] if same else [f"{where}: {path.name} is not the trigram index of the part's text"]
 
 
 def _vector_problems(where: str, table: pa.Table) -> list[str]:

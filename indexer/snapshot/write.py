@@ -1,5 +1,6 @@
-"""Writing the format's files: a part (chunks.arrow, Parquet tables, part.json), a snapshot's lexical index
-(a copy by hard links of the previous one, changed in place of a rebuild), its edges and its DuckDB views."""
+"""Writing the format's files: a part (chunks.arrow, its trigram index, Parquet tables, part.json), a snapshot's
+lexical index (a copy by hard links of the previous one, changed in place of a rebuild), its edges and its DuckDB
+views."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
+from indexer.snapshot import grams
 from indexer.snapshot.publish import finish_part, part_build_dir
 from indexer.snapshot import (
     CARD,
@@ -71,6 +73,7 @@ def write_part(
     with _aside(data_dir) as (part_id, built):
         with pa.OSFile(str(built / CHUNKS_ARROW), "wb") as sink, pa.ipc.new_file(sink, chunks.schema) as writer:
             writer.write_table(chunks.combine_chunks())  # one record batch: a reader's matrix is a view of the file
+        grams.write(built / grams.GRAMS, chunks.column("text").to_pylist())
         for name, table in tables.items():
             _write_parquet(table, built / f"{name}.parquet")
         card = {"org": [info["org"]], "repo": [info["repo"]], "text": [info["card"]]} if info["card"] else None
