@@ -6,8 +6,9 @@ Copy k of the tree (default: the networkx package, ~10,800 chunks) renames every
 nothing changed, runs after one commit each that adds one function to copy 0 (--commits, 10: enough that a
 merge of the repo's deltas falls among them; median and max wall, peak RSS, mean and max bytes added under
 the data dir), then `blobdex serve` on the snapshot: time to ready, RSS, search / route / get_file p50 and
-p95 over HTTP, and the first request after the next publish (the swap). Nothing is asserted; it prints a
-table with the issue's goals beside it (and --json writes the figures).
+p95 over HTTP, grep over HTTP for patterns only one copy matches (GREPS), the same greps in process with and
+without the parts' trigram indexes, and the first request after the next publish (the swap). Nothing is
+asserted; it prints a table with the issue's goals beside it (and --json writes the figures).
 """
 
 from __future__ import annotations
@@ -44,12 +45,22 @@ QUERIES = [
     "draw the graph with matplotlib",
     "topological sort of a directed graph",
 ]
+# (pattern, literal, ignore_case) for copy k: each names what one copy alone defines (its defs carry `_k<k>`), so
+# a page holds its few matches and grep must find them among every repo's rows.
+GREPS = (
+    ("all_pairs_shortest_path_length_k{k}", True, False),
+    ("ALL_PAIRS_SHORTEST_PATH_LENGTH_K{k}", True, True),
+    (r"def dijkstra_path_k{k}\(G", False, False),
+    (r"(is_connected|is_biconnected)_k{k}\b", False, False),
+    (r"bench_scale_added_\d+", False, False),
+)
 GOALS = {
     "one_commit_s": "<= 5 s at 1M, flat from 100k",
     "added_mb": "<= 1 MB",
     "search_p95_ms": "<= 50 ms at 100k, <= 100 ms at 1M",
     "serve_rss_mib": "<= 2,560 MiB at 1M",
     "swap_s": "<= 1 s",
+    "grep_p95_ms": "<= 200 ms at 10M for a selective pattern",
 }
 
 
@@ -109,7 +120,40 @@ def one_commit(work: Path, n: int) -> None:
     gitrepo.commit(repo, files, message=f"one more function {n}")
 
 
-def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int]) -> dict:
+def grep_calls(copies: int) -> list[dict]:
+    spread = sorted({0, copies // 3, copies // 2, copies - 1})
+    return [
+        {"pattern": pattern.format(k=k), "literal": literal, "ignore_case": folded, "limit": 100}
+        for k in spread
+        for pattern, literal, folded in GREPS
+    ]
+
+
+def grep_without_index(data: Path, copies: int) -> dict:
+    """In this process: the same greps with every part's trigram index and with none (every allowed row read)."""
+    from query.grep import grep
+    from query.reader import SnapshotReader
+
+    reader = SnapshotReader(data)
+    rows = len(reader.live)
+    indexed = [p.grams for p in reader.parts]
+    out = {
+        "grams_mb": round(sum(p.grams.values.nbytes + p.grams.keys.nbytes for p in reader.parts if p.grams) / 2**20, 1)
+    }
+    for name, held in (("indexed", indexed), ("scan", [None] * len(indexed))):
+        for part, grams in zip(reader.parts, held):
+            part.grams = grams
+        seconds = []
+        for asked in grep_calls(copies)[:10]:
+            t0 = time.monotonic()
+            grep(reader, **asked)
+            seconds.append(time.monotonic() - t0)
+        out[name] = {"p50_ms": round(statistics.median(seconds) * 1000, 1), "max_ms": round(max(seconds) * 1000, 1)}
+    out["grams_bytes_per_chunk"] = round(out["grams_mb"] * 2**20 / rows)
+    return out
+
+
+def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int], copies: int) -> dict:
     import httpx
 
     from tests.servers import serve_subprocess
@@ -128,6 +172,7 @@ def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int]) -
             "get_file": timed(
                 [("get", "/v1/file", {"params": {"repo": "copy0", "path": p, "start": 1, "end": 200}}) for p in paths]
             ),
+            "grep": timed([("post", "/v1/grep", {"json": asked}) for asked in grep_calls(copies) * 2]),
         }
         status = Path(f"/proc/{proc.pid}/status").read_text()
         out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
@@ -193,27 +238,32 @@ def main() -> None:
             "bytes_added_max_mb": round(max(grown) / 2**20, 3),
             "snapshot_mb": round(snapshot_bytes(work / "data", changed["snapshot_id"]) / 2**20, 1),
             "data_dir_mb": round(tree_bytes(work / "data") / 2**20, 1),
-            "serve": serve_figures(work, env, paths, commits),
+            "serve": serve_figures(work, env, paths, commits, copies),
+            "grep_in_process": grep_without_index(work / "data", copies),
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
 
     columns = (
         "chunks, one-commit run (median / max), of which write, peak RSS, no-change run, snapshot, "
-        "added per run (mean / max), serve ready, serve RSS, search p50 / p95, route p95, get_file p95, swap"
+        "added per run (mean / max), serve ready, serve RSS, search p50 / p95, route p95, get_file p95, "
+        "grep p50 / p95, grep without its index (p50 / max), trigram index per chunk, swap"
     ).split(", ")
     header = "| " + " | ".join(columns) + " |"
     print(header)
     print("|" + "---|" * len(columns))
     for r in rows:
-        s = r["serve"]
+        s, g = r["serve"], r["grep_in_process"]
         print(
             f"| {r['chunks']:,} | {r['one_commit_s']} / {r['one_commit_max_s']} s | "
             f"{r['one_commit_seconds']['write']:.1f} s | {r['one_commit_peak_rss_mib']} MiB | {r['no_change_s']} s | "
             f"{r['snapshot_mb']} MB | {r['bytes_added_mb']} / {r['bytes_added_max_mb']} MB | "
             f"{s['ready_s']} s | "
             f"{s['rss_mib']} MiB | {s['search']['p50_ms']:.0f} / {s['search']['p95_ms']:.0f} ms | "
-            f"{s['route_task']['p95_ms']:.0f} ms | {s['get_file']['p95_ms']:.1f} ms | {s['swap_s']} s |"
+            f"{s['route_task']['p95_ms']:.0f} ms | {s['get_file']['p95_ms']:.1f} ms | "
+            f"{s['grep']['p50_ms']:.0f} / {s['grep']['p95_ms']:.0f} ms | "
+            f"{g['scan']['p50_ms']:.0f} / {g['scan']['max_ms']:.0f} ms | {g['grams_bytes_per_chunk']} B | "
+            f"{s['swap_s']} s |"
         )
     print("goals: " + "; ".join(f"{k} {v}" for k, v in GOALS.items()))
     if args.json:

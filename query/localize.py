@@ -32,6 +32,7 @@ from query.search import (
     row_mask,
     rrf,
     validate,
+    with_snippet,
 )
 from query.query_text import named_definitions, title_and_body
 
@@ -149,13 +150,22 @@ def runner_repos(reader: SnapshotReader, org: str) -> frozenset[str]:
     return reader.cached(f"runners:{org}", load)
 
 
-def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, reranker=None) -> list[FileHit]:
+def localize(
+    reader: SnapshotReader,
+    embedder: Embedder,
+    req: SearchRequest,
+    reranker=None,
+    snippets: bool = True,
+    known: dict[str, list] | None = None,
+) -> list[FileHit]:
+    """The files that best answer `req`, each with its best three chunks as evidence (without their snippets when
+    `snippets` is off: route_task reads only where each repo's best file ranks). `known`: see search.rank."""
     if req.mode == "history":
         validate(replace(req, mode="hybrid"), reader)
         return _history_alone(reader, embedder, req)
     validate(req, reader)
     mask = row_mask(req, reader)
-    pool = candidates(reader, embedder, req, reranker=reranker, mask=mask)
+    pool = candidates(reader, embedder, req, reranker=reranker, mask=mask, snippets=False, known=known)
     files: dict[tuple[str, str], FileHit] = {}
     for hit in pool:  # fused chunk order: each file's evidence is its best three chunks
         key = (hit.repo, hit.path)
@@ -210,7 +220,10 @@ def localize(reader: SnapshotReader, embedder: Embedder, req: SearchRequest, rer
             NAMED_FILE_BONUS if s["named_file"] or s["named_scope"] else 0.0
         )
         entry.score = round(s["test_weight"] * (weight * fused[key] + named), 6)
-    return sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
+    ranked = sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
+    for f in ranked if snippets else ():  # only the files answered show their evidence
+        f.evidence = [with_snippet(reader, h, req.query) for h in f.evidence]
+    return ranked
 
 
 def _file_hit(repo: str, path: str) -> FileHit:

@@ -41,6 +41,7 @@ from query.search import (
     SearchRequest,
     row_cosines,
     lexical_ranks,
+    top_ranks,
     query_vectors,
     row_mask,
     rrf,
@@ -56,6 +57,7 @@ RELATIVE_FLOOR = 0.5  # repos scoring under half the best are dropped
 SUBSTANCE_MIN_SHARE = 0.2  # below this share of code evidence, a repo is demoted...
 SUBSTANCE_FACTOR = 0.6  # ...by this factor (a threshold, not a ratio: a README that explains is fine)
 EVIDENCE_PER_REPO = 3
+MAX_RUNS = 10_000  # runs of one repo's rows past which candidates are found by sorting every score
 MAX_ROUTES = 20  # repos one answer ranks (route_task's limit on every surface)
 FILE_POOL = 30  # files ranked org-wide by file localization; a repo's place is its best file's
 # The ranking of repos by their past commit most like the task (query.history.repo_votes). `eval routing --mask
@@ -111,6 +113,29 @@ def _test_rows(paths: Labels) -> np.ndarray:
     return paths.mapped(is_test_file).values.astype(bool)[paths.codes]
 
 
+def _best_per_group(groups: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
+    """The indices of each group's `n` best scores, best first, ties in index order: what a stable sort of every
+    score followed by `_first_per_group` gives, without sorting a million scores (a repo's rows stand together,
+    part after part, so each run of one group is cut to its n best by a partition first)."""
+    runs = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1], True]) if len(groups) else np.zeros(1, np.int64)
+    if len(runs) > MAX_RUNS:  # groups interleaved (not a snapshot's order): sort them all
+        order = np.argsort(-scores, kind="stable")
+        return order[_first_per_group(groups[order], n)]
+    picked = []
+    for start, end in zip(runs[:-1].tolist(), runs[1:].tolist()):
+        run = scores[start:end]
+        if len(run) <= n:
+            picked.append(np.arange(start, end))
+            continue
+        nth = np.partition(run, len(run) - n)[len(run) - n]  # the n-th best
+        above = np.flatnonzero(run > nth)
+        ties = np.flatnonzero(run == nth)[: n - len(above)]  # in index order, as a stable sort keeps them
+        picked.append(start + np.sort(np.concatenate([above, ties])))
+    chosen = np.concatenate(picked) if picked else np.zeros(0, np.int64)
+    chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
+    return chosen[_first_per_group(groups[chosen], n)]  # a group in several runs keeps its n best
+
+
 def _first_per_group(groups: np.ndarray, n: int) -> np.ndarray:
     """A mask of the first `n` positions of each group value, in the order given."""
     by_group = np.argsort(groups, kind="stable")  # grouped, the given order kept within each group
@@ -144,18 +169,17 @@ def route(
     cos = row_cosines(reader, allowed, vector)
     relevance = cos.astype(np.float64)
     lexical = lexical_ranks(reader, req, mask)
+    known = {"vector": top_ranks(allowed, cos), "bm25": lexical}  # file localization ranks the same two lists
     if lexical:  # allowed is sorted: a BM25 hit's place in it by binary search
         hit_rows = np.asarray([row for row, _ in lexical])
         relevance[np.searchsorted(allowed, hit_rows)] += LEXICAL_BONUS * (1 - np.arange(len(lexical)) / CANDIDATES)
-    order = np.argsort(-relevance, kind="stable")
-    rows, scores = allowed[order], relevance[order]
     if not asks_for_tests(task):  # every repo's test suite speaks a test framework's vocabulary
-        keep = ~reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))[rows]
-        rows, scores = rows[keep], scores[keep]
+        keep = ~reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))[allowed]
+        allowed, relevance = allowed[keep], relevance[keep]
     repo_col = reader.col["repo"]
-    first = _first_per_group(repo_col.codes[rows], PER_REPO_CANDIDATES)
+    best = _best_per_group(repo_col.codes[allowed], relevance, PER_REPO_CANDIDATES)
     per_repo: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for row, score in zip(rows[first].tolist(), scores[first].tolist()):  # still in relevance order
+    for row, score in zip(allowed[best].tolist(), relevance[best].tolist()):  # in relevance order
         per_repo[repo_col[row]].append((row, score))
     cards, edges = reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
     routes = []
@@ -210,7 +234,7 @@ def route(
         )
     routes.sort(key=lambda r: (-r.score, r.repo))
     best = routes[0].score if routes else 0.0
-    return _fuse_files(reader, embedder, req, routes, best, before)[:limit]
+    return _fuse_files(reader, embedder, req, routes, best, before, known)[:limit]
 
 
 def _fuse_files(
@@ -220,13 +244,15 @@ def _fuse_files(
     routes: list[RepoRoute],
     best: float,
     before: int | None,
+    known: dict[str, list],
 ) -> list[RepoRoute]:
     """The routes in the order of rankings fused by reciprocal rank (ties to the repo score): the repo
     scores, each repo's best file in file localization over the whole org, which weighs what a task
     names (definitions, files, scopes) and whether it asks for tests, and, with history, the repos whose
     past commits are most like the task (HISTORY_WEIGHT). A repo under RELATIVE_FLOOR stays when it holds
     the first file."""
-    files = localize(reader, embedder, SearchRequest(query=req.query, org=req.org, limit=FILE_POOL))
+    asked = SearchRequest(query=req.query, org=req.org, limit=FILE_POOL)
+    files = localize(reader, embedder, asked, snippets=False, known=known)
     place: dict[str, int] = {}
     for i, f in enumerate(files, 1):
         place.setdefault(f.repo, i)

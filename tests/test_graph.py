@@ -326,9 +326,9 @@ def readme_queries() -> list[str]:
 def test_readme_duckdb_queries_run_on_a_real_snapshot(services):
     _, _, path, _ = services
     queries = readme_queries()
-    assert len(queries) == 4
+    assert len(queries) == 5
     con = graph_views(path)
-    most_called, resolution, env_readers, edges = [con.execute(q).fetchall() for q in queries]
+    most_called, resolution, env_readers, env_code, edges = [con.execute(q).fetchall() for q in queries]
     # payments' `lookup(...)` imports nothing of that name: no call of orders' lookup, so one caller, not two
     assert most_called == [("orders", "lookup", 1, 1)]
     assert resolution == [
@@ -346,6 +346,9 @@ def test_readme_duckdb_queries_run_on_a_real_snapshot(services):
         ("payments", ["payments/client.py"], 1),
         ("web", ["server.js"], 1),
     ]
+    # every read of a key, with the chunk whose text holds it: `chunks` reads the parts' text
+    assert len(env_code) == con.execute("SELECT count(*) FROM env_keys").fetchone()[0] >= 3
+    assert all(key in text for _, key, _, _, _, text in env_code)
     assert [(e[0], e[2]) for e in edges] == [
         ("http_call", 0.9),
         ("import", 0.9),

@@ -8,6 +8,8 @@ import shutil
 from dataclasses import replace
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import re2
 from dulwich.repo import Repo
@@ -231,3 +233,37 @@ def test_a_delta_part_is_indexed_and_a_missing_or_damaged_index_reads_the_part_w
         assert grep(whole, **asked) == grep(without_index(cfg.data_dir), **asked), asked
     _, problems = verify(cfg.data_dir)
     assert any(second.name in p and refs[1].part_id in p for p in problems), problems
+
+
+def test_duckdb_reads_the_live_chunks_through_graph_sql(indexed, tmp_path):
+    """graph.sql's `chunks`: plain DuckDB over the parts' chunk_text.parquet, superseded rows left out, the same
+    live rows the server reads."""
+    import duckdb
+
+    corpus, one = indexed
+    cfg = private_copy(corpus, tmp_path)
+    moved = tmp_path / "one"
+    shutil.copytree(corpus.root / "src" / "one", moved)
+    gitrepo.commit(Repo(str(moved)), {**one, "pkg/special.py": b"def Needle_Finder(haystack):\n    return 0\n"})
+    run(replace(cfg, repos=(RepoSpec(name="one", url=str(moved)), cfg.repos[1])), show_progress=False)
+    reader = SnapshotReader(cfg.data_dir)
+    con = duckdb.connect()
+    con.execute(f"SET file_search_path = '{reader.path}'")
+    con.execute((reader.path / "graph.sql").read_text())
+    rows = con.execute("SELECT row, repo, path, text FROM chunks ORDER BY row").fetchall()
+    live = np.flatnonzero(reader.live)
+    expected = sorted((reader.row_id(int(i)), reader.row(int(i))["repo"], reader.row(int(i))["path"]) for i in live)
+    assert [r[:3] for r in rows] == expected
+    special = [r[3] for r in rows if r[2] == "pkg/special.py"]
+    assert special == ["def Needle_Finder(haystack):\n    return 0"]  # the superseded text is not read
+    assert con.execute("SELECT count(*) FROM chunks c JOIN files f USING (org, repo, path)").fetchone()[0] > 0
+
+    assert verify(cfg.data_dir)[1] == []
+    ref = parts_of(reader.path, reader.manifest)[0]
+    copy = pq.read_table(part_file(ref, "chunk_text"))
+    texts = copy.column("text").to_pylist()
+    texts[0] = texts[0] + "\nAWS_SECRET = 'hidden'"  # text the server never serves
+    pq.write_table(
+        copy.set_column(copy.schema.get_field_index("text"), "text", pa.array(texts)), part_file(ref, "chunk_text")
+    )
+    assert any(f"{ref.part_id}: chunk_text.parquet does not hold" in p for p in verify(cfg.data_dir)[1])

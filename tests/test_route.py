@@ -168,3 +168,26 @@ def test_candidates_are_the_first_rows_of_each_repo_and_test_rows_are_judged_per
     paths = ["src/app.py", "tests/test_app.py", "src/app.py", "pkg/flag_test.go", "docs/tests.yaml"]
     assert _test_rows(Labels.of(pa.chunked_array([paths]))).tolist() == [is_test_file(p) for p in paths]
     assert [is_test_file(p) for p in paths] == [False, True, False, True, False]
+
+
+@pytest.mark.parametrize("max_runs", [10_000, 0])  # 0: every case sorted whole, as interleaved groups are
+def test_each_repos_best_candidates_are_those_a_full_sort_gives(max_runs, monkeypatch):
+    """_best_per_group against the full stable sort it replaces: runs of groups as a snapshot holds them, ties
+    (equal cosines of copied chunks) and groups split over runs, and interleaved groups."""
+    import numpy as np
+
+    from query import route_task
+    from query.route_task import _best_per_group, _first_per_group
+
+    monkeypatch.setattr(route_task, "MAX_RUNS", max_runs)
+    rng = np.random.default_rng(36)
+    for case in range(300):
+        sizes = rng.integers(0, 60, size=rng.integers(1, 8))
+        groups = np.repeat(rng.integers(0, 5, size=len(sizes)), sizes).astype(np.int32)
+        if case % 5 == 0:
+            rng.shuffle(groups)
+        scores = rng.integers(0, 12, size=len(groups)).astype(np.float64) / 11  # many ties
+        n = int(rng.integers(1, 20))
+        order = np.argsort(-scores, kind="stable")
+        expected = order[_first_per_group(groups[order], n)]
+        assert _best_per_group(groups, scores, n).tolist() == expected.tolist(), case

@@ -11,6 +11,8 @@ A snapshot is a manifest that names immutable **parts**, plus the few files that
         chunks.arrow        one row per (path, blob_id, chunk_index) at those paths: the refs that reach it, its
                             text and vector, and `row`, its id, stable for as long as the row lives. One Arrow IPC
                             record batch, which a query process maps: no copy, vectors a view of the file
+        grams.arrow         its trigram index: the blocks of 16 rows that hold each trigram of the text (grep)
+        chunk_text.parquet  the same rows without vectors, for DuckDB (graph.sql's `chunks`)
         files.parquet       one row per (ref, path): blob_id, lang, bytes, sha256, skip reason, chunks
         symbols … url_literals .parquet   structural facts at those paths (FACT_COLUMNS)
         card.parquet        the repo's card and its vector
@@ -49,6 +51,7 @@ from indexer.snapshot.format import (
     CARDS,
     CHUNKS_ARROW,
     CHUNKS_TABLE,
+    CHUNK_TEXT,
     CURRENT,
     FORMAT_VERSION,
     GRAPH_DIR,
@@ -142,6 +145,7 @@ __all__ = [
     "CARD",
     "CARDS",
     "CHUNKS_ARROW",
+    "CHUNK_TEXT",
     "CHUNKS_TABLE",
     "CURRENT",
     "EDGES_SCHEMA",

@@ -26,6 +26,7 @@ PARTS_DIR = "parts"
 PART_INFO = "part.json"
 PATHS = "paths"
 CHUNKS_ARROW = "chunks.arrow"
+CHUNK_TEXT = "chunk_text"  # a part's rows without vectors, as Parquet: graph.sql's `chunks` (DuckDB reads no IPC)
 CARD = "card.parquet"
 LEXICAL_DIR = "lexical"
 HISTORY_INFO = "history.json"  # a history part's own part.json (indexer/build/history.py)

@@ -26,6 +26,7 @@ from indexer.snapshot import (
     COMMIT_VECTORS,
     FACT_COLUMNS,
     LEXICAL_DIR,
+    CHUNK_TEXT,
     PART_TABLES,
     VECTORS_DIR,
     Manifest,
@@ -151,7 +152,7 @@ def deep_check(path: Path, item: Checkable) -> list[str]:
         chunks = read_part_chunks(ref)
         chunks.validate(full=True)
         problems += _vector_problems(f"{where}: chunk", chunks)
-        problems += _grams_problems(where, ref, chunks)
+        problems += _derived_problems(where, ref, chunks)
     except BaseException as exc:
         if not store_error(exc):
             raise
@@ -164,18 +165,31 @@ def deep_check(path: Path, item: Checkable) -> list[str]:
     return problems + _parquet_problems(where, ref, tables)
 
 
-def _grams_problems(where: str, ref: PartRef, chunks: pa.Table) -> list[str]:
-    """A part's trigram index must be the one its text builds: one that is not lets grep miss matching rows."""
-    path = part_file(ref, "grams")
-    if not path.exists():  # a part written before the index existed: grep reads it whole
-        return []
-    try:
-        stored = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-        stored.validate(full=True)
-        same = stored.equals(grams.build(chunks.column("text").to_pylist()), check_metadata=True)
-    except (pa.ArrowException, OSError) as exc:
-        return [f"{where}: {path.name}: {_first_line(exc)}"]
-    return [] if same else [f"{where}: {path.name} is not the trigram index of the part's text"]
+def _derived_problems(where: str, ref: PartRef, chunks: pa.Table) -> list[str]:
+    """A part's trigram index and chunk_text.parquet must be what its chunks give: an index that is not lets grep
+    miss matching rows, and DuckDB's `chunks` must read what the server serves. A part written before either file
+    existed has none."""
+    problems = []
+    for path, expected in (
+        (part_file(ref, "grams"), lambda: grams.build(chunks.column("text").to_pylist())),
+        (part_file(ref, CHUNK_TEXT), lambda: chunks.drop_columns(["vector"])),
+    ):
+        if not path.exists():
+            continue
+        try:
+            if path.suffix == ".parquet":
+                check_pages(path)
+                stored = pq.read_table(path)
+            else:
+                stored = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+            stored.validate(full=True)
+            if not stored.equals(expected(), check_metadata=path.suffix != ".parquet"):
+                problems.append(f"{where}: {path.name} does not hold what the part's chunks give")
+        except BaseException as exc:
+            if not store_error(exc):
+                raise
+            problems.append(f"{where}: {path.name}: {_first_line(exc)}")
+    return problems
 
 
 def _vector_problems(where: str, table: pa.Table) -> list[str]:
@@ -271,6 +285,8 @@ def _part_opens(ref: PartRef, manifest: Manifest) -> str | None:
             return f"manifest says {expected} chunks, vectors table has {table.num_rows}"
     for table in PART_TABLES + (("paths", "card") if ref.part_id is not None else ()):
         pq.read_metadata(part_file(ref, table))
+    if part_file(ref, CHUNK_TEXT).exists():
+        pq.read_metadata(part_file(ref, CHUNK_TEXT))
     if ref.part_id is None and (ref.dir / CARDS).exists():
         pq.read_metadata(ref.dir / CARDS)
     return None

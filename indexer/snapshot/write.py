@@ -30,6 +30,7 @@ from indexer.snapshot import (
     HISTORY_SCHEMAS,
     LEXICAL_DIR,
     PART_INFO,
+    CHUNK_TEXT,
     PARTS_DIR,
     PATHS,
     TABLE_SCHEMAS,
@@ -37,6 +38,8 @@ from indexer.snapshot import (
     Manifest,
     PartInfo,
     cards_schema,
+    chunk_schema,
+    data_dir_of,
     graph_path,
     commit_vectors_schema,
     history_lexical_schema,
@@ -50,9 +53,9 @@ TANTIVY_LOCKS = (".tantivy-meta.lock", ".tantivy-writer.lock")  # per process: n
 DELETE_BATCH = 10_000  # row ids per delete query
 
 
-def _write_parquet(table: pa.Table, path: Path) -> None:
+def _write_parquet(table: pa.Table, path: Path, **options) -> None:
     # Page checksums let `blobdex verify` tell flipped bytes from data (verify reads with checking on).
-    pq.write_table(table, path, write_page_checksum=True)
+    pq.write_table(table, path, write_page_checksum=True, **options)
 
 
 def vector_column(vectors: np.ndarray, dim: int) -> pa.FixedSizeListArray:
@@ -74,6 +77,8 @@ def write_part(
         with pa.OSFile(str(built / CHUNKS_ARROW), "wb") as sink, pa.ipc.new_file(sink, chunks.schema) as writer:
             writer.write_table(chunks.combine_chunks())  # one record batch: a reader's matrix is a view of the file
         grams.write(built / grams.GRAMS, chunks.column("text").to_pylist())
+        # The rows again without vectors, for DuckDB (which reads no Arrow IPC): zstd, about a tenth of chunks.arrow.
+        _write_parquet(chunks.drop_columns(["vector"]), built / f"{CHUNK_TEXT}.parquet", compression="zstd")
         for name, table in tables.items():
             _write_parquet(table, built / f"{name}.parquet")
         card = {"org": [info["org"]], "repo": [info["repo"]], "text": [info["card"]]} if info["card"] else None
@@ -218,9 +223,9 @@ def write_edges(built: Path, rows: list[dict]) -> None:
 
 
 def write_views(built: Path, manifest: Manifest) -> None:
-    """graph.sql: one DuckDB view per graph table over the snapshot's parts, superseded rows left out (a row is
-    superseded when a later part of its repo lists its path in paths.parquet). Paths are relative to the
-    snapshot's directory: `cd` there (or `SET file_search_path` to it) before `.read graph.sql`."""
+    """graph.sql: one DuckDB view per graph table, and `chunks`, over the snapshot's parts, superseded rows left
+    out (a row is superseded when a later part of its repo lists its path in paths.parquet). Paths are relative
+    to the snapshot's directory: `cd` there (or `SET file_search_path` to it) before `.read graph.sql`."""
     parts = [(p, r.org, r.name, seq) for r in manifest.repos for seq, p in enumerate(r.parts)]
     where = f"../../{PARTS_DIR}"
     listed = ", ".join(f"({_sql(p)}, {_sql(o)}, {_sql(n)}, {s})" for p, o, n, s in parts)
@@ -244,20 +249,27 @@ def write_views(built: Path, manifest: Manifest) -> None:
         f"CREATE OR REPLACE TEMP VIEW blobdex_commits AS SELECT * FROM (VALUES {commits or _NONE}) "
         "t(org, repo, ref, commit_id);"
     )
-    for table in ("files", *FACT_COLUMNS):
-        files = [f"{where}/{p}/{table}.parquet" for p, _, _, _ in parts]
+    text_parts = {p for p, _, _, _ in parts if (data_dir_of(built) / PARTS_DIR / p / f"{CHUNK_TEXT}.parquet").exists()}
+    if len(text_parts) < len(parts):  # parts written before chunk_text.parquet: `blobdex index --full` rewrites them
+        lines.append(
+            f"-- chunks: {len(parts) - len(text_parts)} parts have no {CHUNK_TEXT}.parquet, their rows are not in it"
+        )
+    views = [(t, t, TABLE_SCHEMAS[t].names, None) for t in ("files", *FACT_COLUMNS)]
+    views.append(("chunks", CHUNK_TEXT, [n for n in chunk_schema(1).names if n != "vector"], text_parts))
+    for view, table, names, having in views:
+        files = [f"{where}/{p}/{table}.parquet" for p, _, _, _ in parts if having is None or p in having]
         if not files:
-            names = ", ".join(f"NULL AS {c}" for c in TABLE_SCHEMAS[table].names)
-            lines.append(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {names} WHERE false;")
+            nulls = ", ".join(f"NULL AS {c}" for c in names)
+            lines.append(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {nulls} WHERE false;")
             continue
-        columns = ", ".join("k.commit_id" if c == "commit_id" else f"t.{c}" for c in TABLE_SCHEMAS[table].names)
+        columns = ", ".join("k.commit_id" if c == "commit_id" else f"t.{c}" for c in names)
         join = (
             " LEFT JOIN blobdex_commits k ON k.org = t.org AND k.repo = t.repo AND k.ref = t.ref"
             if table == "files"
             else ""
         )
         lines.append(
-            f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {columns} "
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {columns} "
             f"FROM read_parquet({_sql_list(files)}, filename = true) t "
             f"JOIN blobdex_parts p ON {_PART_OF.format('t')} = p.part{join} "
             "WHERE NOT EXISTS (SELECT 1 FROM blobdex_covers c "

@@ -22,7 +22,7 @@ from indexer.embed import Embedder, embed_text, vector_tier
 from query import MAX_LIMIT
 from query.reader import SnapshotReader
 from query.rerank import RERANK_POOL
-from query.search.hits import SNIPPET_LINES, chunk_hit, overlay_hit, snapshot_hit, snippet
+from query.search.hits import SNIPPET_LINES, chunk_hit, overlay_hit, snapshot_hit, snippet, with_snippet
 from query.search.request import (
     HIT_FIELDS,
     KINDS,
@@ -57,6 +57,7 @@ from query.search.signals import (
     rrf,
     similarity,
     symbol_ranks,
+    top_ranks,
     vector_ranks,
 )
 from query.search.thresholds import Thresholds, keep_similar, similarity_floor
@@ -101,6 +102,8 @@ __all__ = [
     "similarity",
     "similarity_floor",
     "snippet",
+    "top_ranks",
+    "with_snippet",
     "validate",
 ]
 
@@ -127,17 +130,20 @@ def candidates(
     reranker=None,
     limit: int | None = None,
     mask: np.ndarray | None = None,
+    snippets: bool = True,
+    known: dict[str, list] | None = None,
 ) -> list[Hit]:
     """The fused candidates as hits (every one, or the first `limit`), a hybrid head reranked when a
-    reranker is given. `req` must have been validated; `mask` is its row_mask when the caller has it."""
+    reranker is given. `req` must have been validated; `mask` is its row_mask when the caller has it. Without
+    `snippets`, snapshot hits have none (hits.with_snippet adds one). `known`: see `rank`."""
     rerank = reranker is not None and req.mode == "hybrid"
-    best = rank(reader, embedder, req, overlay, mask=mask)
+    best = rank(reader, embedder, req, overlay, mask=mask, known=known)
     if limit is not None:
         best = best[: max(limit, RERANK_POOL) if rerank else limit]
     hits = [
         overlay_hit(overlay, key.index, signals, req)
         if isinstance(key, OverlayKey)
-        else snapshot_hit(reader, key, signals, req)
+        else snapshot_hit(reader, key, signals, req, snippets)
         for key, signals in best
     ]
     if rerank:
@@ -159,9 +165,13 @@ def rank(
     overlay: Overlay | None = None,
     depth: int = CANDIDATES,
     mask: np.ndarray | None = None,
+    known: dict[str, list] | None = None,
 ) -> list[tuple[int | tuple, dict]]:
     """Every candidate in fused order as (a snapshot row or an OverlayKey, signals); `depth`
-    candidates per signal. Evaluation asks for more depth than a page of results needs."""
+    candidates per signal. Evaluation asks for more depth than a page of results needs. `known`: the vector
+    and bm25 rankings a caller already made of this request and mask at this depth (route_task scores every
+    row itself; a second pass over a million vectors would cost what the first did)."""
+    known = known or {}
     mask = row_mask(req, reader) if mask is None else mask.copy()  # shadowing must not touch the caller's
     if overlay is not None:
         # Shadowing happens before ranking: a path the session deleted has no chunks of its own
@@ -171,8 +181,8 @@ def rank(
     # BM25 alone reads no model: nothing is embedded and a hit's similarity is 0 (a query process that only
     # asks BM25 never loads the embedder).
     vector = query_vectors(embedder, req.query) if req.mode != "bm25" else None
-    vec = vector_ranks(reader, vector, mask, depth) if vector is not None else []
-    lex = lexical_ranks(reader, req, mask, depth) if req.mode != "vector" else []
+    vec = known.get("vector") or vector_ranks(reader, vector, mask, depth) if vector is not None else []
+    lex = known.get("bm25") or lexical_ranks(reader, req, mask, depth) if req.mode != "vector" else []
     sym = symbol_ranks(reader, req, mask, lex, vec, depth) if req.mode == "hybrid" else []
     extra = []
     if overlay is not None:

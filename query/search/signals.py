@@ -68,13 +68,17 @@ def vector_ranks(
     reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray, depth: int = CANDIDATES
 ) -> list[tuple[int, float]]:
     allowed = np.flatnonzero(mask)
-    if not len(allowed):
+    return top_ranks(allowed, row_cosines(reader, allowed, vector), depth) if len(allowed) else []
+
+
+def top_ranks(rows: np.ndarray, scores: np.ndarray, depth: int = CANDIDATES) -> list[tuple[int, float]]:
+    """The `depth` best (row, score) of `rows` scored `scores`, best first."""
+    if not len(rows):
         return []
-    scores = row_cosines(reader, allowed, vector)
-    k = min(depth, len(allowed))
+    k = min(depth, len(rows))
     top = np.argpartition(-scores, k - 1)[:k]
     top = top[np.argsort(-scores[top], kind="stable")]
-    return [(int(allowed[i]), float(scores[i])) for i in top]
+    return [(int(rows[i]), float(scores[i])) for i in top]
 
 
 def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str, ...]) -> tantivy.Query | None:
