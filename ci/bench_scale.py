@@ -153,6 +153,49 @@ def grep_without_index(data: Path, copies: int) -> dict:
     return out
 
 
+def vectors_in_process(data: Path) -> dict:
+    """In this process: vector search (the vector signal alone, QUERIES x 3) through the snapshot's approximate
+    index and exact, recall@10 of the first against the second (ties counted: copies share vectors), and route
+    with each."""
+    from indexer.embed import HashEmbedder
+    from query.reader import SnapshotReader
+    from query.route_task import route
+    from query.search import SearchRequest, row_mask
+    from query.search.signals import query_vectors, vector_ranks
+
+    embedder, out = HashEmbedder(), {}
+    readers = {"approximate": SnapshotReader(data), "exact": SnapshotReader(data, exact=True)}
+    out["codebook"] = readers["approximate"].approximate is not None
+    ranked = {}
+    for name, reader in readers.items():
+        seconds, routes, ranked[name] = [], [], []
+        for q in QUERIES * 3:
+            mask = row_mask(SearchRequest(query=q, org="default"), reader)
+            t0 = time.monotonic()
+            ranked[name].append(vector_ranks(reader, query_vectors(embedder, q + " "), mask, depth=10))
+            seconds.append(time.monotonic() - t0)
+        for q in QUERIES:
+            t0 = time.monotonic()
+            route(reader, embedder, q)
+            routes.append(time.monotonic() - t0)
+        out[name] = {
+            "vector_p50_ms": _ms(seconds, 0.5),
+            "vector_p95_ms": _ms(seconds, 0.95),
+            "route_p95_ms": _ms(routes, 0.95),
+        }
+    hits = sum(
+        sum(1 for _, score in near if score >= exact[-1][1] - 1e-6)
+        for near, exact in zip(ranked["approximate"], ranked["exact"])
+    )
+    out["recall_at_10"] = round(hits / (10 * len(ranked["exact"])), 4)
+    return out
+
+
+def _ms(seconds: list[float], share: float) -> float:
+    ordered = sorted(seconds)
+    return round(ordered[int(share * (len(ordered) - 1))] * 1000, 1)
+
+
 def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int], copies: int) -> dict:
     import httpx
 
@@ -240,6 +283,11 @@ def main() -> None:
             "data_dir_mb": round(tree_bytes(work / "data") / 2**20, 1),
             "serve": serve_figures(work, env, paths, commits, copies),
             "grep_in_process": grep_without_index(work / "data", copies),
+            "vectors_in_process": vectors_in_process(work / "data"),
+            "add_run_seconds": added["seconds"],
+            "bytes_per_chunk": round(
+                snapshot_bytes(work / "data", changed["snapshot_id"]) / changed["totals"]["chunks"]
+            ),
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
@@ -264,6 +312,21 @@ def main() -> None:
             f"{s['grep']['p50_ms']:.0f} / {s['grep']['p95_ms']:.0f} ms | "
             f"{g['scan']['p50_ms']:.0f} / {g['scan']['max_ms']:.0f} ms | {g['grams_bytes_per_chunk']} B | "
             f"{s['swap_s']} s |"
+        )
+    print()
+    print(
+        "| chunks | vector search p50 / p95, approximate | exact | recall@10 | route p95 in process, approximate / exact "
+        "| bytes on disk per chunk | the run that added repos: seconds by stage |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        v = r["vectors_in_process"]
+        a, e = v["approximate"], v["exact"]
+        stages = ", ".join(f"{k} {t:.0f}" for k, t in r["add_run_seconds"].items() if t >= 0.5)
+        print(
+            f"| {r['chunks']:,} | {a['vector_p50_ms']} / {a['vector_p95_ms']} ms | {e['vector_p50_ms']} / "
+            f"{e['vector_p95_ms']} ms | {v['recall_at_10']} | {a['route_p95_ms']} / {e['route_p95_ms']} ms | "
+            f"{r['bytes_per_chunk']:,} | {stages} |"
         )
     print("goals: " + "; ".join(f"{k} {v}" for k, v in GOALS.items()))
     if args.json:

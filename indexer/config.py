@@ -37,6 +37,7 @@ KNOWN_KEYS = {
     "max_blob_bytes": ("whole number", f"max_blob_bytes = {MAX_BLOB_BYTES}"),
     "keep_snapshots": ("whole number", f"keep_snapshots = {KEEP_SNAPSHOTS}"),
     "fast_first": ("boolean", "fast_first = false"),
+    "exact_search": ("boolean", "exact_search = true (score every chunk's vector; no approximate index)"),
     "backfill_seconds": ("whole number", "backfill_seconds = 600 (0: until done)"),
     "session_idle_hours": ("number", f"session_idle_hours = {SESSION_IDLE_HOURS}"),
     "reranker": ("string", 'reranker = "/models/cross-encoder"'),
@@ -172,6 +173,8 @@ class Config:
     # (indexer/build/__init__.py); backfill_seconds caps the embedding one run does after that (0: no cap).
     fast_first: bool = True
     backfill_seconds: int = 0
+    # Vector search scores every allowed chunk instead of asking the snapshot's approximate index (query.approximate).
+    exact_search: bool = False
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
     session_idle_hours: float = SESSION_IDLE_HOURS  # the query server sweeps idle session overlays after this
     reranker: str = ""  # a local sentence-transformers CrossEncoder that reorders hybrid results; "" is off
@@ -297,6 +300,7 @@ def load(
         max_blob_bytes=raw.get("max_blob_bytes", MAX_BLOB_BYTES),
         keep_snapshots=raw.get("keep_snapshots", KEEP_SNAPSHOTS),
         fast_first=raw.get("fast_first", True),
+        exact_search=raw.get("exact_search", False),
         backfill_seconds=raw.get("backfill_seconds", 0),
         session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
         reranker=raw.get("reranker", ""),
@@ -498,6 +502,8 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
     doc["keep_snapshots"] = cfg.keep_snapshots
     if not cfg.fast_first:
         doc["fast_first"] = False
+    if cfg.exact_search:
+        doc["exact_search"] = True
     if cfg.backfill_seconds:
         doc["backfill_seconds"] = cfg.backfill_seconds
     if cfg.session_idle_hours != SESSION_IDLE_HOURS:

@@ -20,9 +20,10 @@ class LiveSnapshot:
     """Follows CURRENT under `data_dir`: refuse a snapshot that cannot be served, retry it later, swap in
     one that can. `model_ids()` names the models the server can embed queries with (checked on every open)."""
 
-    def __init__(self, data_dir: Path, model_ids: Callable[[], tuple[str, ...]]):
+    def __init__(self, data_dir: Path, model_ids: Callable[[], tuple[str, ...]], exact: bool = False):
         self.data_dir = data_dir
         self.model_ids = model_ids
+        self.exact = exact  # exact_search: every vector search scores every allowed row
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None  # (snapshot id, when) of the last one refused
         self._damaged: set[str] = set()  # snapshots a query found damaged: never served again
@@ -68,7 +69,7 @@ class LiveSnapshot:
     def _fall_back(self, damaged: SnapshotReader) -> SnapshotReader:
         """Serve the newest older kept snapshot that opens instead of `damaged`; `damaged` itself when none does."""
         self._damaged.add(damaged.snapshot_id)
-        older = open_kept(self.data_dir, self.model_ids(), before=damaged.snapshot_id)
+        older = open_kept(self.data_dir, self.model_ids(), before=damaged.snapshot_id, exact=self.exact)
         if older is None:
             log.error(
                 "snapshot %s is damaged (%s) and no older kept snapshot opens: it serves what it still can; "
@@ -94,11 +95,12 @@ class LiveSnapshot:
     def _swap(self, live: str | None) -> SnapshotReader:
         """Open `live` and serve it; if it cannot be served, keep (or at start-up find) one that can."""
         try:
-            fresh = SnapshotReader(self.data_dir, live, previous=self._reader)  # takes over the parts both list
+            # takes over the parts both list
+            fresh = SnapshotReader(self.data_dir, live, previous=self._reader, exact=self.exact)
             fresh.check_model(self.model_ids())
         except SnapshotError as exc:
             if self._reader is None:  # starting up: serve the newest kept snapshot that opens
-                fresh = open_kept(self.data_dir, self.model_ids())
+                fresh = open_kept(self.data_dir, self.model_ids(), exact=self.exact)
                 if fresh is None:
                     raise
                 if live is None:

@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexer.languages import category
+from query.approximate import open_approximate
+from indexer.snapshot.ann import CODES, read_codes
 from indexer.snapshot.grams import Grams, GramsError
 from indexer.snapshot import (
     PartRef,
@@ -115,6 +117,7 @@ class PartView:
         self.labels = {name: Labels.of(self.rows.column(name)) for name in LABELLED}
         self.symbols = SymbolIndex(self.rows.column("symbol"), self.labels["kind"])
         self.grams = _grams_of(ref, len(self))
+        self.codes = _codes_of(ref, len(self))
         self._at: dict[tuple[str, str, str], list[int]] | None = None
 
     def __len__(self) -> int:
@@ -210,7 +213,13 @@ class SnapshotReader:
     faster than LanceDB's flat scan and with perfect recall (docs/format.md, "Why per-repo Arrow parts").
     """
 
-    def __init__(self, data_dir: Path, snapshot_id: str | None = None, previous: "SnapshotReader | None" = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        snapshot_id: str | None = None,
+        previous: "SnapshotReader | None" = None,
+        exact: bool = False,
+    ):
         self.path, self.manifest = open_manifest(data_dir, snapshot_id)
         held = {p.key: p for p in previous.parts} if previous is not None else {}
         try:
@@ -231,6 +240,8 @@ class SnapshotReader:
         empty = chunk_schema(self.manifest.dim).empty_table().drop_columns(["vector"])
         self.rows = pa.concat_tables([p.rows for p in self.parts]) if self.parts else empty
         self.vectors = Vectors([p.vectors for p in self.parts], self.offsets, self.manifest.dim)
+        # None: every vector search is exact (`exact`: exact_search in blobdex.toml; or no codebook)
+        self.approximate = None if exact else open_approximate(self.path, self.parts, self.offsets)
         self.damaged: str | None = None  # why a query failed on damaged bytes (LexicalSearcher)
         self.searcher = LexicalSearcher(self.lexical.searcher(), self)
         self.schema = self.lexical.schema
@@ -388,14 +399,16 @@ def _without(labels: Labels, rows: np.ndarray) -> Labels:
     return Labels(codes, values)
 
 
-def open_kept(data_dir: Path, model_ids: tuple[str, ...], before: str | None = None) -> SnapshotReader | None:
+def open_kept(
+    data_dir: Path, model_ids: tuple[str, ...], before: str | None = None, exact: bool = False
+) -> SnapshotReader | None:
     """The newest snapshot kept before CURRENT's (and before `before`, when given) that opens and serves one of
     `model_ids`, or None."""
     for snapshot_id in kept(data_dir):
         if before is not None and snapshot_id >= before:
             continue
         try:
-            reader = SnapshotReader(data_dir, snapshot_id)
+            reader = SnapshotReader(data_dir, snapshot_id, exact=exact)
             reader.check_model(model_ids)
             return reader
         except SnapshotError as exc:
@@ -438,6 +451,20 @@ def _grams_of(ref: PartRef, rows: int) -> Grams | None:
     except (GramsError, pa.ArrowException, OSError) as exc:
         log.warning("part %s: its trigram index is unusable (%s); grep reads the part whole", ref.part_id, exc)
         return None
+
+
+def _codes_of(ref: PartRef, rows: int) -> tuple[np.ndarray, str] | None:
+    """A part's codes for approximate search and their codebook's digest, or None (none, or unreadable: its rows
+    are then scored exactly)."""
+    path = ref.dir / CODES
+    if ref.part_id is None or not path.exists():
+        return None
+    try:
+        codes, digest = read_codes(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        log.warning("part %s: its codes are unusable (%s); its rows are scored exactly", ref.part_id, exc)
+        return None
+    return (codes, digest) if len(codes) == rows else None
 
 
 def _check_offsets(table: pa.Table) -> None:

@@ -57,6 +57,7 @@ RELATIVE_FLOOR = 0.5  # repos scoring under half the best are dropped
 SUBSTANCE_MIN_SHARE = 0.2  # below this share of code evidence, a repo is demoted...
 SUBSTANCE_FACTOR = 0.6  # ...by this factor (a threshold, not a ratio: a README that explains is fine)
 EVIDENCE_PER_REPO = 3
+ROUTE_POOL = 2000  # rows near the task an approximate search gives routing (an exact one scores every row)
 MAX_RUNS = 10_000  # runs of one repo's rows past which candidates are found by sorting every score
 MAX_ROUTES = 20  # repos one answer ranks (route_task's limit on every surface)
 FILE_POOL = 30  # files ranked org-wide by file localization; a repo's place is its best file's
@@ -166,11 +167,14 @@ def route(
     if not len(allowed):
         return []
     vector = query_vectors(embedder, task)
+    lexical = lexical_ranks(reader, req, mask)
+    if reader.approximate is not None and reader.approximate.asked(len(allowed)):  # near the task, and BM25's
+        near = reader.approximate.candidates(vector, mask, ROUTE_POOL)
+        allowed = np.union1d(near, np.asarray([row for row, _ in lexical], dtype=np.int64))
     cos = row_cosines(reader, allowed, vector)
     relevance = cos.astype(np.float64)
-    lexical = lexical_ranks(reader, req, mask)
     known = {"vector": top_ranks(allowed, cos), "bm25": lexical}  # file localization ranks the same two lists
-    if lexical:  # allowed is sorted: a BM25 hit's place in it by binary search
+    if lexical:  # allowed is sorted and holds every hit: a BM25 hit's place in it by binary search
         hit_rows = np.asarray([row for row, _ in lexical])
         relevance[np.searchsorted(allowed, hit_rows)] += LEXICAL_BONUS * (1 - np.arange(len(lexical)) / CANDIDATES)
     if not asks_for_tests(task):  # every repo's test suite speaks a test framework's vocabulary

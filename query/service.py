@@ -147,7 +147,7 @@ class Service:
         self._embedder = embedder
         self._fast: Embedder | None = None  # the configured model's static tier, loaded when a snapshot has it
         self._reranker = None
-        self.live = LiveSnapshot(cfg.data_dir, self.model_ids)
+        self.live = LiveSnapshot(cfg.data_dir, self.model_ids, exact=cfg.exact_search)
         self._lock = threading.Lock()  # the stores: opened in a moment
         self._loading = threading.Lock()  # the embedder and the reranker: loading one takes seconds, and a
         # session call must not wait behind it

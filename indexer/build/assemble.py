@@ -4,6 +4,7 @@ manifest, then publish it (indexer/snapshot/publish.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections import Counter, defaultdict
@@ -22,6 +23,8 @@ from indexer.snapshot.publish import build_dir, publish
 from indexer.build.report import Report
 from indexer.build.rows import Tables
 from indexer.snapshot import FACT_COLUMNS, Manifest, RepoState
+from indexer.build.codebook import run_codebook
+from indexer.snapshot.ann import CODEBOOK
 from indexer.build.vectors import embed_stage, vectors
 from indexer.versions import TOOLS
 from indexer.snapshot.read import history_commits, read_history_parts
@@ -88,6 +91,14 @@ def publish_snapshot(
     states, written = planned.states, {}
     for key, h in run.history.items():
         states[key].history, states[key].history_as = list(h.parts), h.settings
+    t0 = time.monotonic()
+
+    def fresh_vectors(plan):
+        return vectors(run, plan.texts(), dim, show_progress=False)[0]
+
+    may_train = not manifest_fields.get("backfill_model_id")  # a fast tier trains nothing: it must be quick
+    codebook = run_codebook(run, planned, dim, same_model, fresh_vectors, may_train)
+    report.seconds["write"] += time.monotonic() - t0
     for key, plan in planned.plans.items():
         t0 = time.monotonic()  # the embed stage cached them: read back (a damaged entry is embedded again)
         matrix, again = vectors(run, plan.texts(), dim, show_progress=False)
@@ -95,7 +106,7 @@ def publish_snapshot(
         report.seconds["embed"] += time.monotonic() - t0
         embedded += again
         t0 = time.monotonic()
-        written[key] = planned.writer.write(plan, dim, matrix, card_vector)
+        written[key] = planned.writer.write(plan, dim, matrix, card_vector, codebook)
         plan.state.parts = written[key].parts
         report.seconds["write"] += time.monotonic() - t0
     if counted:
@@ -106,6 +117,7 @@ def publish_snapshot(
         t0 = time.monotonic()
         _lexical(run, built, written, lexical_from)
         _history_lexical(run, built, states)
+        _keep_codebook(run, built, codebook)
         edge_count = _edges(cfg.data_dir, built, states)
         report.seconds["write"] += time.monotonic() - t0
         t0 = time.monotonic()
@@ -252,3 +264,19 @@ def totals(report: Report, manifest: Manifest, data_dir: Path) -> None:
     report.commits = history_commits(data_dir, manifest)
     report.parse_fallbacks = sum(r.parse_fallbacks for r in manifest.repos)
     report.syntax_errors = sum(r.syntax_errors for r in manifest.repos)
+
+
+def _keep_codebook(run: Run, built: Path, codebook) -> None:
+    """The codebook the parts were encoded with, in the snapshot's directory: a link to the base's copy when it is
+    that one (one file on disk and in a bucket), else written."""
+    if codebook is None:
+        return
+    kept = run.base.path / CODEBOOK if run.base is not None else None
+    if kept is not None and kept.exists() and kept.stat().st_size == len(codebook.blob):
+        try:
+            if kept.read_bytes() == codebook.blob:
+                os.link(kept, built / CODEBOOK)
+                return
+        except OSError:
+            pass  # another file system, or no links: written below
+    (built / CODEBOOK).write_bytes(codebook.blob)

@@ -31,6 +31,7 @@ from indexer.snapshot import (
     read_part_chunks,
     read_part_info,
     read_part_table,
+    vector_matrix,
 )
 from indexer.snapshot.write import vector_column, write_part
 
@@ -242,13 +243,19 @@ class PartWriter:
             add=add,
         )
 
-    def write(self, plan: PartPlan, dim: int, vectors: np.ndarray, card_vector: np.ndarray | None) -> RepoParts:
-        """Write a plan's part with the model's `vectors` of its fresh rows (in order) and of its card."""
+    def write(
+        self, plan: PartPlan, dim: int, vectors: np.ndarray, card_vector: np.ndarray | None, codebook=None
+    ) -> RepoParts:
+        """Write a plan's part with the model's `vectors` of its fresh rows (in order) and of its card, and the
+        rows' codes under `codebook` (indexer/snapshot/ann.py) when the run has one."""
         fresh = plan.fresh.append_column("vector", vector_column(vectors, dim)).cast(chunk_schema(dim))
         chunks = pa.concat_tables([plan.held.cast(chunk_schema(dim)), fresh]) if plan.held.num_rows else fresh
         info = {"org": plan.state.org, "repo": plan.state.name, "model_id": self.model_id, "dim": dim}
         info = {**info, "card": plan.card, "edge_inputs": plan.edge_inputs, "base": plan.base}
-        part = write_part(self.data_dir, info=info, chunks=chunks, tables=plan.tables, card_vector=card_vector)
+        codes = (codebook.encode(vector_matrix(chunks, dim)), codebook.digest) if codebook is not None else None
+        part = write_part(
+            self.data_dir, info=info, chunks=chunks, tables=plan.tables, card_vector=card_vector, codes=codes
+        )
         return RepoParts(parts=[r.part_id for r in plan.keep] + [part.part_id], drop=plan.drop, add=plan.add)
 
     def _about(self, state: RepoState, tables: dict[str, pa.Table], chunks: pa.Table) -> tuple[str, dict]:

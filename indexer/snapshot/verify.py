@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
-from indexer.snapshot import grams
+from indexer.snapshot import ann, grams
 from indexer.snapshot.checksums import check_pages
 from indexer.snapshot import (
     CARDS,
@@ -366,7 +366,37 @@ def verify(data_dir: Path, snapshot_id: str | None = None) -> tuple[str, list[st
             continue
         if vectors.shape[1] != manifest.dim:  # their norms: deep_check
             problems.append(f"{name} vectors have dim {vectors.shape[1]}, the manifest says {manifest.dim}")
-    return manifest.snapshot_id, problems
+    return manifest.snapshot_id, problems + _codes_problems(path, refs)
+
+
+def _codes_problems(path: Path, refs: list[PartRef]) -> list[str]:
+    """The codebook reads, and each part's codes are one per row under it: a server searches what does not
+    exactly (correct, and slower), which only `verify` says."""
+    try:
+        codebook = ann.Codebook.read(path / ann.CODEBOOK)
+    except BaseException as exc:
+        if not store_error(exc):
+            raise
+        return [f"{ann.CODEBOOK}: {_first_line(exc)}; vector search is exact until 'blobdex index --full'"]
+    problems = []
+    for ref in refs:
+        codes_path = ref.dir / ann.CODES
+        if codebook is None or ref.part_id is None or not codes_path.exists():
+            continue
+        try:
+            codes, digest = ann.read_codes(codes_path)
+        except BaseException as exc:
+            if not store_error(exc):
+                raise
+            problems.append(f"part {ref.part_id}: {ann.CODES}: {_first_line(exc)}")
+            continue
+        rows, width = read_part_info(ref.dir).rows, codebook.index.sa_code_size()
+        if digest == codebook.digest and codes.shape != (rows, width):
+            problems.append(
+                f"part {ref.part_id}: {ann.CODES} holds {codes.shape[0]} codes of {codes.shape[1]} bytes, "
+                f"{rows} of {width} expected"
+            )
+    return problems
 
 
 def _legacy_copy(ref: PartRef, manifest: Manifest) -> list[str]:

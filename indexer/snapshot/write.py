@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import tantivy
 
 from indexer.snapshot import grams
+from indexer.snapshot.ann import CODES, write_codes
 from indexer.snapshot.publish import finish_part, part_build_dir
 from indexer.snapshot import (
     CARD,
@@ -70,13 +71,17 @@ def write_part(
     chunks: pa.Table,
     tables: dict[str, pa.Table],
     card_vector: np.ndarray | None,
+    codes: tuple[np.ndarray, str] | None = None,
 ) -> PartInfo:
     """Write one part (`info`: PartInfo's fields but part_id and rows; `chunks` in chunk_schema; `tables`: paths,
-    files and every fact table) aside, then rename it into place. Returns what part.json says."""
+    files and every fact table; `codes`: its rows' codes and their codebook's digest, for approximate search)
+    aside, then rename it into place. Returns what part.json says."""
     with _aside(data_dir) as (part_id, built):
         with pa.OSFile(str(built / CHUNKS_ARROW), "wb") as sink, pa.ipc.new_file(sink, chunks.schema) as writer:
             writer.write_table(chunks.combine_chunks())  # one record batch: a reader's matrix is a view of the file
         grams.write(built / grams.GRAMS, chunks.column("text").to_pylist())
+        if codes is not None:
+            write_codes(built / CODES, *codes)
         # The rows again without vectors, for DuckDB (which reads no Arrow IPC): zstd, about a tenth of chunks.arrow.
         _write_parquet(chunks.drop_columns(["vector"]), built / f"{CHUNK_TEXT}.parquet", compression="zstd")
         for name, table in tables.items():

@@ -68,6 +68,8 @@ def vector_ranks(
     reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray, depth: int = CANDIDATES
 ) -> list[tuple[int, float]]:
     allowed = np.flatnonzero(mask)
+    if reader.approximate is not None and reader.approximate.asked(len(allowed)):  # query.approximate
+        allowed = reader.approximate.candidates(vector, mask)
     return top_ranks(allowed, row_cosines(reader, allowed, vector), depth) if len(allowed) else []
 
 
