@@ -315,8 +315,8 @@ def main() -> None:
         )
     print()
     print(
-        "| chunks | vector search p50 / p95, approximate | exact | recall@10 | route p95 in process, approximate / exact "
-        "| bytes on disk per chunk | the run that added repos: seconds by stage |"
+        "| chunks | vector search p50 / p95, approximate | exact | recall@10 | route p95 in process, approximate / "
+        "exact | bytes on disk per chunk | the run that added repos: seconds by stage |"
     )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
