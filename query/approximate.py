@@ -39,20 +39,28 @@ class Approximate:
             self.covered[start : start + len(part)] = True
         self.digest = codebook.digest
 
+    def describe(self) -> str:
+        """How vector search runs, as status says it."""
+        covered = int(self.covered.sum())
+        return (
+            f"approximate past {EXACT_ROWS:,} allowed chunks: IVF-PQ codebook {self.digest}, {NPROBE} of "
+            f"{self.index.nlist} lists probed, {RESCORE} candidates a passage rescored exactly; "
+            f"{covered:,} of {len(self.covered):,} chunks coded (the rest are scored exactly)"
+        )
+
     def asked(self, allowed: int) -> bool:
         """Whether a search over `allowed` rows uses this index (below EXACT_ROWS, exact is as fast)."""
         return allowed >= EXACT_ROWS
 
     def candidates(self, queries: np.ndarray, mask: np.ndarray, k: int = RESCORE) -> np.ndarray:
         """The positions the index finds near any of the query's passages (`k` each) among the `mask`ed rows,
-        and every masked row it does not cover; sorted."""
+        sorted. Rows it holds no codes of (`covered` is False) are never among them: callers score those."""
         import faiss
 
         bitmap = np.packbits(mask, bitorder="little")  # bit i of byte i // 8 is position i, as faiss reads it
         params = faiss.SearchParametersIVF(sel=faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap)), nprobe=NPROBE)
         _, found = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k, params=params)
-        near = np.unique(found[found >= 0])
-        return np.union1d(near, np.flatnonzero(mask & ~self.covered))
+        return np.unique(found[found >= 0])
 
 
 def open_approximate(path, parts, offsets: np.ndarray) -> Approximate | None:

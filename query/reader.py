@@ -156,6 +156,19 @@ class Vectors:
                 out[start : start + len(matrix)] = (matrix @ queries.T).max(axis=1)
         return out
 
+    def scored(self, queries: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the positions `mask` holds, their best cosines), scored part by part: in place where most of a part
+        is asked, gathered where a few rows are."""
+        rows, scores = [np.zeros(0, np.int64)], [np.zeros(0, np.float32)]
+        for matrix, start in zip(self.matrices, self.offsets.tolist()):
+            local = np.flatnonzero(mask[start : start + len(matrix)])
+            if not len(local):
+                continue
+            whole = len(local) * 4 >= len(matrix)  # as row_cosines decides: a gather copies what it scores
+            scores.append((matrix @ queries.T).max(axis=1)[local] if whole else (matrix[local] @ queries.T).max(axis=1))
+            rows.append(local + start)
+        return np.concatenate(rows), np.concatenate(scores).astype(np.float32, copy=False)
+
     def __getitem__(self, rows) -> np.ndarray:
         if np.ndim(rows) == 0:
             return self[[rows]][0]

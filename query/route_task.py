@@ -41,6 +41,7 @@ from query.search import (
     SearchRequest,
     row_cosines,
     lexical_ranks,
+    scored_rows,
     top_ranks,
     query_vectors,
     row_mask,
@@ -168,10 +169,13 @@ def route(
         return []
     vector = query_vectors(embedder, task)
     lexical = lexical_ranks(reader, req, mask)
-    if reader.approximate is not None and reader.approximate.asked(len(allowed)):  # near the task, and BM25's
-        near = reader.approximate.candidates(vector, mask, ROUTE_POOL)
-        allowed = np.union1d(near, np.asarray([row for row, _ in lexical], dtype=np.int64))
-    cos = row_cosines(reader, allowed, vector)
+    allowed, cos = scored_rows(reader, vector, mask, ROUTE_POOL)  # every row, or those near the task
+    unscored = np.setdiff1d(np.asarray([row for row, _ in lexical], dtype=np.int64), allowed)
+    if len(unscored):  # BM25 found rows the approximate index did not: scored too
+        allowed = np.concatenate([allowed, unscored])
+        cos = np.concatenate([cos, row_cosines(reader, unscored, vector)])
+        order = np.argsort(allowed, kind="stable")
+        allowed, cos = allowed[order], cos[order]
     relevance = cos.astype(np.float64)
     known = {"vector": top_ranks(allowed, cos), "bm25": lexical}  # file localization ranks the same two lists
     if lexical:  # allowed is sorted and holds every hit: a BM25 hit's place in it by binary search

@@ -126,7 +126,10 @@ def test_exact_search_is_a_setting(indexed, tmp_path):
     cfg.path.write_text("exact_search = true\n" + corpus.cfg.path.read_text().replace('"data"', f'"{cfg.data_dir}"'))
     exact = Service(load(cfg.path))
     assert exact.cfg.exact_search and exact.reader().approximate is None
-    assert Service(corpus.cfg).reader().approximate is not None
+    assert exact.status("default").vectors["search"] == "exact"
+    approximate_one = Service(corpus.cfg)
+    assert approximate_one.reader().approximate is not None
+    assert approximate_one.status("default").vectors["search"].startswith("approximate past 0 allowed chunks")
 
 
 def test_recall_on_real_model_vectors():

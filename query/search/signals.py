@@ -13,6 +13,7 @@ import tantivy
 from indexer.embed import Embedder, embed_text
 from indexer.languages import category
 from indexer.tokenize import tokens
+from query.approximate import RESCORE
 from query.query_text import STOPWORDS, named_definitions, passages
 from query.reader import SnapshotReader
 from query.search.request import Overlay, SearchRequest, globs
@@ -67,10 +68,22 @@ def row_cosines(reader: SnapshotReader, rows: np.ndarray, queries: np.ndarray) -
 def vector_ranks(
     reader: SnapshotReader, vector: np.ndarray, mask: np.ndarray, depth: int = CANDIDATES
 ) -> list[tuple[int, float]]:
-    allowed = np.flatnonzero(mask)
-    if reader.approximate is not None and reader.approximate.asked(len(allowed)):  # query.approximate
-        allowed = reader.approximate.candidates(vector, mask)
-    return top_ranks(allowed, row_cosines(reader, allowed, vector), depth) if len(allowed) else []
+    return top_ranks(*scored_rows(reader, vector, mask), depth)
+
+
+def scored_rows(reader: SnapshotReader, queries: np.ndarray, mask: np.ndarray, pool: int = RESCORE):
+    """(rows, their cosines), rows sorted: every allowed row, or, where the snapshot's approximate index answers
+    (query.approximate), the `pool` it finds nearest each passage and the allowed rows it holds no codes of."""
+    approximate = reader.approximate
+    if approximate is None or not approximate.asked(int(np.count_nonzero(mask))):
+        allowed = np.flatnonzero(mask)
+        return allowed, row_cosines(reader, allowed, queries)
+    near = approximate.candidates(queries, mask, pool)
+    rest, rest_scores = reader.vectors.scored(queries, mask & ~approximate.covered)  # in place, part by part
+    rows = np.concatenate([near, rest])
+    scores = np.concatenate([cosines(reader.vectors[near], queries), rest_scores])
+    order = np.argsort(rows, kind="stable")
+    return rows[order], scores[order]
 
 
 def top_ranks(rows: np.ndarray, scores: np.ndarray, depth: int = CANDIDATES) -> list[tuple[int, float]]:
