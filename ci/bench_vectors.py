@@ -46,7 +46,7 @@ def rescored(base: np.ndarray, query: np.ndarray, ids: np.ndarray, k: int) -> np
     return ids[np.argsort(-(base[ids] @ query))[:k]]
 
 
-def measure(name: str, size_bytes: int, built_s: float, search, base, queries, truth, depth: int) -> dict:
+def measure(name: str, size_bytes: int, built_s: float, search, base, queries, truth, depth: int = K) -> dict:
     seconds, hits = [], 0
     for q, want in zip(queries, truth):
         t0 = time.perf_counter()
@@ -88,49 +88,41 @@ def main() -> None:
     n, dim = base.shape
     print(f"{n:,} vectors of {dim} dims, {len(queries)} queries", file=sys.stderr)
     truth = exact_top(base, queries, K)
+    asked = (base, queries, truth)
+    SQ8 = faiss.ScalarQuantizer.QT_8bit
+
+    measure("exact (float32 matrix product)", base.nbytes, 0.0, lambda q, d: np.argsort(-(base @ q))[:d], *asked)
 
     t0 = time.perf_counter()
-    measure("exact (float32 matrix product)", base.nbytes, 0.0, lambda q, d: np.argsort(-(base @ q))[:d], base, queries, truth, K)
-
-    for connectivity in (16,):
-        t0 = time.perf_counter()
-        index = Index(ndim=dim, metric="ip", dtype="i8", connectivity=connectivity, expansion_add=128)
-        index.add(np.arange(n), base, threads=2)
-        built = time.perf_counter() - t0
-        size = index.serialized_length
-        for ef in (64, 128):
-            index.expansion_search = ef
-            for depth in (20, 50):
-                measure(f"usearch hnsw i8 M={connectivity} ef={ef}", size, built,
-                        lambda q, d: index.search(q, d, threads=1).keys.astype(np.int64), base, queries, truth, depth)
+    hnsw = Index(ndim=dim, metric="ip", dtype="i8", connectivity=16, expansion_add=128)
+    hnsw.add(np.arange(n), base, threads=2)
+    built = time.perf_counter() - t0
+    for ef in (64, 128):
+        hnsw.expansion_search = ef
+        for depth in (20, 50):
+            near = lambda q, d: hnsw.search(q, d, threads=1).keys.astype(np.int64)  # noqa: E731
+            measure(f"usearch hnsw i8 M=16 ef={ef}", hnsw.serialized_length, built, near, *asked, depth)
 
     nlist = int(4 * np.sqrt(n))
+    ip = faiss.METRIC_INNER_PRODUCT
     for label, make in (
-        ("faiss ivf-pq m=48", lambda: faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, 48, 8, faiss.METRIC_INNER_PRODUCT)),
-        ("faiss ivf-sq8", lambda: faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)),
+        ("faiss ivf-pq m=48", lambda: faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, 48, 8, ip)),
+        ("faiss ivf-sq8", lambda: faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, nlist, SQ8, ip)),
+        ("faiss hnsw sq8 M=16", lambda: faiss.IndexHNSWSQ(dim, SQ8, 16, ip)),
     ):
         t0 = time.perf_counter()
         index = make()
         index.train(base[rng.choice(n, size=min(n, 50 * nlist), replace=False)])
         index.add(base)
-        built = time.perf_counter() - t0
-        size = faiss.serialize_index(index).nbytes
-        for nprobe in (8, 32):
-            index.nprobe = nprobe
+        built, size = time.perf_counter() - t0, faiss.serialize_index(index).nbytes
+        for setting in (8, 32) if "ivf" in label else (64, 128):
+            if "ivf" in label:
+                index.nprobe, name = setting, f"{label} nlist={nlist} nprobe={setting}"
+            else:
+                index.hnsw.efSearch, name = setting, f"{label} ef={setting}"
             for depth in (50, 100):
-                measure(f"{label} nlist={nlist} nprobe={nprobe}", size, built,
-                        lambda q, d: index.search(q[None, :], d)[1][0], base, queries, truth, depth)
-
-    t0 = time.perf_counter()
-    index = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, 16, faiss.METRIC_INNER_PRODUCT)
-    index.train(base[: min(n, 20000)])
-    index.add(base)
-    built = time.perf_counter() - t0
-    size = faiss.serialize_index(index).nbytes
-    for ef in (64, 128):
-        index.hnsw.efSearch = ef
-        measure(f"faiss hnsw sq8 M=16 ef={ef}", size, built,
-                lambda q, d: index.search(q[None, :], d)[1][0], base, queries, truth, 50)
+                near = lambda q, d: index.search(q[None, :], d)[1][0]  # noqa: E731
+                measure(name, size, built, near, *asked, depth)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@ it. grep asks it which rows can match before RE2 reads any text (the approach of
 query/narrow.py reads a pattern).
 
 Text is indexed case-folded (str.casefold) and as ASCII, every other character read as `?`: one index serves
-case-sensitive and case-insensitive patterns alike, and a trigram of three ASCII characters is an exact 21-bit
-key. A pattern's trigrams are taken the same way (`fold`), from its ASCII runs only, so a trigram it needs is in
-the index wherever the text matches; a `?` from a non-ASCII character only lets more blocks through.
+case-sensitive and case-insensitive patterns alike, and a trigram is an exact 21-bit key. A pattern's literal
+text is folded the same way (`fold`), so a trigram it needs is in the index wherever the text matches; a `?`
+standing for any non-ASCII character only lets more blocks through.
 
 Why blocks and not rows: on real code (the eval corpus, 6,698 chunks of 594 characters in several languages) a
 chunk holds 323 distinct trigrams, a block of 16 rows 145 per row (32: 109). With uint16 block numbers (a part

@@ -1,6 +1,6 @@
-"""The rankings a search fuses: exact vector search, BM25, the definitions a query names and a session overlay's
-own chunks; then weighted reciprocal-rank fusion (rrf, the one implementation) and the similarity every score
-threshold reads."""
+"""The rankings a search fuses: vector search (exact, or the approximate index's candidates rescored exactly:
+query.approximate), BM25, the definitions a query names and a session overlay's own chunks; then weighted
+reciprocal-rank fusion (rrf, the one implementation) and the similarity every score threshold reads."""
 
 from __future__ import annotations
 
