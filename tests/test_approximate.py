@@ -183,3 +183,22 @@ def test_verify_names_a_damaged_codebook_or_codes_and_search_stays_exact(indexed
     damaged = SnapshotReader(cfg.data_dir)
     assert damaged.approximate is None and "vector search is exact" in caplog.text
     assert ranks(damaged, "def return") == ranks(SnapshotReader(cfg.data_dir, exact=True), "def return")
+
+
+@pytest.mark.parametrize("pool", [2000, 3])  # 3: most rows BM25 finds are not among the index's candidates
+def test_route_through_the_approximate_index_names_the_repo_that_holds_the_task(indexed, pool, monkeypatch):
+    from indexer.embed import HashEmbedder
+    from query import route_task
+    from query.route_task import route
+
+    corpus, files = indexed
+    monkeypatch.setattr(route_task, "ROUTE_POOL", pool)
+    reader, exact = SnapshotReader(corpus.cfg.data_dir), SnapshotReader(corpus.cfg.data_dir, exact=True)
+    for name in ("one", "two"):
+        text = next(iter(files[name].values())).decode().split("\n\n\n")[1]  # one function of one file
+        routes = route(reader, HashEmbedder(), text, limit=2)
+        assert routes[0].repo == name
+        assert (
+            routes[0].evidence[0]["relevance"]
+            == route(exact, HashEmbedder(), text, limit=2)[0].evidence[0]["relevance"]
+        )
