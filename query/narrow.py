@@ -112,8 +112,9 @@ def candidates(parts, offsets: np.ndarray, need: Need | None, rows: np.ndarray) 
 def _blocks(grams: Grams, need: Need) -> np.ndarray:
     """Which blocks of a part hold everything `need` asks for."""
     found = np.ones(grams.count, dtype=bool)
-    for gram in sorted(need.grams, key=grams.size):  # the rarest first: most blocks drop out at once
-        found &= grams.blocks(gram)
+    starts, ends = grams.spans(np.fromiter(sorted(need.grams), dtype=np.uint32, count=len(need.grams)))
+    for i in np.argsort(ends - starts, kind="stable").tolist():  # the rarest first: most blocks drop out at once
+        found &= grams.blocks(int(starts[i]), int(ends[i]))
         if not found.any():
             return found
     for branches in need.anyof:

@@ -207,19 +207,6 @@ def route(
         substantial = sum(1 for r in evidence_rows if not NOT_SUBSTANCE_RE.search(reader.col["path"][r]))
         signals["substance"] = 1.0 if substantial / len(evidence_rows) >= SUBSTANCE_MIN_SHARE else SUBSTANCE_FACTOR
         score *= signals["substance"]
-        evidence = []
-        for row, rel in cands[:EVIDENCE_PER_REPO]:
-            r = reader.row(row)
-            evidence.append(
-                {
-                    "path": r["path"],
-                    "line_start": r["line_start"],
-                    "line_end": r["line_end"],
-                    "symbol": r["symbol"],
-                    "relevance": round(rel, 4),
-                    "row": row,
-                }
-            )
         evidence_files = {reader.col["path"][r] for r in evidence_rows}
         touching = [e for e in edges if e["org"] == org and repo in (e["from_repo"], e["to_repo"])]
         here = [
@@ -234,7 +221,7 @@ def route(
                 repo=repo,
                 score=round(score, 4),
                 signals={k: round(v, 4) for k, v in signals.items()},
-                evidence=evidence,
+                evidence=[{"row": row, "relevance": round(rel, 4)} for row, rel in cands[:EVIDENCE_PER_REPO]],
                 edges=here,
                 edges_total=len(touching),
                 checkout=_checkout(sorted(evidence_files)),
@@ -242,7 +229,22 @@ def route(
         )
     routes.sort(key=lambda r: (-r.score, r.repo))
     best = routes[0].score if routes else 0.0
-    return _fuse_files(reader, embedder, req, routes, best, before, known)[:limit]
+    chosen = _fuse_files(reader, embedder, req, routes, best, before, known)[:limit]
+    for r in chosen:  # where each piece of evidence lies, read for the routes answered only
+        r.evidence = [_located(reader, e["row"], e["relevance"]) for e in r.evidence]
+    return chosen
+
+
+def _located(reader: SnapshotReader, row: int, relevance: float) -> dict:
+    r = reader.row(row)
+    return {
+        "path": r["path"],
+        "line_start": r["line_start"],
+        "line_end": r["line_end"],
+        "symbol": r["symbol"],
+        "relevance": relevance,
+        "row": row,
+    }
 
 
 def _fuse_files(

@@ -96,16 +96,18 @@ class Grams:
         ):
             raise GramsError(f"{path.name}'s keys or offsets are out of order")
 
-    def blocks(self, gram: int) -> np.ndarray:
-        """Which blocks hold `gram` (a bool per block)."""
-        found = np.zeros(self.count, dtype=bool)
-        i = int(np.searchsorted(self.keys, gram))
-        if i < len(self.keys) and self.keys[i] == gram:
-            blocks = self.values[self.offsets[i] : self.offsets[i + 1]]
-            found[blocks[blocks < self.count]] = True  # a damaged number names no block, never another part's
-        return found
+    def spans(self, grams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each of `grams` has its blocks in `values` (start, end; an empty span for one the part lacks),
+        looked up together: one search of the keys, not one a gram (thousands a query at a million rows)."""
+        at = np.searchsorted(self.keys, grams)
+        inside = np.minimum(at, max(len(self.keys) - 1, 0))
+        held = (at < len(self.keys)) & (self.keys[inside] == grams) if len(self.keys) else np.zeros(len(grams), bool)
+        starts = np.where(held, self.offsets[inside], 0)
+        return starts, np.where(held, self.offsets[inside + 1], 0)
 
-    def size(self, gram: int) -> int:
-        """How many blocks hold `gram` (0 when none)."""
-        i = int(np.searchsorted(self.keys, gram))
-        return int(self.offsets[i + 1] - self.offsets[i]) if i < len(self.keys) and self.keys[i] == gram else 0
+    def blocks(self, start: int, end: int) -> np.ndarray:
+        """The blocks a span of `values` names (a bool per block)."""
+        found = np.zeros(self.count, dtype=bool)
+        blocks = self.values[start:end]
+        found[blocks[blocks < self.count]] = True  # a damaged number names no block, never another part's
+        return found
