@@ -206,6 +206,7 @@ def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int], c
         ready = time.monotonic() - t0
         client = httpx.Client(base_url=base, timeout=120)
         client.post("/v1/search", json={"query": "warm up"})
+        client.post("/v1/route", json={"task": "warm up"})  # its first call loads per-snapshot caches
         timed = partial(timed_calls, client)
         queries = QUERIES * 6
         out = {

@@ -39,15 +39,6 @@ class Approximate:
             self.covered[start : start + len(part)] = True
         self.digest = codebook.digest
 
-    def describe(self) -> str:
-        """How vector search runs, as status says it."""
-        covered = int(self.covered.sum())
-        return (
-            f"approximate past {EXACT_ROWS:,} allowed chunks: IVF-PQ codebook {self.digest}, {NPROBE} of "
-            f"{self.index.nlist} lists probed, {RESCORE} candidates a passage rescored exactly; "
-            f"{covered:,} of {len(self.covered):,} chunks coded (the rest are scored exactly)"
-        )
-
     def asked(self, allowed: int) -> bool:
         """Whether a search over `allowed` rows uses this index (below EXACT_ROWS, exact is as fast)."""
         return allowed >= EXACT_ROWS

@@ -528,8 +528,6 @@ class Service:
         serving = reader.manifest if reader else None
         snapshot_id, rows = repo_status(self.cfg, org, serving)
         vectors = vector_status(self.cfg, serving)
-        if vectors is not None and reader is not None:  # exact, or how the approximate index answers
-            vectors["search"] = reader.approximate.describe() if reader.approximate is not None else "exact"
         last = runs.last(self.cfg.data_dir)
         return IndexStatus(
             snapshot_id=snapshot_id,

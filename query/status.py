@@ -12,7 +12,8 @@ from indexer.embed import vector_tier
 from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
 from indexer.scan import ScanError, resolve_ref
 from indexer.runs import read_backfill
-from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
+from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph, snapshots_dir
+from indexer.snapshot.ann import CODEBOOK
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,7 +117,22 @@ def vector_status(cfg: Config, serving: Manifest | None = None) -> dict | None:
         "dim": manifest.dim,
         "chunks": manifest.chunks,
         "backfill": backfill,
+        "search": _search(cfg, manifest),
     }
+
+
+def _search(cfg: Config, manifest: Manifest) -> str:
+    """How vector search runs on the snapshot: exact, or through its approximate index (query.approximate), as
+    the files say, so a CLI and a server say the same."""
+    from query.approximate import EXACT_ROWS, NPROBE, RESCORE
+
+    codebook = snapshots_dir(cfg.data_dir) / manifest.snapshot_id / CODEBOOK
+    if cfg.exact_search or not codebook.exists():
+        return "exact" + (" (exact_search = true)" if cfg.exact_search else "")
+    return (
+        f"approximate past {EXACT_ROWS:,} allowed chunks: IVF-PQ, {NPROBE} lists probed, {RESCORE} candidates a "
+        f"passage rescored exactly (exact_search = true turns it off)"
+    )
 
 
 def _behind(cfg: Config, spec, ref: str, commit_id: str) -> bool | None:

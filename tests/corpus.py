@@ -3,6 +3,7 @@ one-off corpora, and readers of what a snapshot holds (its content, its call row
 
 from __future__ import annotations
 
+import random
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -286,3 +287,19 @@ def calls(data_dir, repos: tuple[str, ...] | None = None) -> list[tuple]:
     rows = read_graph(path, "calls").to_pylist()
     columns = ("repo", "path", "line", "callee", "resolution", "resolved_repo", "resolved_path", "resolved_symbol")
     return sorted(tuple(r[c] for c in columns) for r in rows if repos is None or r["repo"] in repos)
+
+
+def source_files(rng: random.Random, files: int) -> dict[str, bytes]:
+    """Python files of made-up functions, each named and worded apart: blocks hold different trigrams."""
+
+    def word():
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+
+    out = {}
+    for f in range(files):
+        body = []
+        for _ in range(4):
+            name, arg = word(), word()
+            body.append(f'def {name}({arg}):\n    """{word()} {word()} {word()}."""\n    return {arg}.{word()}()\n')
+        out[f"pkg/{word()}_{f}.py"] = "\n\n".join(body).encode()
+    return out

@@ -22,8 +22,7 @@ from query.reader import SnapshotReader
 from query.search import SearchRequest, row_mask
 from query.search.signals import query_vectors, vector_ranks
 from tests import gitrepo
-from tests.corpus import build_corpus, private_copy
-from tests.test_grep_index import source_files
+from tests.corpus import build_corpus, private_copy, source_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,7 +125,7 @@ def test_exact_search_is_a_setting(indexed, tmp_path):
     cfg.path.write_text("exact_search = true\n" + corpus.cfg.path.read_text().replace('"data"', f'"{cfg.data_dir}"'))
     exact = Service(load(cfg.path))
     assert exact.cfg.exact_search and exact.reader().approximate is None
-    assert exact.status("default").vectors["search"] == "exact"
+    assert exact.status("default").vectors["search"] == "exact (exact_search = true)"
     approximate_one = Service(corpus.cfg)
     assert approximate_one.reader().approximate is not None
     assert approximate_one.status("default").vectors["search"].startswith("approximate past 0 allowed chunks")

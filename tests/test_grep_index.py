@@ -24,7 +24,7 @@ from query.grep import compile_pattern, grep
 from query.narrow import candidates, need_of
 from query.reader import SnapshotReader
 from tests import gitrepo
-from tests.corpus import build_corpus, private_copy
+from tests.corpus import build_corpus, private_copy, source_files
 
 # Words whose case-folding is not the ASCII rule: the Kelvin sign and long s fold to k and s (RE2 matches them
 # case-insensitively), sharp s folds to two letters, a dotted capital I to i and a combining dot.
@@ -128,22 +128,6 @@ def test_the_index_blocks_rows(tmp_path):
     kept = candidates([part], np.array([0, 100]), need_of("needle"), np.arange(100)).tolist()
     assert kept == list(range(0, 16)) + list(range(32, 48))  # the two blocks that hold it, whole
     assert candidates([part], np.array([0, 100]), need_of("missing"), np.arange(100)).tolist() == []
-
-
-def source_files(rng: random.Random, files: int) -> dict[str, bytes]:
-    """Python files of made-up functions, each named and worded apart: blocks hold different trigrams."""
-
-    def word():
-        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
-
-    out = {}
-    for f in range(files):
-        body = []
-        for _ in range(4):
-            name, arg = word(), word()
-            body.append(f'def {name}({arg}):\n    """{word()} {word()} {word()}."""\n    return {arg}.{word()}()\n')
-        out[f"pkg/{word()}_{f}.py"] = "\n\n".join(body).encode()
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -87,6 +87,7 @@ def test_status_and_repos_are_records_with_one_json_shape(service, corpus):
         "dim": 384,
         "chunks": corpus.report.chunks,
         "backfill": None,
+        "search": "exact",  # a small corpus has no codebook
     }
     assert [r["name"] for r in data["repos"]] == ["api", "tools"]
     api = status.repos[0]

@@ -92,12 +92,7 @@ def publish_snapshot(
     for key, h in run.history.items():
         states[key].history, states[key].history_as = list(h.parts), h.settings
     t0 = time.monotonic()
-
-    def fresh_vectors(plan):
-        return vectors(run, plan.texts(), dim, show_progress=False)[0]
-
-    may_train = not manifest_fields.get("backfill_model_id")  # a fast tier trains nothing: it must be quick
-    codebook = run_codebook(run, planned, dim, same_model, fresh_vectors, may_train)
+    codebook = _codebook(run, planned, dim, same_model, fast_tier=bool(manifest_fields.get("backfill_model_id")))
     report.seconds["write"] += time.monotonic() - t0
     for key, plan in planned.plans.items():
         t0 = time.monotonic()  # the embed stage cached them: read back (a damaged entry is embedded again)
@@ -264,6 +259,16 @@ def totals(report: Report, manifest: Manifest, data_dir: Path) -> None:
     report.commits = history_commits(data_dir, manifest)
     report.parse_fallbacks = sum(r.parse_fallbacks for r in manifest.repos)
     report.syntax_errors = sum(r.syntax_errors for r in manifest.repos)
+
+
+def _codebook(run: Run, planned: Planned, dim: int, same_model: bool, fast_tier: bool):
+    """The codebook the run's parts are encoded with (indexer/build/codebook.py); a fast tier trains none: it
+    must be quick."""
+
+    def fresh_vectors(plan):
+        return vectors(run, plan.texts(), dim, show_progress=False)[0]
+
+    return run_codebook(run, planned, dim, same_model, fresh_vectors, may_train=not fast_tier)
 
 
 def _keep_codebook(run: Run, built: Path, codebook) -> None:

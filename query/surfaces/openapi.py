@@ -181,10 +181,14 @@ COMMON_ERRORS = {
 STALE = {"409": _error("The cursor's snapshot is no longer served: ask again without a cursor")}
 
 
+# A field one route reads otherwise than FIELDS says: search_commits without words lists the newest commits.
+ONE_ROUTE_FIELDS = {("/v1/commits", "query"): {"anyOf": [WORDS, {"const": ""}], "description": "empty: the newest"}}
+
+
 def _field(route: str, name: str, known: dict) -> dict:
     if name == "limit":
         return limit(LIMITS[route])
-    return known.get(name) or FIELDS[name]
+    return ONE_ROUTE_FIELDS.get((route, name)) or known.get(name) or FIELDS[name]
 
 
 def _op(
