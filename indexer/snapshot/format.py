@@ -15,7 +15,10 @@ from indexer.errors import BlobdexError
 #    that changed, and the lexical index shares its unchanged segment files; no Lance table (query processes
 #    map chunks.arrow, which format 2 already wrote beside it).
 #    Later, without a new version (a reader of 3 that predates it finds nothing missing): history parts, listed
-#    per repo in `history` only when it has some, and the snapshot's commits index (history/).
+#    per repo in `history` only when it has some, and the snapshot's commits index (history/); then in parts
+#    grams.arrow (grep's trigram index), chunk_text.parquet (DuckDB's chunks) and codes.arrow, and in snapshots
+#    codebook.faiss (approximate search). A part without them is read whole, left out of DuckDB's `chunks`
+#    (graph.sql says how many), and scored exactly.
 FORMAT_VERSION = 3
 READABLE_FORMATS = (1, 2, 3)  # a format-1 snapshot lacks `held_back`: readers take it as empty
 

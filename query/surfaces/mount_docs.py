@@ -56,7 +56,7 @@ class CsSearch(Strict):
     min_score_diff: float | None = Field(None, ge=0, le=1, description="Most below the best hit (default 0.1)")
     include: list[Include] | None = None
     ignore: list[Pattern] | None = Field(None, max_length=20, description="Path patterns: docs/, *.md, a/**/b")
-    format: Literal["markdown", "json"] | None = None
+    format: Literal["markdown", "json", ""] | None = Field(None, description='empty or absent: "markdown"')
 
     # one threshold or the other (null is absent)
     model_config = ConfigDict(
