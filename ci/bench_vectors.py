@@ -21,6 +21,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from indexer.snapshot.ann import subquantizers  # noqa: E402
+
 K = 10
 
 
@@ -106,7 +111,10 @@ def main() -> None:
     nlist = int(4 * np.sqrt(n))
     ip = faiss.METRIC_INNER_PRODUCT
     for label, make in (
-        ("faiss ivf-pq m=48", lambda: faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, 48, 8, ip)),
+        (
+            f"faiss ivf-pq m={subquantizers(dim)}",
+            lambda: faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, subquantizers(dim), 8, ip),
+        ),
         ("faiss ivf-sq8", lambda: faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, nlist, SQ8, ip)),
         ("faiss hnsw sq8 M=16", lambda: faiss.IndexHNSWSQ(dim, SQ8, 16, ip)),
     ):

@@ -13,7 +13,7 @@ import logging
 
 import numpy as np
 
-from indexer.snapshot.ann import Codebook
+from indexer.snapshot.ann import CODEBOOK, Codebook
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,6 @@ class Approximate:
 def open_approximate(path, parts, offsets: np.ndarray) -> Approximate | None:
     """The snapshot's approximate index, or None: it has no codebook (a small corpus), or the codebook does not
     read (then search is exact, and `blobdex verify` names the file)."""
-    from indexer.snapshot.ann import CODEBOOK
-
     try:
         codebook = Codebook.read(path / CODEBOOK)
         return Approximate(codebook, parts, offsets) if codebook is not None else None

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from indexer.languages import category
 from query.approximate import open_approximate
-from indexer.snapshot.ann import CODES, read_codes
+from indexer.snapshot.ann import read_codes
 from indexer.snapshot.grams import Grams, GramsError
 from indexer.snapshot import (
     PartRef,
@@ -39,6 +39,9 @@ from indexer.snapshot import (
 log = logging.getLogger(__name__)
 
 LABELLED = ("org", "repo", "lang", "kind", "path")  # the columns filters read, held as codes
+# Vector search scores every row in place when at least 1/GATHER_SHARE of them pass the filters: gathering
+# the allowed rows first copies them (1.5 GB at 1M x 384), which costs more than the product it saves.
+GATHER_SHARE = 4
 
 
 class Labels:
@@ -164,7 +167,7 @@ class Vectors:
             local = np.flatnonzero(mask[start : start + len(matrix)])
             if not len(local):
                 continue
-            whole = len(local) * 4 >= len(matrix)  # as row_cosines decides: a gather copies what it scores
+            whole = len(local) * GATHER_SHARE >= len(matrix)
             scores.append((matrix @ queries.T).max(axis=1)[local] if whole else (matrix[local] @ queries.T).max(axis=1))
             rows.append(local + start)
         return np.concatenate(rows), np.concatenate(scores).astype(np.float32, copy=False)
@@ -469,8 +472,8 @@ def _grams_of(ref: PartRef, rows: int) -> Grams | None:
 def _codes_of(ref: PartRef, rows: int) -> tuple[np.ndarray, str] | None:
     """A part's codes for approximate search and their codebook's digest, or None (none, or unreadable: its rows
     are then scored exactly)."""
-    path = ref.dir / CODES
-    if ref.part_id is None or not path.exists():
+    path = part_file(ref, "codes")
+    if not path.exists():
         return None
     try:
         codes, digest = read_codes(path)

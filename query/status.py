@@ -14,6 +14,7 @@ from indexer.scan import ScanError, resolve_ref
 from indexer.runs import read_backfill
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph, snapshots_dir
 from indexer.snapshot.ann import CODEBOOK
+from query import approximate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,14 +125,12 @@ def vector_status(cfg: Config, serving: Manifest | None = None) -> dict | None:
 def _search(cfg: Config, manifest: Manifest) -> str:
     """How vector search runs on the snapshot: exact, or through its approximate index (query.approximate), as
     the files say, so a CLI and a server say the same."""
-    from query.approximate import EXACT_ROWS, NPROBE, RESCORE
-
     codebook = snapshots_dir(cfg.data_dir) / manifest.snapshot_id / CODEBOOK
     if cfg.exact_search or not codebook.exists():
         return "exact" + (" (exact_search = true)" if cfg.exact_search else "")
     return (
-        f"approximate past {EXACT_ROWS:,} allowed chunks: IVF-PQ, {NPROBE} lists probed, {RESCORE} candidates a "
-        f"passage rescored exactly (exact_search = true turns it off)"
+        f"approximate past {approximate.EXACT_ROWS:,} allowed chunks: IVF-PQ, {approximate.NPROBE} lists probed, "
+        f"{approximate.RESCORE} candidates a passage rescored exactly (exact_search = true turns it off)"
     )
 
 

@@ -15,7 +15,7 @@ from dulwich.repo import Repo
 
 from indexer.build import run
 from indexer.config import RepoSpec
-from indexer.snapshot import ann, part_file, parts_of
+from indexer.snapshot import ann, part_file, parts_of, read_part_info
 from indexer.snapshot.ann import CODEBOOK, CODES, Codebook, read_codes
 from query import approximate
 from query.reader import SnapshotReader
@@ -51,14 +51,11 @@ def test_a_snapshot_past_train_rows_has_a_codebook_and_every_part_its_codes(inde
     codebook = Codebook.read(reader.path / CODEBOOK)
     for ref in parts_of(reader.path, reader.manifest):
         codes, digest = read_codes(ref.dir / CODES)
-        assert digest == codebook.digest and codes.shape == (read_part_info_rows(ref), codebook.index.sa_code_size())
+        assert digest == codebook.digest and codes.shape == (
+            read_part_info(ref.dir).rows,
+            codebook.index.sa_code_size(),
+        )
     assert reader.approximate is not None and reader.approximate.covered.all()
-
-
-def read_part_info_rows(ref) -> int:
-    from indexer.snapshot import read_part_info
-
-    return read_part_info(ref.dir).rows
 
 
 def ranks(reader, query: str, **filters) -> list[tuple[int, float]]:

@@ -25,6 +25,7 @@ from indexer.snapshot.format import (
     graph_path,
     parts_dir,
 )
+from indexer.snapshot.ann import CODES
 from indexer.snapshot.grams import GRAMS
 from indexer.snapshot.legacy import read_lance_chunks
 from indexer.snapshot.manifest import HistoryInfo, Manifest, PartInfo, PartRef, open_manifest
@@ -32,9 +33,10 @@ from indexer.snapshot.schemas import HISTORY_SCHEMAS, PART_FILES_SCHEMA, TABLE_S
 
 
 def part_file(ref: PartRef, table: str) -> Path:
-    """Where a part keeps a table: `chunks` or `grams` (Arrow IPC), `paths`, `card` or a graph table (Parquet)."""
-    if table == "grams":  # a format-1/2 snapshot has none: the path names nothing
-        return ref.dir / GRAMS
+    """Where a part keeps a table: `chunks`, `grams` or `codes` (Arrow IPC), `paths`, `card` or a graph table
+    (Parquet)."""
+    if table in ("grams", "codes"):  # a format-1/2 snapshot has neither: the path names nothing
+        return ref.dir / (GRAMS if table == "grams" else CODES)
     if ref.part_id is None:
         if table == "chunks":
             return ref.dir / VECTORS_DIR / CHUNKS_ARROW

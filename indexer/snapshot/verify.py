@@ -195,8 +195,7 @@ def _derived_problems(where: str, ref: PartRef, chunks: pa.Table) -> list[str]:
         if not path.exists():
             continue
         try:
-            if path.suffix == ".parquet":
-                check_pages(path)
+            if path.suffix == ".parquet":  # its pages' checksums: deep_check's tables
                 stored = pq.read_table(path)
             else:
                 stored = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
@@ -398,8 +397,8 @@ def _codes_problems(path: Path, refs: list[PartRef]) -> list[str]:
         return [f"{ann.CODEBOOK}: {_first_line(exc)}; vector search is exact until 'blobdex index --full'"]
     problems = []
     for ref in refs:
-        codes_path = ref.dir / ann.CODES
-        if codebook is None or ref.part_id is None or not codes_path.exists():
+        codes_path = part_file(ref, "codes")
+        if codebook is None or not codes_path.exists():
             continue
         try:
             codes, digest = ann.read_codes(codes_path)

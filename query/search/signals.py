@@ -15,7 +15,7 @@ from indexer.languages import category
 from indexer.tokenize import tokens
 from query.approximate import RESCORE
 from query.query_text import STOPWORDS, named_definitions, passages
-from query.reader import SnapshotReader
+from query.reader import GATHER_SHARE, SnapshotReader
 from query.search.request import Overlay, SearchRequest, globs
 
 RRF_K = 60  # Cormack, Clarke & Buettcher 2009
@@ -25,9 +25,6 @@ RRF_K = 60  # Cormack, Clarke & Buettcher 2009
 # rankings instead, unweighted.
 WEIGHTS = {"vector": 1.0, "bm25": 0.75, "symbol": 1.0}
 CANDIDATES = 100  # per signal, before fusion
-# Vector search scores every row in place when at least 1/GATHER_SHARE of them pass the filters: gathering
-# the allowed rows first copies them (1.5 GB at 1M x 384), which costs more than the product it saves.
-GATHER_SHARE = 4
 # A name defined in more files than this (`Type`, `String`, `get` on every value type) says which
 # definition is meant no better than a prose word, so it adds no symbol-list entries. With the named-
 # definition bonus shared among the defining files (query.localize), measured with `blobdex eval
