@@ -223,7 +223,7 @@ def test_schemathesis_against_the_seed_openapi_document(server):
         operation = result.ok()
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
         def check(case):
             case.call_and_validate(
                 base_url=server,
