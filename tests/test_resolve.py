@@ -13,8 +13,9 @@ from mcp import Client
 from starlette.testclient import TestClient
 
 from indexer.build import run
+from indexer.build.resolution import Moved
 from indexer.embed import HashEmbedder
-from indexer.snapshot import open_manifest, parts_of, read_graph, read_part_table
+from indexer.snapshot import open_manifest, parts_of, read_graph, read_part_info, read_part_table
 from query.expand_context import ContextError, references
 from query.service import Service
 from query.surfaces.app import app
@@ -675,6 +676,40 @@ def test_a_run_resolves_again_only_the_calls_its_change_may_move(tmp_path):
         ("app", "app/main.py", 10, "get", "import", "lib", "src/lib/shortcuts.py", "get")
     ]
     assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
+
+
+OTHER = {  # a repo of the org that imports nothing of lib and calls no name of it
+    "other/__init__.py": b"",
+    "other/tool.py": b"import json\n\n\ndef dump(x):\n    return json.dumps(x)\n\n\ndef run():\n    return dump(1)\n",
+}
+
+
+def test_a_run_reads_the_calls_of_only_the_repos_its_change_reaches(tmp_path):
+    """Each part says what names its repo's calls and imports use and which repos its calls resolved into: a
+    function nobody calls, added to lib, reads no other repo's calls; moving `get` reads app's (it calls and
+    imports lib's names), never other's; every run equals a rebuild. A part written before parts said so is
+    read all the same."""
+    built = build_corpus(tmp_path, {"lib": LIB, "app": APP, "other": OTHER})
+    info = read_part_info(parts_of(*open_manifest(built.cfg.data_dir), {("default", "app")})[-1].dir)
+    assert {"get", "Session", "lib"} <= set(info.edge_inputs["reach"]["names"])
+    assert info.edge_inputs["reach"]["into"] == {"lib": ["src/lib/api.py", "src/lib/sessions.py"]}
+    repo = Repo(str(tmp_path / "src" / "lib"))
+    unrelated = {**LIB, "src/lib/cli.py": LIB["src/lib/cli.py"] + b"\n\ndef unrelated():\n    return 0\n"}
+    gitrepo.commit(repo, unrelated, message="unrelated", parents=[repo.head()])
+    quiet = run(built.cfg, show_progress=False)
+    assert (quiet.repos_calls_read, quiet.calls_resolved_again) == (0, 0)
+    gitrepo.commit(
+        repo, {**MOVED, "src/lib/cli.py": unrelated["src/lib/cli.py"]}, message="move", parents=[repo.head()]
+    )
+    moving = run(built.cfg, show_progress=False)
+    assert moving.repos_calls_read == 1 and moving.calls_resolved_again > 0
+    assert [r for r in calls(built.cfg.data_dir, ("app",)) if r[2] == 10] == [
+        ("app", "app/main.py", 10, "get", "import", "lib", "src/lib/shortcuts.py", "get")
+    ]
+    assert content(built.cfg.data_dir) == content(fresh_copy(built.cfg, tmp_path / "fresh").data_dir)
+    older = {k: v for k, v in info.edge_inputs.items() if k != "reach"}
+    assert Moved(frozenset({"nothing_calls_this"}), frozenset()).reaches(older)
+    assert not Moved(frozenset({"nothing_calls_this"}), frozenset()).reaches(info.edge_inputs)
 
 
 def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobdex):

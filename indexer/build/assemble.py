@@ -113,7 +113,7 @@ def publish_snapshot(
         _lexical(run, built, written, lexical_from)
         _history_lexical(run, built, states)
         _keep_codebook(run, built, codebook)
-        edge_count = _edges(cfg.data_dir, built, states)
+        edge_count = _edges(run, built, states)
         report.seconds["write"] += time.monotonic() - t0
         t0 = time.monotonic()
         manifest = Manifest(
@@ -234,13 +234,12 @@ def _no_rows() -> pa.Table:
     )
 
 
-def _edges(data_dir: Path, built: Path, states: dict) -> int:
+def _edges(run: Run, built: Path, states: dict) -> int:
     """Coupling edges of every org, from each repo's newest part's edge inputs."""
     by_org: dict[str, dict[str, dict]] = defaultdict(dict)
     for key, state in states.items():
         if state.parts:
-            info = snapshot.read_part_info(snapshot.parts_dir(data_dir) / state.parts[-1])
-            by_org[key[0]][key[1]] = info.edge_inputs
+            by_org[key[0]][key[1]] = run.part_info(state).edge_inputs
     rows = [e for org in sorted(by_org) for e in edges(org, by_org[org])]
     write_edges(built, rows)
     return len(rows)

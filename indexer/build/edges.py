@@ -31,11 +31,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from indexer.calls.code import reach
 from indexer.calls.declared import declared, java_packages, python_packages
 from indexer.languages import is_test_file, language_for
 
 ENV_KEY_MAX_REPOS = 3
-EDGE_INPUTS = ("routes", "url_literals", "tasks", "env_keys", "symbols", "imports")  # fact tables edges read
+# the fact tables a part's edge_inputs are made from: those edges read, and the calls resolution reaches
+EDGE_INPUTS = ("routes", "url_literals", "tasks", "env_keys", "symbols", "imports", "calls")
 MAX_EVIDENCE = 10  # rows per (kind, key, from_repo, to_repo): enough to check, not a dump
 # Routes, URLs and task sites kept per repo: a repo with more is a generated client or a fixture dump, and a
 # part's inputs are read by every run of the org.
@@ -207,6 +209,9 @@ def edge_inputs(facts: dict[str, pa.Table], paths: list[str], chunks: pa.Table |
         # whose calls it may move (indexer/resolution.importers)
         "modules": modules,
         "declared": declared(chunks) if chunks is not None else {"go": {}, "npm": {}},
+        # what a change in another repo must name to move this repo's calls: a run reads the calls of only the
+        # repos it reaches (indexer/build/resolution.py)
+        "reach": reach(facts["calls"], facts["imports"]),
     }
 
 

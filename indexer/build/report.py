@@ -47,6 +47,7 @@ class Report:
     syntax_errors: int = 0
     graph: dict[str, int] = field(default_factory=dict)  # rows per graph table, edges included
     calls_resolved_again: int = 0  # stored calls of paths the run kept, resolved again: those its changes touch
+    repos_calls_read: int = 0  # unchanged repos whose stored calls the run read: those its changes may reach
     commits: int = 0  # commits the published snapshot's history holds, and those this run read from mirrors
     commits_read: int = 0
     notes: list[str] = field(default_factory=list)  # one sentence each: what the run repaired, or why it refused
@@ -95,6 +96,7 @@ class Report:
                 "syntax_errors": self.syntax_errors,
                 "graph": self.graph,
                 "calls_resolved_again": self.calls_resolved_again,
+                "repos_calls_read": self.repos_calls_read,
                 "commits": self.commits,
                 "commits_read": self.commits_read,
             },

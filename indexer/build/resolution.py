@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexer import snapshot
+from indexer.calls.code import last_name
 from indexer.calls.declared import declared, java_packages, python_packages
 from indexer.build.parts import RepoLive, inside, outside
 from indexer.calls.rules import Code, Declared, Resolver, World, resolve_calls
@@ -42,6 +43,14 @@ class Moved:
     names: frozenset[str] | None
     paths: frozenset[tuple[str, str]]  # (repo, path)
 
+    def reaches(self, inputs: dict) -> bool:
+        """Whether any stored call of a repo, by its part's `edge_inputs`, may be touched: it calls or imports a
+        moved name, or resolved into a path written. True for a part written before parts said so."""
+        reach = inputs.get("reach")
+        if self.names is None or reach is None:
+            return True
+        return not self.names.isdisjoint(reach["names"]) or any(p in reach["into"].get(r, ()) for r, p in self.paths)
+
     def touches(self, calls: pa.Table, imports: pa.Table) -> pa.Array | None:
         """Which call rows (of a repo whose `imports` rows, path, module and name, these are) may resolve
         differently now (None: every row may): a callee of a moved name, a call resolved into a path written,
@@ -51,7 +60,7 @@ class Moved:
             return None
         names = pa.array(sorted(self.names), pa.string())
         rows = zip(*(imports.column(c).to_pylist() for c in ("path", "module", "name")))
-        importing = {p for p, module, name in rows if name in self.names or _last(module) in self.names}
+        importing = {p for p, module, name in rows if name in self.names or last_name(module) in self.names}
         importing = pa.array(sorted(importing), pa.string())
         at = pc.binary_join_element_wise(calls["resolved_repo"], calls["resolved_path"], "\0")
         into = pc.is_in(at, value_set=pa.array(sorted(f"{r}\0{p}" for r, p in self.paths), pa.string()))
@@ -99,7 +108,7 @@ def _moved_names(run: Run, change: Change, tree: dict) -> set[str] | None:
     ):
         if what == "*":
             return None
-        names |= {n for n in (alias, what, _last(module)) if n}
+        names |= {n for n in (alias, what, last_name(module)) if n}
     # a file that comes or goes changes the modules there are: its name, and its folder's (a package's
     # __init__.py, a JS index), move whatever is imported through them
     were = set(inside(change.live.table("files", ("path",)), change.paths).column("path").to_pylist())
@@ -112,16 +121,11 @@ def _moved_names(run: Run, change: Change, tree: dict) -> set[str] | None:
     for name, kind, signature in zip(*(tree["symbols"].column(c).to_pylist() for c in ("name", "kind", "signature"))):
         if kind == "class" and names & (set(re.findall(r"[A-Za-z_$][\w$]*", signature)) - {name}):
             return None
-    info = _part_info(run, before_state).edge_inputs
+    info = run.part_info(before_state).edge_inputs
     paths = tree["files"].column("path").to_pylist()
     now = (sorted(python_packages(paths)), sorted(java_packages(paths)), tree["manifests"])
     then = (sorted(info.get("packages", {})), sorted(info.get("java", [])), info.get("declared", {}))
     return names if json.dumps(now, sort_keys=True) == json.dumps(then, sort_keys=True) else None
-
-
-def _last(module: str) -> str:
-    """The last name of a module path: `pkg.sub` -> sub, `./util` -> util, `github.com/a/b` -> b."""
-    return re.split(r"[./]", module)[-1]
 
 
 def _rows_of(table: pa.Table, columns: tuple[str, ...]) -> set[tuple]:
@@ -221,7 +225,7 @@ def _tree(run: Run, change: Change) -> dict:
     manifests = declared(change.new["chunks"].select(["path", "chunk_index", "text"]))
     before = run.base.manifest.repo(change.state.org, change.state.name) if run.base else None
     if change.live is not None and change.paths is not None and before is not None and before.parts:
-        kept = _part_info(run, before).edge_inputs.get("declared", {})
+        kept = run.part_info(before).edge_inputs.get("declared", {})
         for kind, found in kept.items():
             manifests.setdefault(kind, {}).update({p: v for p, v in found.items() if p not in change.paths})
     tree["manifests"] = manifests
@@ -241,7 +245,7 @@ def _world(run: Run, org: str, trees: dict) -> World:
     states = [r for r in base.manifest.repos if r.org == org and r.parts and (org, r.name) not in gone] if base else []
     for state in states:
         if (org, state.name) not in trees:
-            inputs = _part_info(run, state).edge_inputs
+            inputs = run.part_info(state).edge_inputs
             known.add(
                 state.name, set(inputs.get("packages", {})), set(inputs.get("java", [])), inputs.get("declared", {})
             )
@@ -271,15 +275,18 @@ def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> 
     found: dict[tuple[str, str], tuple] = {}
     for org in sorted({org for org, _ in [*changes, *gone]}):
         wide = org not in moves or moves[org].names is None or any(o == org for o, _ in gone)
-        touching = _wide_touching(run, org, changes, trees, gone) if wide else None
+        wide_paths = _Wide(run, org, changes, trees, gone) if wide else None
         world = None
         for w in run.work:
             state = base.manifest.repo(*w.spec.key)
             if w.spec.org != org or w.spec.key in changes or not w.ok or state is None or not state.parts:
                 continue
+            if not (wide_paths.reaches(state) if wide else moves[org].reaches(run.part_info(state).edge_inputs)):
+                continue  # no stored call of the repo names what moved: its calls are not read
+            run.report.repos_calls_read += 1
             live = base.live(org, w.spec.name)
             if wide:
-                stored = inside(live.table("calls"), touching(state, live))
+                stored = inside(live.table("calls"), wide_paths.paths(state, live))
             else:  # the few columns that say which calls are touched first, then those files' calls whole
                 probe = live.table("calls", ("path", "callee", "resolved_repo", "resolved_path"))
                 mask = moves[org].touches(probe, live.table("imports", ("path", "module", "name")))
@@ -300,37 +307,51 @@ def importers(run: Run, changes: dict, trees: dict, moves: dict[str, Moved]) -> 
     return found
 
 
-def _wide_touching(run: Run, org: str, changes: dict, trees: dict, gone: list):
-    """For an org where any name may have moved: a function of an unchanged repo (its state and live rows) to
-    the paths to resolve again (see importers)."""
-    base = run.base
-    changed = Declared()  # what the changed and removed repos declare, before the run and after it
-    for (o, name), tree in trees.items():
-        if o == org:
-            paths = tree["files"].column("path").to_pylist()
-            changed.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
-    for o, name in [*(k for k in trees if k[0] == org), *(k for k in gone if k[0] == org)]:
-        before = base.manifest.repo(o, name)
-        if before is not None and before.parts:
-            i = _part_info(run, before).edge_inputs
-            changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
-    repos = {name for o, name in [*changes, *gone] if o == org}
-    # names the changed paths define: a call that resolved to nothing may resolve to one now (through a
-    # re-export of a third repo that found nothing before)
-    defined = {n for (o, _), c in changes.items() if o == org for n in c.new["symbols"].column("name").to_pylist()}
+class _Wide:
+    """For an org where any name may have moved: which paths of an unchanged repo to resolve again (see
+    importers): those importing what a changed or removed repo declares, before the run or after it, those
+    whose calls resolved into one, and those with an unresolved call of a name the changed paths define."""
 
-    def touching(state: RepoState, live: RepoLive) -> set[str]:
+    def __init__(self, run: Run, org: str, changes: dict, trees: dict, gone: list):
+        self.run = run
+        self.changed = changed = Declared()  # what the changed and removed repos declare, before and after
+        for (o, name), tree in trees.items():
+            if o == org:
+                paths = tree["files"].column("path").to_pylist()
+                changed.add(name, python_packages(paths), java_packages(paths), tree["manifests"])
+        for o, name in [*(k for k in trees if k[0] == org), *(k for k in gone if k[0] == org)]:
+            before = run.base.manifest.repo(o, name)
+            if before is not None and before.parts:
+                i = run.part_info(before).edge_inputs
+                changed.add(name, set(i.get("packages", {})), set(i.get("java", [])), i.get("declared", {}))
+        self.repos = {name for o, name in [*changes, *gone] if o == org}
+        # names the changed paths define: a call that resolved to nothing may resolve to one now (through a
+        # re-export of a third repo that found nothing before)
+        self.defined = {
+            n for (o, _), c in changes.items() if o == org for n in c.new["symbols"].column("name").to_pylist()
+        }
+
+    def _imports(self, state: RepoState) -> bool:
+        modules = self.run.part_info(state).edge_inputs.get("modules", [])
+        return any(_names(self.changed, m) for m in modules)
+
+    def reaches(self, state: RepoState) -> bool:
+        """Whether any path of the repo may be resolved again, by its part's `edge_inputs` (True for a part
+        written before parts said what their calls reach)."""
+        reach = self.run.part_info(state).edge_inputs.get("reach")
+        if reach is None or self._imports(state):
+            return True
+        return not self.repos.isdisjoint(reach["into"]) or not self.defined.isdisjoint(reach["names"])
+
+    def paths(self, state: RepoState, live: RepoLive) -> set[str]:
         found = set()
-        if any(_names(changed, m) for m in _part_info(run, state).edge_inputs.get("modules", [])):
+        if self._imports(state):
             imports = live.table("imports", ("path", "module"))
-            found |= {
-                p for p, m in zip(*(imports.column(c).to_pylist() for c in ("path", "module"))) if _names(changed, m)
-            }
+            rows = zip(*(imports.column(c).to_pylist() for c in ("path", "module")))
+            found |= {p for p, m in rows if _names(self.changed, m)}
         calls = live.table("calls", ("path", "resolved_repo", "resolution", "callee"))
         rows = zip(*(calls.column(c).to_pylist() for c in ("path", "resolved_repo", "resolution", "callee")))
-        return found | {p for p, r, how, callee in rows if r in repos or (how in LOOSE and callee in defined)}
-
-    return touching
+        return found | {p for p, r, how, callee in rows if r in self.repos or (how in LOOSE and callee in self.defined)}
 
 
 def _names(known: Declared, module: str) -> bool:
@@ -341,10 +362,6 @@ def _names(known: Declared, module: str) -> bool:
     return any(module == m or module.startswith(m + "/") for m, _, _ in known.go) or any(
         module == n or module.startswith(n + "/") for n in known.npm
     )
-
-
-def _part_info(run: Run, state: RepoState):
-    return snapshot.read_part_info(snapshot.parts_dir(run.cfg.data_dir) / state.parts[-1])
 
 
 def _kept_answers(stored: pa.Table, again: pa.Table) -> pa.Table:

@@ -16,7 +16,7 @@ from indexer.build.report import RepoReport, Report
 from indexer.config import Config, RepoSpec
 from indexer.embed import Embedder, configured_embedder
 from indexer.scan import RefScan
-from indexer.snapshot import Manifest, RepoState
+from indexer.snapshot import Manifest, PartInfo, RepoState, parts_dir, read_part_info
 
 if TYPE_CHECKING:
     from indexer.build.cluster import Cluster
@@ -87,6 +87,14 @@ class Run:
     embedder: Embedder | None = None
     cluster: Cluster | None = None  # config `cluster`: new blobs and embedding spread over Ray
     history: dict = field(default_factory=dict)  # (org, name) -> build.history.RepoHistory, from the history stage
+    part_infos: dict = field(default_factory=dict)  # part id -> PartInfo, read once a run (parts never change)
+
+    def part_info(self, state: RepoState) -> PartInfo:
+        """The info of a repo's newest part, which speaks for the repo as a whole (read once a run)."""
+        part = state.parts[-1]
+        if part not in self.part_infos:
+            self.part_infos[part] = read_part_info(parts_dir(self.cfg.data_dir) / part)
+        return self.part_infos[part]
 
     def removed(self) -> list[tuple[str, str]]:
         """The repos the base holds that the config no longer names: the run leaves them out."""

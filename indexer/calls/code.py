@@ -3,12 +3,14 @@ Python modules (Code); the org's repos (World); what a name can stand for (Def, 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from indexer.calls.declared import Declared, python_modules
 from indexer.languages import language_for
@@ -105,3 +107,26 @@ def join(folder: str, relative: str) -> str:
         else:
             parts.append(part)
     return "/".join(parts)
+
+
+def last_name(module: str) -> str:
+    """The last name of a module path: `pkg.sub` -> sub, `./util` -> util, `github.com/a/b` -> b."""
+    return re.split(r"[./]", module)[-1]
+
+
+def reach(calls: pa.Table, imports: pa.Table) -> dict | None:
+    """What a change elsewhere must name to move a repo's stored calls (build.resolution.Moved.touches), kept
+    with the repo's part so that a run reads the calls of only the repos its changes can reach: every name
+    the repo's calls call and its imports bind or reach a module by, and, per other repo, the paths its calls
+    resolved into. None for calls not resolved yet (nothing can be ruled out)."""
+    if "resolved_repo" not in calls.column_names:
+        return None
+    names = set(pc.unique(calls["callee"]).to_pylist()) | set(pc.unique(imports["name"]).to_pylist())
+    names |= {last_name(m) for m in pc.unique(imports["module"]).to_pylist()}
+    away = calls.filter(
+        pc.and_(pc.not_equal(calls["resolved_repo"], ""), pc.not_equal(calls["resolved_repo"], calls["repo"]))
+    )
+    into: dict[str, set[str]] = defaultdict(set)
+    for repo, path in zip(away["resolved_repo"].to_pylist(), away["resolved_path"].to_pylist()):
+        into[repo].add(path)
+    return {"names": sorted(names - {"", None}), "into": {r: sorted(p) for r, p in sorted(into.items())}}
