@@ -337,3 +337,93 @@ def test_vector_ranks_are_the_same_scored_in_place_or_on_the_gathered_rows(reade
         monkeypatch.setattr(search_module, "GATHER_SHARE", share)
         ranked[share] = search_module.vector_ranks(reader, vector, mask)
     assert ranked[0] == ranked[10**9] and ranked[0] and all(mask[row] for row, _ in ranked[0])
+
+
+def test_one_org_asks_bm25_without_requiring_the_org_and_ranks_as_if_it_did(tmp_path):
+    """Where a snapshot holds one org, the lexical query is its terms alone (so Tantivy can skip what cannot
+    reach the top); it ranks the rows the org-required query ranks, in the same order, each score less the
+    same constant (the org term's, which every row of the org matches)."""
+    import tantivy
+
+    from query.reader import SnapshotReader
+    from query.search import lexical_ranks, row_mask
+    from tests.corpus import LIB, build_corpus
+
+    reader = SnapshotReader(build_corpus(tmp_path, {"lib": LIB, "copy": LIB}).cfg.data_dir)
+    for text in ("session get request", "api shortcuts", "Session", "request url"):
+        req = SearchRequest(query=text)
+        terms = lexical_query(reader, text, "default", ())
+        assert "Must" not in repr(terms)
+        required = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.term_query(reader.schema, "org", "default")),
+                (tantivy.Occur.Must, terms),
+            ]
+        )
+        ranked = lexical_ranks(reader, req, row_mask(req, reader))
+        hits = reader.searcher.search(required, 100).hits
+        rows = reader.positions(reader.searcher.fast_field_values("row", [a for _, a in hits])).tolist()
+        assert ranked and [r for r, _ in ranked] == rows
+        shift = {round(s - mine, 4) for (s, _), (_, mine) in zip(hits, ranked)}
+        assert len(shift) == 1  # the required org's term adds one constant to every score: the same order
+    assert "Must" in repr(lexical_query(reader, "session", "default", ("lib",)))  # a repo filter still requires
+
+
+def test_the_org_mask_is_worked_out_once_and_no_request_narrows_it(reader):
+    from query.search import row_mask
+
+    whole = row_mask(SearchRequest(query="x"), reader)
+    assert (whole == (reader.col["org"] == "default")).all()
+    tools = row_mask(SearchRequest(query="x", repos=("tools",)), reader)
+    assert 0 < tools.sum() < whole.sum()
+    whole[:] = False  # a caller narrows its copy (a session's shadowing does)
+    assert (row_mask(SearchRequest(query="x"), reader) == (reader.col["org"] == "default")).all()
+
+
+def test_vectors_of_rows_from_many_parts_in_any_order_are_their_rows(reader):
+    import numpy as np
+
+    every = np.concatenate([m for m in reader.vectors.matrices if len(m)])
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, len(every), 200)
+    assert len(reader.vectors.matrices) > 1 and (reader.vectors[rows] == every[rows]).all()
+    assert (reader.vectors[int(rows[0])] == every[rows[0]]).all() and reader.vectors[[]].shape == (0, every.shape[1])
+
+
+def test_a_snippet_is_the_window_of_lines_sharing_most_words_with_the_query():
+    """Lines are tokenized only where their lower case holds a query word: the window chosen is the one every
+    line tokenized chooses, plurals (`policies` -> policy) and identifiers' parts included."""
+    import random
+
+    import numpy as np
+
+    from query.search.hits import SNIPPET_LINES, _query_words, snippet
+
+    vocabulary = [
+        "policies",
+        "Policy",
+        "get_user_policies",
+        "PolicyStore",
+        "classes",
+        "class",
+        "nodes",
+        "node",
+        "Node",
+        "edges",
+        "x = 1",
+        "42",
+        "return",
+        "shortest_path",
+        "ShortestPaths",
+        "  ",
+        "dependency",
+    ]
+    rng = random.Random(0)
+    for _ in range(300):
+        lines = [" ".join(rng.choices(vocabulary, k=rng.randint(0, 4))) for _ in range(rng.randint(11, 40))]
+        query = " ".join(rng.choices(["policy", "class", "node", "shortest path", "dependencies", "edge"], k=2))
+        words = _query_words(query)
+        scores = [len(words.intersection(tokens(line))) for line in lines]
+        window = [sum(scores[i : i + SNIPPET_LINES]) for i in range(len(lines) - SNIPPET_LINES + 1)]
+        best = int(np.argmax(window)) if max(window) > 0 else 0
+        assert snippet("\n".join(lines), 1, query)[1] == 1 + best

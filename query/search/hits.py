@@ -27,10 +27,17 @@ def snippet(text: str, line_start: int, query: str) -> tuple[str, int, int]:
     if len(lines) <= SNIPPET_LINES:
         return text, line_start, line_start + len(lines) - 1
     words = _query_words(query)
-    scores = [len(words.intersection(tokens(line))) for line in lines]
+    # A line holds a query word's token only if its lower case holds the word (less a singular's "y": a
+    # token of "policies" is "policy"): the other lines score 0 without being tokenized, most of them.
+    keys = tuple(w[:-1] if w.endswith("y") else w for w in words)
+    scores = [len(words.intersection(tokens(line))) if _holds(line.lower(), keys) else 0 for line in lines]
     window = [sum(scores[i : i + SNIPPET_LINES]) for i in range(len(lines) - SNIPPET_LINES + 1)]
     best = int(np.argmax(window)) if max(window) > 0 else 0
     return "\n".join(lines[best : best + SNIPPET_LINES]), line_start + best, line_start + best + SNIPPET_LINES - 1
+
+
+def _holds(text: str, keys: tuple[str, ...]) -> bool:
+    return any(k in text for k in keys)
 
 
 def overlay_hit(overlay: Overlay, index: int, signals: dict, req: SearchRequest) -> Hit:

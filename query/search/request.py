@@ -202,7 +202,8 @@ def check_org(reader: SnapshotReader, org: str) -> None:
 def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
     """Which rows a request may see: the org first, then every filter (a pre-filter for both signals)."""
     col = reader.col
-    mask = col["org"] == req.org
+    # the org's rows, worked out once a snapshot (a pass over every row's code), copied as callers narrow it
+    mask = reader.cached(f"org:{req.org}", lambda: col["org"] == req.org).copy()
     if req.repos:
         mask &= col["repo"].isin(req.repos)
     if req.langs:

@@ -94,7 +94,10 @@ def top_ranks(rows: np.ndarray, scores: np.ndarray, depth: int = CANDIDATES) -> 
 
 
 def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str, ...]) -> tantivy.Query | None:
-    """BM25 over content, symbol and path; org and repos are required terms, never pasted-in strings."""
+    """BM25 over content, symbol and path; org and repos are required terms, never pasted-in strings. The org
+    is required only where the snapshot holds another: a query of terms alone lets Tantivy skip the blocks
+    that cannot reach the top (block-max WAND), which a required term stops (at 1M chunks, a common query's
+    BM25 took 30-40 ms with the org required and 8-15 ms without, the same ranking)."""
     Q, Occur, schema = tantivy.Query, tantivy.Occur, reader.schema
     # Tokenized as the snapshot was (a server may be upgraded before the next index run).
     version = reader.manifest.tokenizer_version
@@ -109,6 +112,8 @@ def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str,
         should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "content", w), boost)))
         should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST * boost)))
         should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST * boost)))
+    if not repos and all(r.org == org for r in reader.manifest.repos):
+        return Q.boolean_query(should)
     must = [(Occur.Must, Q.term_query(schema, "org", org)), (Occur.Must, Q.boolean_query(should))]
     if repos:
         must.append((Occur.Must, Q.term_set_query(schema, "repo", list(repos))))
