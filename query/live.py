@@ -20,10 +20,17 @@ class LiveSnapshot:
     """Follows CURRENT under `data_dir`: refuse a snapshot that cannot be served, retry it later, swap in
     one that can. `model_ids()` names the models the server can embed queries with (checked on every open)."""
 
-    def __init__(self, data_dir: Path, model_ids: Callable[[], tuple[str, ...]], exact: bool = False):
+    def __init__(
+        self,
+        data_dir: Path,
+        model_ids: Callable[[], tuple[str, ...]],
+        exact: bool = False,
+        opened: Callable[[SnapshotReader], None] | None = None,
+    ):
         self.data_dir = data_dir
         self.model_ids = model_ids
         self.exact = exact  # exact_search: every vector search scores every allowed row
+        self.opened = opened  # told of each snapshot as it starts serving (a server prepares its caches)
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None  # (snapshot id, when) of the last one refused
         self._damaged: set[str] = set()  # snapshots a query found damaged: never served again
@@ -85,6 +92,7 @@ class LiveSnapshot:
             damaged.damaged,
         )
         self._reader = older
+        self._told(older)
         return older
 
     def _refused_lately(self, live: str | None) -> bool:
@@ -117,6 +125,7 @@ class LiveSnapshot:
                         exc,
                     )
                 self._reader, self._refused = fresh, (live, time.monotonic())
+                self._told(fresh)
                 return fresh
             log.error("keeping snapshot %s: the new one is refused: %s", self._reader.snapshot_id, exc)
             self._refused = (live, time.monotonic())
@@ -124,4 +133,9 @@ class LiveSnapshot:
         if self._reader is not None:
             log.info("swapped snapshot %s -> %s", self._reader.snapshot_id, fresh.snapshot_id)
         self._reader, self._refused = fresh, None
+        self._told(fresh)
         return fresh
+
+    def _told(self, reader: SnapshotReader) -> None:
+        if self.opened is not None:
+            self.opened(reader)

@@ -22,8 +22,10 @@ commit subjects 0.578 -> 0.594.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -33,8 +35,8 @@ from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
 from query.reader import Labels, SnapshotReader
 from indexer.languages import is_test_file
-from query.history import DamagedHistory, repo_votes
-from query.localize import asks_for_tests, localize
+from query.history import DamagedHistory, history_of, repo_votes
+from query.localize import asks_for_tests, localize, runner_repos
 from query.search import (
     CANDIDATES,
     SearchError,
@@ -72,6 +74,8 @@ NOT_SUBSTANCE_RE = re.compile(
     r"(^|/)test_[^/]*$|_test\.\w+$|\.test\.\w+$|\.spec\.\w+$|\.(md|rst|txt)$",
     re.I,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -147,6 +151,34 @@ def _first_per_group(groups: np.ndarray, n: int) -> np.ndarray:
     first = np.zeros(len(groups), dtype=bool)
     first[by_group[place < n]] = True
     return first
+
+
+def prepare(reader: SnapshotReader) -> None:
+    """Load now what every route reads of a snapshot whatever the task: the commit history, each org's
+    files and test-tool repos, the repos' cards and the edges. A long-lived server does it in a thread when
+    it opens a snapshot; otherwise the first route after a start or a swap pays it (1.8 s at 1M chunks,
+    the next route 0.12 s)."""
+    reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))
+    reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
+    for org in sorted({r.org for r in reader.manifest.repos}):
+        runner_repos(reader, org)
+    try:
+        history_of(reader)
+    except DamagedHistory:  # said where history is asked for
+        pass
+
+
+def prepare_in_thread(reader: SnapshotReader) -> None:
+    """prepare, for a snapshot that starts serving, in a thread: requests meanwhile load what they need
+    themselves. What fails is the first route's to say, in its own words."""
+
+    def run() -> None:
+        try:
+            prepare(reader)
+        except Exception as exc:
+            log.info("routes of snapshot %s were not prepared: %s", reader.snapshot_id, exc)
+
+    threading.Thread(target=run, name=f"prepare {reader.snapshot_id}", daemon=True).start()
 
 
 def route(

@@ -67,7 +67,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
 
         name = f"{socket.gethostname()}:{port}"
         Replica(store_for(cfg, store_url), cfg.data_dir, poll_seconds, name, max(2, cfg.keep_snapshots)).start()
-    service = Service(cfg)
+    service = Service(cfg, prepare=True)
     service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):
         warning = f"binding {host} without --require-token: anyone who can reach it can read every indexed repo"

@@ -36,7 +36,7 @@ from query import history
 from query.live import LiveSnapshot
 from query.localize import localize
 from query.reader import SnapshotReader
-from query.route_task import RepoRoute, route
+from query.route_task import RepoRoute, prepare_in_thread, route
 from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound, SessionStatus, SessionSync
 from query.overlays.pushed import PushedStore
 from query.cursor import CursorError
@@ -142,12 +142,15 @@ class IndexStatus:
 
 
 class Service:
-    def __init__(self, cfg: Config, embedder: Embedder | None = None):
+    def __init__(self, cfg: Config, embedder: Embedder | None = None, prepare: bool = False):
+        """`prepare`: a long-lived server's, which loads what routes read of each snapshot it opens, in a
+        thread, so that no request after a start or a swap waits for it (route_task.prepare)."""
         self.cfg = cfg
         self._embedder = embedder
         self._fast: Embedder | None = None  # the configured model's static tier, loaded when a snapshot has it
         self._reranker = None
-        self.live = LiveSnapshot(cfg.data_dir, self.model_ids, exact=cfg.exact_search)
+        opened = prepare_in_thread if prepare else None
+        self.live = LiveSnapshot(cfg.data_dir, self.model_ids, exact=cfg.exact_search, opened=opened)
         self._lock = threading.Lock()  # the stores: opened in a moment
         self._loading = threading.Lock()  # the embedder and the reranker: loading one takes seconds, and a
         # session call must not wait behind it

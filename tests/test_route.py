@@ -191,3 +191,39 @@ def test_each_repos_best_candidates_are_those_a_full_sort_gives(max_runs, monkey
         order = np.argsort(-scores, kind="stable")
         expected = order[_first_per_group(groups[order], n)]
         assert _best_per_group(groups, scores, n).tolist() == expected.tolist(), case
+
+
+def test_a_long_lived_server_prepares_what_routes_read_of_each_snapshot_it_opens(tmp_path):
+    """Service(prepare=True), as `blobdex serve` and `blobdex mcp` make it, loads in a thread what every route
+    reads of a snapshot when it starts serving, and again for the snapshot a publish swaps in; a route then
+    answers as an unprepared server does."""
+    import threading
+
+    from dulwich.repo import Repo
+
+    from indexer.build import run
+    from indexer.embed import HashEmbedder
+    from query.service import Service
+    from tests import gitrepo
+
+    built = build_corpus(tmp_path, {name: files for name, files in SERVICES.items()})
+    hasher = HashEmbedder()
+    prepared, plain = Service(built.cfg, hasher, prepare=True), Service(built.cfg, hasher)
+
+    def settled(service: Service) -> set[str]:
+        reader = service.reader()
+        for thread in threading.enumerate():
+            if thread.name == f"prepare {reader.snapshot_id}":
+                thread.join(60)
+        return set(reader._cache)
+
+    first = prepared.reader().snapshot_id
+    assert {"route", "history", "test_rows", "runners:default"} <= settled(prepared)
+    assert "route" not in settled(plain)
+    repo = Repo(str(tmp_path / "src" / "billing"))
+    more = {**SERVICES["billing"], "billing/refunds.py": b"def refund(charge):\n    return charge.reverse()\n"}
+    gitrepo.commit(repo, more, message="refunds", parents=[repo.head()])
+    run(built.cfg, show_progress=False)
+    assert prepared.reader().snapshot_id != first and "route" in settled(prepared)
+    task = "refund a card payment"
+    assert prepared.route("default", task) == plain.route("default", task)

@@ -486,7 +486,7 @@ def started_service(cfg) -> tuple[Future, threading.Thread]:
         try:
             from query.service import Service
 
-            service = Service(cfg)
+            service = Service(cfg, prepare=True)
         except Exception as exc:  # the first tool call raises it, in its own words; no traceback on stderr
             ready.set_exception(exc)
             return
