@@ -74,8 +74,9 @@ bench: install-torch
 bench-history: install
 	$(BIN)/python ci/bench_history.py
 
+# Real repositories too: make bench-scale ARGS="--real repos.txt --real-model all-MiniLM-L6-v2+static"
 bench-scale: install-torch  # the default corpus copies networkx, which the torch extra installs
-	$(BIN)/python ci/bench_scale.py
+	$(BIN)/python ci/bench_scale.py $(ARGS)
 
 # Call resolution against scip-python on the Python repos of an index: make bench-precision CONFIG=blobdex.toml
 bench-precision: install .tools/.installed

@@ -10,8 +10,9 @@ the data dir), as many pushes of one commit each drained as a long-lived indexer
 pushed repo fetched; median and max), then `blobdex serve` on the snapshot: time to ready, RSS, search /
 route / get_file p50 and p95 over HTTP, grep over HTTP for patterns only one copy matches (GREPS), the same
 greps in process with and without the parts' trigram indexes, and the first request after the next publish
-(the swap). Nothing is asserted; it prints a table with the issue's goals beside it (and --json writes the
-figures).
+(the swap). With --real-model, the real repositories are also indexed alone with that model, and the
+approximate index's recall@10 against exact is measured on their vectors (a real model's, not hashed). Nothing
+is asserted; it prints a table with the issue's goals beside it (and --json writes the figures).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,6 +49,19 @@ QUERIES = [
     "random graph generator",
     "draw the graph with matplotlib",
     "topological sort of a directed graph",
+]
+# Tasks of the kind the real repositories hold (--real): web frameworks, CLIs, HTTP clients, serialization.
+REAL_QUERIES = [
+    "parse command line arguments into options",
+    "retry an http request with exponential backoff",
+    "serialize an object to json",
+    "route a request to its handler by path",
+    "validate a field and raise a validation error",
+    "read the configuration from environment variables",
+    "render a template with a context",
+    "stream the response body in chunks",
+    "compare two strings ignoring case",
+    "escape html in user input",
 ]
 # (pattern, literal, ignore_case) for copy k: each names what one copy alone defines (its defs carry `_k<k>`), so
 # a page holds its few matches and grep must find them among every repo's rows.
@@ -203,28 +218,28 @@ def grep_without_index(data: Path, copies: int) -> dict:
     return out
 
 
-def vectors_in_process(data: Path) -> dict:
-    """In this process: vector search (the vector signal alone, QUERIES x 3) through the snapshot's approximate
+def vectors_in_process(data: Path, embedder=None, queries: list[str] = QUERIES) -> dict:
+    """In this process: vector search (the vector signal alone, `queries` x 3) through the snapshot's approximate
     index and exact, recall@10 of the first against the second (ties counted: copies share vectors), and route
-    with each."""
+    with each. The hashing embedder unless another is given (the snapshot's own model)."""
     from indexer.embed import HashEmbedder
     from query.reader import SnapshotReader
     from query.route_task import route
     from query.search import SearchRequest, row_mask
     from query.search.signals import query_vectors, vector_ranks
 
-    embedder, out = HashEmbedder(), {}
+    embedder, out = embedder or HashEmbedder(), {}
     readers = {"approximate": SnapshotReader(data), "exact": SnapshotReader(data, exact=True)}
     out["codebook"] = readers["approximate"].approximate is not None
     ranked = {}
     for name, reader in readers.items():
         seconds, routes, ranked[name] = [], [], []
-        for q in QUERIES * 3:
+        for q in queries * 3:
             mask = row_mask(SearchRequest(query=q, org="default"), reader)
             t0 = time.monotonic()
             ranked[name].append(vector_ranks(reader, query_vectors(embedder, q + " "), mask, depth=10))
             seconds.append(time.monotonic() - t0)
-        for q in QUERIES:
+        for q in queries:
             t0 = time.monotonic()
             route(reader, embedder, q)
             routes.append(time.monotonic() - t0)
@@ -239,6 +254,28 @@ def vectors_in_process(data: Path) -> dict:
     )
     out["recall_at_10"] = round(hits / (10 * len(ranked["exact"])), 4)
     return out
+
+
+def real_model_recall(work: Path, env: dict, real: list[tuple[str, Path, str]], model: str) -> dict:
+    """The real repositories alone indexed with a real model (its vectors, not hashed ones: `fast`, the default
+    model's static tier, embeds a corpus in a minute), in work/real-model with the bench's mirrors and chunk
+    cache linked in; then vectors_in_process over it with that model and REAL_QUERIES as well."""
+    from indexer.config import load
+    from indexer.embed import configured_embedder
+
+    root, data = work / "real-model", work / "data"
+    if not (root / "data" / "CURRENT").exists():
+        for folder in ("mirrors", "cache"):
+            shutil.copytree(data / folder, root / "data" / folder, copy_function=os.link, dirs_exist_ok=True)
+        write_config(root, 0, real)
+        config = (root / "blobdex.toml").read_text().replace('model = "blobdex:hash"', f'model = "{model}"')
+        (root / "blobdex.toml").write_text(config)
+        report, wall = run_index(env, root)
+        print(
+            f"bench-scale: {report['totals']['chunks']:,} chunks embedded by {model} in {wall:.0f} s", file=sys.stderr
+        )
+    embedder = configured_embedder(load(root / "blobdex.toml"))
+    return {"model": model, **vectors_in_process(root / "data", embedder, QUERIES + REAL_QUERIES)}
 
 
 def _ms(seconds: list[float], share: float) -> float:
@@ -289,6 +326,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
     parser.add_argument("--commits", type=int, default=10, help="one-commit runs per step (median and max shown)")
     parser.add_argument(
+        "--real-model",
+        help="with --real: also index the real repositories alone with this model (e.g. all-MiniLM-L6-v2+static) "
+        "and report the approximate index's recall@10 on its vectors",
+    )
+    parser.add_argument(
         "--real",
         type=Path,
         help="a file listing real repositories, one `GIT_DIR [REF]` a line: each step holds them all, topped up "
@@ -315,6 +357,8 @@ def main() -> None:
         real_chunks = cold["totals"]["chunks"] - per_copy
         cold = {"repos": len(real), "chunks": real_chunks, "wall_s": round(cold_wall, 1), "seconds": cold["seconds"]}
         print(f"bench-scale: {len(real)} real repositories: {json.dumps(cold)}", file=sys.stderr)
+        if args.real_model:
+            cold["model_vectors"] = real_model_recall(work, env, real, args.real_model)
     copies, commits, rows = 1, [0], []
     for step in steps:
         want = max(1, math.ceil((step - real_chunks) / per_copy))
@@ -397,6 +441,18 @@ def main() -> None:
             f"| {r['chunks']:,} | {a['vector_p50_ms']} / {a['vector_p95_ms']} ms | {e['vector_p50_ms']} / "
             f"{e['vector_p95_ms']} ms | {v['recall_at_10']} | {a['route_p95_ms']} / {e['route_p95_ms']} ms | "
             f"{r['bytes_per_chunk']:,} | {stages} |"
+        )
+    if cold:
+        print(
+            f"\nreal repositories ({cold['repos']}, {cold['chunks']:,} chunks), the cold run: {cold['wall_s']} s; "
+            + ", ".join(f"{k} {t:.0f}" for k, t in cold["seconds"].items() if t >= 0.5)
+        )
+    if cold and "model_vectors" in cold:
+        v = cold["model_vectors"]
+        print(
+            f"their vectors by {v['model']}: recall@10 {v['recall_at_10']}, vector p50 / p95 "
+            f"{v['approximate']['vector_p50_ms']} / {v['approximate']['vector_p95_ms']} ms approximate, "
+            f"{v['exact']['vector_p50_ms']} / {v['exact']['vector_p95_ms']} ms exact"
         )
     print("goals: " + "; ".join(f"{k} {v}" for k, v in GOALS.items()))
     if args.json:
