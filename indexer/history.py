@@ -287,6 +287,8 @@ def line_counts(old: bytes, new: bytes, with_hunks: bool = False) -> tuple[int, 
 def _edits(old: list[str], new: list[str]) -> int | None:
     """The fewest lines to delete and insert to turn `old` into `new` (Myers' greedy O((N+M)D) walk, counting
     only), or None past MAX_EDITS."""
+    if not old or not new:  # a file that comes or goes: the walk took up to MAX_EDITS^2 / 2 steps to say N+M
+        return len(old) + len(new) if len(old) + len(new) <= MAX_EDITS else None
     ids: dict[str, int] = {}
     a = [ids.setdefault(line, len(ids)) for line in old]
     b = [ids.setdefault(line, len(ids)) for line in new]

@@ -575,3 +575,19 @@ def test_blame_numbers_lines_as_git_does(tmp_path):
     run(cfg, show_progress=False)
     b = Service(cfg, embedder=HashEmbedder()).blame("default", "api", "ff.c")
     assert [x["commit_id"] for x in b.lines] == [first, first, first, second]
+
+
+def test_a_file_that_comes_or_goes_counts_its_lines_without_walking_the_diff():
+    """An added or deleted file is all edits: counted as such (the diff walk took up to MAX_EDITS^2 / 2 steps to
+    say so: 5 s of a 595-file first commit), with the hunks and numbers the walk gave."""
+    from indexer.history import MAX_EDITS, MAX_HUNK_CHARS, _edits, hunks, line_counts, lines_of
+
+    rng = random.Random(0)
+    for n in (1, 7, 150, MAX_EDITS - 1, MAX_EDITS + 5):
+        text = "".join(f"{rng.choice(['a', 'b', 'def f():', ''])} {i}\n" for i in range(n)).encode()
+        lines = lines_of(text)
+        walked = _edits(["\0 a line no file has"], lines)  # the walk, one line more than the file's
+        assert _edits([], lines) == (None if walked is None else walked - 1) == _edits(lines, [])
+        if walked is not None:
+            assert line_counts(b"", text, True) == (n, 0, hunks([], lines)[:MAX_HUNK_CHARS])
+            assert line_counts(text, b"", True) == (0, n, hunks(lines, [])[:MAX_HUNK_CHARS])
