@@ -377,6 +377,7 @@ def main() -> None:
             changed, wall = run_index(env, work)
             walls.append(wall)
             grown.append(tree_bytes(work / "data") - before)  # net of what keep_snapshots pruned
+        snapshot = snapshot_bytes(work / "data", changed["snapshot_id"])  # before pushes publish (and prune) more
         pushed = push_runs(work, commits, args.commits)
         row = {
             "chunks": changed["totals"]["chunks"],
@@ -391,15 +392,13 @@ def main() -> None:
             "push": pushed,
             "bytes_added_mb": round(statistics.mean(grown) / 2**20, 3),
             "bytes_added_max_mb": round(max(grown) / 2**20, 3),
-            "snapshot_mb": round(snapshot_bytes(work / "data", changed["snapshot_id"]) / 2**20, 1),
+            "snapshot_mb": round(snapshot / 2**20, 1),
             "data_dir_mb": round(tree_bytes(work / "data") / 2**20, 1),
             "serve": serve_figures(work, env, paths, commits, copies),
             "grep_in_process": grep_without_index(work / "data", copies),
             "vectors_in_process": vectors_in_process(work / "data"),
             "add_run_seconds": added["seconds"],
-            "bytes_per_chunk": round(
-                snapshot_bytes(work / "data", changed["snapshot_id"]) / changed["totals"]["chunks"]
-            ),
+            "bytes_per_chunk": round(snapshot / changed["totals"]["chunks"]),
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
