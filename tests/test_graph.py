@@ -505,3 +505,39 @@ def test_a_file_with_syntax_errors_is_counted_and_never_aborts_its_repo(tmp_path
     assert report.repos[0].status == "ok" and report.syntax_errors == 1
     _, _, rows = run_sql(cfg.data_dir, "SELECT path, key FROM env_keys")
     assert rows == [("bad.py", "KEY_A")]
+
+
+def test_go_npm_and_java_imports_meet_the_repo_that_declares_them_at_a_path_boundary():
+    """A module meets the owner named by itself, by a "/" prefix of it (Go, npm) or by its package (Java), in
+    another repo, outside test files; `github.com/acme/library` is not below `github.com/acme/lib`."""
+
+    def inputs(declared=None, java=None, modules=None):
+        empty = {"routes": [], "urls": [], "tasks": [], "env_keys": {}, "models": {}, "imports": {}, "packages": {}}
+        return {**empty, "declared": declared or {}, "java": java or {}, "modules": modules or {}}
+
+    org = {
+        "lib": inputs(
+            declared={"go": {"go.mod": "github.com/acme/lib"}, "npm": {"package.json": ["@acme/ui", "1.0.0"]}},
+            java={"com.acme.core": "src/com/acme/core/Invoice.java"},
+            modules={"github.com/acme/lib/sub": ["lib/self.go", 3]},  # its own: no edge
+        ),
+        "app": inputs(
+            modules={
+                "github.com/acme/lib/sub/deep": ["cmd/main.go", 5],
+                "github.com/acme/library": ["cmd/other.go", 4],
+                "github.com/acme/lib": ["cmd/root.go", 6],
+                "@acme/ui/button": ["web/app.js", 1],
+                "@acme/uix": ["web/x.js", 1],
+                "com.acme.core.Invoice": ["src/App.java", 2],
+                "com.acme.core.sub.Thing": ["src/Sub.java", 2],
+                "github.com/acme/lib/testing": ["cmd/main_test.go", 7],
+            }
+        ),
+    }
+    found = sorted((e["key"], e["from_path"], e["to_path"]) for e in edges("default", org) if e["kind"] == "import")
+    assert found == [
+        ("@acme/ui", "web/app.js", "package.json"),
+        ("com.acme.core", "src/App.java", "src/com/acme/core/Invoice.java"),
+        ("github.com/acme/lib", "cmd/main.go", "go.mod"),
+        ("github.com/acme/lib", "cmd/root.go", "go.mod"),
+    ]

@@ -225,11 +225,20 @@ def _declared_imports(out: list[dict], counts: dict, inputs: dict[str, dict], ke
         owners += [("npm", name, repo, path, f"package {name}") for path, (name, _) in made.get("npm", {}).items()]
         java = inputs[repo].get("java", {})
         owners += [("java", package, repo, path, f"package {package}") for package, path in java.items()]
+    # Owners by the name they declare: a module meets only those named by itself, by one of its "/" prefixes
+    # (Go, npm) or by its package (Java). Trying every owner for every import took 43 s a run over 54 real
+    # repositories (10k modules imported, hundreds of Java packages declared).
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for i, (_, name, _, _, _) in enumerate(owners):
+        by_name[name].append(i)
     for repo in sorted(inputs):
         for module, (path, line) in inputs[repo].get("modules", {}).items():
-            for kind, name, owner, where, evidence in owners:
+            steps = module.split("/")
+            named = {module, module.rpartition(".")[0], *("/".join(steps[:k]) for k in range(1, len(steps)))}
+            for i in sorted(i for n in named for i in by_name.get(n, ())):
+                kind, name, owner, where, evidence = owners[i]
                 inside = module.rpartition(".")[0] == name if kind == "java" else module.startswith(name + "/")
-                if owner != repo and kept(path) and kept(where) and (module == name or inside):
+                if owner != repo and (module == name or inside) and kept(path) and kept(where):
                     src = Site(repo=repo, path=path, line=line, evidence=f"import {module}")
                     dst = Site(repo=owner, path=where, line=1, evidence=evidence)
                     _add(out, counts, "import", name, src, dst, module, CONFIDENCE["import"])
