@@ -262,10 +262,11 @@ def real_model_recall(work: Path, env: dict, real: list[tuple[str, Path, str]], 
     cache linked in; then vectors_in_process over it with that model and REAL_QUERIES as well."""
     from indexer.config import load
     from indexer.embed import configured_embedder
+    from indexer.mirror import MIRRORS_DIR
 
     root, data = work / "real-model", work / "data"
     if not (root / "data" / "CURRENT").exists():
-        for folder in ("mirrors", "cache"):  # linked: the cache is content-addressed, and a model's vectors its own
+        for folder in (MIRRORS_DIR, "cache"):  # linked: the cache is content-addressed, a model's vectors its own
             shutil.copytree(data / folder, root / "data" / folder, copy_function=os.link, dirs_exist_ok=True)
         write_config(root, 0, real)
         config = (root / "blobdex.toml").read_text().replace('model = "blobdex:hash"', f'model = "{model}"')
