@@ -247,11 +247,13 @@ def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
             for name, sha in result.refs.items()
             if not name.endswith(b"^{}") and name != b"HEAD" and sha is not None
         }
-        for name in list(repo.refs.keys()):
+        held = repo.refs.as_dict()
+        for name in held:
             if name != b"HEAD" and name not in remote:
                 del repo.refs[name]
         for name, sha in remote.items():
-            repo.refs[name] = sha
+            if held.get(name) != sha:  # each write is a lock file and a rename: a repo has thousands of tags
+                repo.refs[name] = sha
         head = (result.symrefs or {}).get(b"HEAD")
         if head and head in remote:
             repo.refs.set_symbolic_ref(b"HEAD", head)

@@ -32,6 +32,30 @@ def test_https_style_fetch_with_credential_reference_then_incremental(http_remot
     assert TOKEN not in (path / "config").read_text()
 
 
+def test_a_fetch_writes_only_the_refs_that_moved(tmp_path):
+    """A repo with many tags fetched again with nothing new writes no ref (each write was a lock file and a
+    rename: 0.8 s of every run for a repo of 2,500 refs); a moved branch and a new tag are written, a deleted
+    one goes."""
+    src = gitrepo.init(tmp_path / "src")
+    head = gitrepo.commit(src, {"x.md": b"# x\n"})
+    for i in range(30):
+        src.refs[b"refs/tags/v%d" % i] = head.encode()
+    path = fetch(tmp_path / "data", RepoSpec(name="x", url=str(tmp_path / "src")))
+    refs = sorted((path / "refs").rglob("*"))
+    stamps = {p: p.stat().st_mtime_ns for p in refs if p.is_file()}
+    assert len(stamps) == 31
+    fetch(tmp_path / "data", RepoSpec(name="x", url=str(tmp_path / "src")))
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    moved = gitrepo.commit(src, {"x.md": b"# y\n"})
+    src.refs[b"refs/tags/new"] = moved.encode()
+    del src.refs[b"refs/tags/v0"]
+    fetch(tmp_path / "data", RepoSpec(name="x", url=str(tmp_path / "src")))
+    mirror = Repo(str(path))
+    assert mirror.refs[b"refs/heads/main"].decode() == moved == mirror.refs[b"refs/tags/new"].decode()
+    assert b"refs/tags/v0" not in mirror.refs and mirror.refs[b"refs/tags/v1"].decode() == head
+    assert sum(stamps[p] != p.stat().st_mtime_ns for p in stamps if p.exists()) == 1  # main alone
+
+
 def test_wrong_credentials_are_refused_with_advice(http_remote, tmp_path, monkeypatch):
     _, url = http_remote
     monkeypatch.setenv("GIT_TOKEN", "wrong")
