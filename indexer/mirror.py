@@ -252,7 +252,7 @@ def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
             if name != b"HEAD" and name not in remote:
                 del repo.refs[name]
         for name, sha in remote.items():
-            if held.get(name) != sha:  # each write is a lock file and a rename: a repo has thousands of tags
+            if held.get(name) != sha:  # dulwich takes a lock file and reads the ref again: thousands of tags
                 repo.refs[name] = sha
         head = (result.symrefs or {}).get(b"HEAD")
         if head and head in remote:

@@ -33,9 +33,9 @@ def test_https_style_fetch_with_credential_reference_then_incremental(http_remot
 
 
 def test_a_fetch_writes_only_the_refs_that_moved(tmp_path):
-    """A repo with many tags fetched again with nothing new writes no ref (each write was a lock file and a
-    rename: 0.8 s of every run for a repo of 2,500 refs); a moved branch and a new tag are written, a deleted
-    one goes."""
+    """A repo with many tags fetched again with nothing new leaves every ref file as it was; a moved branch and
+    a new tag are written, a deleted tag goes. (Setting an unchanged ref took dulwich a lock file and a read:
+    0.8 s of every run for a repo of 2,500 refs; the fetch now sets only those that moved.)"""
     src = gitrepo.init(tmp_path / "src")
     head = gitrepo.commit(src, {"x.md": b"# x\n"})
     for i in range(30):
