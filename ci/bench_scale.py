@@ -258,11 +258,15 @@ def vectors_in_process(data: Path, embedder=None, queries: list[str] = QUERIES) 
 
 def real_model_recall(work: Path, env: dict, real: list[tuple[str, Path, str]], model: str) -> dict:
     """The real repositories alone indexed with a real model (its vectors, not hashed ones: `fast`, the default
-    model's static tier, embeds a corpus in a minute), in work/real-model with the bench's mirrors and chunk
-    cache linked in; then vectors_in_process over it with that model and REAL_QUERIES as well."""
+    model's static tier, embeds 160k chunks in about a minute; the run reads every history again), in
+    work/real-model with the bench's mirrors and chunk cache linked in; then vectors_in_process over it with
+    that model, asked QUERIES, REAL_QUERIES, 100 definition names and 100 first lines of chunks (seeded)."""
+    import random
+
     from indexer.config import load
     from indexer.embed import configured_embedder
     from indexer.mirror import MIRRORS_DIR
+    from query.reader import SnapshotReader
 
     root, data = work / "real-model", work / "data"
     if not (root / "data" / "CURRENT").exists():
@@ -276,7 +280,11 @@ def real_model_recall(work: Path, env: dict, real: list[tuple[str, Path, str]], 
             f"bench-scale: {report['totals']['chunks']:,} chunks embedded by {model} in {wall:.0f} s", file=sys.stderr
         )
     embedder = configured_embedder(load(root / "blobdex.toml"))
-    return {"model": model, **vectors_in_process(root / "data", embedder, QUERIES + REAL_QUERIES)}
+    rows, rng = SnapshotReader(root / "data").rows, random.Random(0)
+    names = rng.sample([s for s in rows.column("symbol").to_pylist() if s and len(s) > 6], 100)
+    lines = [t.strip().split("\n")[0][:80] for t in rng.sample(rows.column("text").to_pylist(), 400)]
+    asked = QUERIES + REAL_QUERIES + names + [line for line in lines if len(line) > 20][:100]
+    return {"model": model, "queries": len(asked), **vectors_in_process(root / "data", embedder, asked)}
 
 
 def _ms(seconds: list[float], share: float) -> float:
@@ -450,7 +458,7 @@ def main() -> None:
     if cold and "model_vectors" in cold:
         v = cold["model_vectors"]
         print(
-            f"their vectors by {v['model']}: recall@10 {v['recall_at_10']}, vector p50 / p95 "
+            f"their vectors by {v['model']}: recall@10 {v['recall_at_10']} ({v['queries']} queries), vector p50 / p95 "
             f"{v['approximate']['vector_p50_ms']} / {v['approximate']['vector_p95_ms']} ms approximate, "
             f"{v['exact']['vector_p50_ms']} / {v['exact']['vector_p95_ms']} ms exact"
         )
