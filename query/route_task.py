@@ -119,6 +119,16 @@ def _test_rows(paths: Labels) -> np.ndarray:
     return paths.mapped(is_test_file).values.astype(bool)[paths.codes]
 
 
+def _tests_of(reader: SnapshotReader) -> np.ndarray:
+    """_test_rows of a snapshot's rows, worked out once a snapshot."""
+    return reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))
+
+
+def _cards_and_edges(reader: SnapshotReader) -> tuple[dict, list[dict]]:
+    """The repos' card vectors and the coupling edges, read once a snapshot."""
+    return reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
+
+
 def _best_per_group(groups: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     """The indices of each group's `n` best scores, best first, ties in index order: what a stable sort of every
     score followed by `_first_per_group` gives, without sorting a million scores (a repo's rows stand together,
@@ -158,8 +168,8 @@ def prepare(reader: SnapshotReader) -> None:
     files and test-tool repos, the repos' cards and the edges. A long-lived server does it in a thread when
     it opens a snapshot; otherwise the first route after a start or a swap pays it (1.8 s at 1M chunks,
     the next route 0.12 s)."""
-    reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))
-    reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
+    _tests_of(reader)
+    _cards_and_edges(reader)
     for org in sorted({r.org for r in reader.manifest.repos}):
         runner_repos(reader, org)
     try:
@@ -214,14 +224,14 @@ def route(
         hit_rows = np.asarray([row for row, _ in lexical])
         relevance[np.searchsorted(allowed, hit_rows)] += LEXICAL_BONUS * (1 - np.arange(len(lexical)) / CANDIDATES)
     if not asks_for_tests(task):  # every repo's test suite speaks a test framework's vocabulary
-        keep = ~reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))[allowed]
+        keep = ~_tests_of(reader)[allowed]
         allowed, relevance = allowed[keep], relevance[keep]
     repo_col = reader.col["repo"]
     best = _best_per_group(repo_col.codes[allowed], relevance, PER_REPO_CANDIDATES)
     per_repo: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for row, score in zip(allowed[best].tolist(), relevance[best].tolist()):  # in relevance order
         per_repo[repo_col[row]].append((row, score))
-    cards, edges = reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
+    cards, edges = _cards_and_edges(reader)
     routes = []
     for repo, cands in per_repo.items():
         scores = [max(s, 0.0) for _, s in cands]

@@ -327,13 +327,17 @@ class _Wide:
         self.repos = {name for o, name in [*changes, *gone] if o == org}
         # names the changed paths define: a call that resolved to nothing may resolve to one now (through a
         # re-export of a third repo that found nothing before)
+        self._importing: dict[str, bool] = {}
         self.defined = {
             n for (o, _), c in changes.items() if o == org for n in c.new["symbols"].column("name").to_pylist()
         }
 
     def _imports(self, state: RepoState) -> bool:
-        modules = self.run.part_info(state).edge_inputs.get("modules", [])
-        return any(_names(self.changed, m) for m in modules)
+        """Whether the repo imports a module a changed or removed repo declares (asked twice a repo: remembered)."""
+        if state.name not in self._importing:
+            modules = self.run.part_info(state).edge_inputs.get("modules", [])
+            self._importing[state.name] = any(_names(self.changed, m) for m in modules)
+        return self._importing[state.name]
 
     def reaches(self, state: RepoState) -> bool:
         """Whether any path of the repo may be resolved again, by its part's `edge_inputs` (True for a part
