@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from indexer.snapshot import SnapshotError, current_id
-from query.reader import SnapshotReader, open_kept
+from query.reader import Select, SnapshotReader, open_kept
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +26,13 @@ class LiveSnapshot:
         model_ids: Callable[[], tuple[str, ...]],
         exact: bool = False,
         opened: Callable[[SnapshotReader], None] | None = None,
+        select: Select | None = None,
     ):
         self.data_dir = data_dir
         self.model_ids = model_ids
         self.exact = exact  # exact_search: every vector search scores every allowed row
         self.opened = opened  # told of each snapshot as it starts serving (a server prepares its caches)
+        self.select = select  # the repos each snapshot is opened with (a shard's); every one when None
         self._reader: SnapshotReader | None = None
         self._refused: tuple[str, float] | None = None  # (snapshot id, when) of the last one refused
         self._damaged: set[str] = set()  # snapshots a query found damaged: never served again
@@ -76,7 +78,9 @@ class LiveSnapshot:
     def _fall_back(self, damaged: SnapshotReader) -> SnapshotReader:
         """Serve the newest older kept snapshot that opens instead of `damaged`; `damaged` itself when none does."""
         self._damaged.add(damaged.snapshot_id)
-        older = open_kept(self.data_dir, self.model_ids(), before=damaged.snapshot_id, exact=self.exact)
+        older = open_kept(
+            self.data_dir, self.model_ids(), before=damaged.snapshot_id, exact=self.exact, select=self.select
+        )
         if older is None:
             log.error(
                 "snapshot %s is damaged (%s) and no older kept snapshot opens: it serves what it still can; "
@@ -104,11 +108,11 @@ class LiveSnapshot:
         """Open `live` and serve it; if it cannot be served, keep (or at start-up find) one that can."""
         try:
             # takes over the parts both list
-            fresh = SnapshotReader(self.data_dir, live, previous=self._reader, exact=self.exact)
+            fresh = SnapshotReader(self.data_dir, live, previous=self._reader, exact=self.exact, select=self.select)
             fresh.check_model(self.model_ids())
         except SnapshotError as exc:
             if self._reader is None:  # starting up: serve the newest kept snapshot that opens
-                fresh = open_kept(self.data_dir, self.model_ids(), exact=self.exact)
+                fresh = open_kept(self.data_dir, self.model_ids(), exact=self.exact, select=self.select)
                 if fresh is None:
                     raise
                 if live is None:

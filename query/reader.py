@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from query.approximate import open_approximate
 from indexer.snapshot.ann import read_codes
 from indexer.snapshot.grams import Grams, GramsError
 from indexer.snapshot import (
+    Manifest,
     PartRef,
     SnapshotError,
     chunk_schema,
@@ -39,6 +41,7 @@ from indexer.snapshot import (
 log = logging.getLogger(__name__)
 
 LABELLED = ("org", "repo", "lang", "kind", "path")  # the columns filters read, held as codes
+Select = Callable[[Manifest], set[tuple[str, str]]]  # the (org, repo) a reader opens of a manifest's
 # Vector search scores every row in place when at least 1/GATHER_SHARE of them pass the filters: gathering
 # the allowed rows first copies them (1.5 GB at 1M x 384), which costs more than the product it saves.
 GATHER_SHARE = 4
@@ -236,11 +239,14 @@ class SnapshotReader:
         snapshot_id: str | None = None,
         previous: "SnapshotReader | None" = None,
         exact: bool = False,
+        select: "Select | None" = None,
     ):
+        """`select`: the repos this reader opens, of those the manifest lists (a shard's, query.shard); every one
+        when None. The lexical index is opened whole either way: its statistics are the snapshot's."""
         self.path, self.manifest = open_manifest(data_dir, snapshot_id)
         held = {p.key: p for p in previous.parts} if previous is not None else {}
         try:
-            refs = parts_of(self.path, self.manifest)
+            refs = parts_of(self.path, self.manifest, select(self.manifest) if select else None)
             self.parts = [held.get(r.part_id or str(r.dir)) or PartView(r, self.manifest.dim) for r in refs]
             self.lexical = open_lexical(self.path)
         except SnapshotError as exc:
@@ -417,7 +423,11 @@ def _without(labels: Labels, rows: np.ndarray) -> Labels:
 
 
 def open_kept(
-    data_dir: Path, model_ids: tuple[str, ...], before: str | None = None, exact: bool = False
+    data_dir: Path,
+    model_ids: tuple[str, ...],
+    before: str | None = None,
+    exact: bool = False,
+    select: Select | None = None,
 ) -> SnapshotReader | None:
     """The newest snapshot kept before CURRENT's (and before `before`, when given) that opens and serves one of
     `model_ids`, or None."""
@@ -425,7 +435,7 @@ def open_kept(
         if before is not None and snapshot_id >= before:
             continue
         try:
-            reader = SnapshotReader(data_dir, snapshot_id, exact=exact)
+            reader = SnapshotReader(data_dir, snapshot_id, exact=exact, select=select)
             reader.check_model(model_ids)
             return reader
         except SnapshotError as exc:

@@ -15,6 +15,7 @@ What a query text says (passages, named definitions, stopwords) is query/query_t
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -49,8 +50,10 @@ from query.search.signals import (
     OverlayKey,
     cosines,
     defining_files,
+    definition_ranks,
     lexical_query,
     lexical_ranks,
+    named_rows,
     overlay_ranks,
     query_vectors,
     row_cosines,
@@ -89,12 +92,16 @@ __all__ = [
     "chunk_hit",
     "cosines",
     "defining_files",
+    "definition_ranks",
+    "fuse",
     "globs",
     "keep_similar",
     "lexical_query",
     "lexical_ranks",
+    "named_rows",
     "query_vectors",
     "rank",
+    "reranked",
     "row_cosines",
     "row_mask",
     "rrf",
@@ -153,11 +160,16 @@ def candidates(
         def text_of(h: Hit) -> str:
             return embed_text(h.symbol, h.text if h.uncommitted else reader.row(h.row)["text"])
 
-        hits = [
-            h if score is None else replace(h, signals=replace(h.signals, rerank_score=round(score, 4)))
-            for h, score in reranker.rerank(req.query, hits, text_of)
-        ]
+        hits = reranked(reranker, req.query, hits, text_of)
     return hits if limit is None else hits[:limit]
+
+
+def reranked(reranker, query: str, hits: list[Hit], text_of) -> list[Hit]:
+    """The hits in the cross-encoder's order, each it scored with its rerank_score (query.rerank)."""
+    return [
+        h if score is None else replace(h, signals=replace(h.signals, rerank_score=round(score, 4)))
+        for h, score in reranker.rerank(query, hits, text_of)
+    ]
 
 
 def rank(
@@ -190,12 +202,21 @@ def rank(
     if overlay is not None:
         vec, overlay_lex = overlay_ranks(overlay, req, vector, vec)
         extra = [("overlay_bm25", overlay_lex)] if req.mode != "vector" else []
+    if vector is None:
+        return fuse(vec, lex, sym, extra, None, None)
+    sims = partial(similarity, reader, overlay, vector=vector)
+    return fuse(vec, lex, sym, extra, sims, vector_tier(embedder.model_id))
+
+
+def fuse(vec: list, lex: list, sym: list, extra: list, sims, tier: str | None) -> list[tuple[int | tuple, dict]]:
+    """The signals' rankings fused (rrf), each candidate given its similarity (`sims(keys)`; 0 where no vector was
+    asked) and its vectors' tier, in fused order: the one fusion of one reader's signals and of every shard's
+    merged (query.front)."""
     rankings = [(name, WEIGHTS[name], ranked) for name, ranked in (("vector", vec), ("bm25", lex), ("symbol", sym))]
     rankings += [("bm25", WEIGHTS["bm25"], ranked) for _, ranked in extra]  # overlay keys never meet row keys
     fused = rrf(rankings, ("vector", "bm25", "symbol"))
-    sims = similarity(reader, overlay, list(fused), vector) if vector is not None else [0.0] * len(fused)
-    tier = vector_tier(embedder.model_id) if vector is not None else None
-    for key, sim in zip(fused, sims):
+    values = sims(list(fused)) if sims is not None else [0.0] * len(fused)
+    for key, sim in zip(fused, values):
         fused[key]["similarity"], fused[key]["vector_tier"] = sim, tier
     return sorted(fused.items(), key=lambda kv: (-kv[1]["score"], _tie(kv[0])))
 

@@ -89,7 +89,13 @@ def top_ranks(rows: np.ndarray, scores: np.ndarray, depth: int = CANDIDATES) -> 
         return []
     k = min(depth, len(rows))
     top = np.argpartition(-scores, k - 1)[:k]
-    top = top[np.argsort(-scores[top], kind="stable")]
+    # Equal scores in row order, also where they straddle the cut (argpartition keeps any of them): so the shards'
+    # rankings merged (query.front) are this one.
+    last = scores[top].min()
+    if np.count_nonzero(scores == last) > np.count_nonzero(scores[top] == last):
+        above = np.flatnonzero(scores > last)
+        top = np.concatenate([above, np.flatnonzero(scores == last)[: k - len(above)]])
+    top = top[np.lexsort((rows[top], -scores[top]))]
     return [(int(rows[i]), float(scores[i])) for i in top]
 
 
@@ -138,6 +144,7 @@ def lexical_ranks(
                 ranked.append((row, float(score)))
         # Filters other than org/repo are applied here; widen until enough survive or all are seen.
         if len(ranked) >= depth or len(result.hits) < fetch or fetch >= allowed * 4 or fetch >= 20000:
+            ranked.sort(key=lambda x: (-x[1], x[0]))  # equal scores in row order, as top_ranks orders them
             return ranked[:depth]
         fetch *= 4
 
@@ -159,11 +166,37 @@ def symbol_ranks(
     People and agents paste identifiers; the definition should outrank its callers, which
     BM25 scores alike and vectors may not favour. Ties are broken by the other signals.
     """
-    rows = set()
+    return definition_ranks(named_rows(reader, req, mask), lex, vec, depth)
+
+
+Defined = dict[str, list[tuple[int, str, str]] | None]  # name -> its defining (row, repo, path), or None: too many
+
+
+def named_rows(reader: SnapshotReader, req: SearchRequest, mask: np.ndarray) -> Defined:
+    """For each definition name the query spells, the allowed rows defining it as (row, repo, path); None
+    where they lie in more than MAX_DEFINING_FILES files (the name then says nothing, whoever else defines it)."""
+    found: Defined = {}
     for name in named_definitions(req.query):
-        found = [r for r in reader.symbol_rows.get(name, ()) if mask[r]]
-        if len(defining_files(reader, found)) <= MAX_DEFINING_FILES:
-            rows.update(found)
+        rows = [r for r in reader.symbol_rows.get(name, ()) if mask[r]]
+        if len(defining_files(reader, rows)) > MAX_DEFINING_FILES:
+            found[name] = None
+        else:
+            found[name] = [(r, reader.col["repo"][r], reader.col["path"][r]) for r in rows]
+    return found
+
+
+def definition_ranks(
+    found: Defined,
+    lex: list[tuple[int, float]],
+    vec: list[tuple[int, float]],
+    depth: int,
+) -> list[tuple[int, float]]:
+    """The symbol signal of named_rows' answer (one reader's, or every shard's merged: query.front), the names
+    defined in at most MAX_DEFINING_FILES files, ordered by the other signals."""
+    rows = set()
+    for defined in found.values():
+        if defined is not None and len({(repo, path) for _, repo, path in defined}) <= MAX_DEFINING_FILES:
+            rows.update(r for r, _, _ in defined)
     if not rows:
         return []
     lex_rank = {r: i for i, (r, _) in enumerate(lex)}

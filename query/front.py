@@ -1,0 +1,220 @@
+"""The sharded front: one server over a snapshot whose repositories are split between shards (query.shard), which
+answers as one server over the whole snapshot would.
+
+A search is asked of every shard at once: each gives its part of every signal (its best rows by exact cosine and by
+BM25, which every shard scores with the snapshot's statistics, and the rows defining each name the query spells)
+with each row's exact cosine. The front merges each signal by score, counts a name's defining files over every
+shard, fuses them as query.search does (query.search.fuse, the one fusion), and asks the owning shards for the hits
+it answers. Rows are named by their positions in the whole snapshot (query.shard), so equal scores fall in one
+server's order too: in exact mode the answer is that server's. (The approximate index is asked per shard, each over
+its own rows: its candidates, rescored exactly, can differ from one server's as two approximate searches do.)
+
+Every shard must answer from the same snapshot: the front asks them which they serve and refuses, in one sentence,
+to mix two (they agree again a moment after a publish). A shard that does not answer fails the request with a 503
+that names it: an answer without its repos would look whole and be wrong.
+
+What reads no parts (files, history, the graph, SQL, status) the front answers from its own copy of the data dir,
+as a server does; grep, route_task and file localization read every row and are not sharded yet (NotSharded)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from indexer.config import Config
+from indexer.embed import Embedder, embed_text, vector_tier
+from indexer.errors import BlobdexError
+from indexer.snapshot import open_manifest
+from query.rerank import RERANK_POOL
+from query.search import (
+    CANDIDATES,
+    Hit,
+    Overlay,
+    SearchRequest,
+    definition_ranks,
+    fuse,
+    query_vectors,
+    reranked,
+    validate,
+)
+from query.service import ChunkNotFound, ChunkText, Service
+
+AGREE_SECONDS = 5.0  # how long the front waits for its shards to serve one snapshot after a publish
+SHARD_SECONDS = 30.0  # how long a shard may take to answer before the request fails
+
+
+class ShardDown(BlobdexError):
+    """A shard did not answer: the request fails rather than answer without its repos."""
+
+    status = 503
+
+
+class NotSharded(BlobdexError):
+    """An operation a sharded front does not answer yet."""
+
+    status = 501
+
+
+class LocalShards:
+    """Shards in this process (query.shard.Shard objects), asked one after another: the transport of the tests of
+    the merge and of a front over shards that fit one process; query.shard_serve carries the same calls over Ray
+    Serve."""
+
+    def __init__(self, shards: list):
+        self.shards = shards
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def ask(self, method: str, calls: dict[int, tuple]) -> dict[int, object]:
+        """Each shard's answer to method(*args), for the {shard: args} given."""
+        return {i: getattr(self.shards[i], method)(*args) for i, args in calls.items()}
+
+
+class Catalog:
+    """What the front knows of the snapshot its shards agree on, holding none of its parts: the manifest and the
+    snapshot's directory (graph, history), and the languages and files of each org, asked of the shards once. It
+    stands where a SnapshotReader stands for the operations that read no rows."""
+
+    damaged = None
+
+    def __init__(self, data_dir: Path, snapshot_id: str, shards):
+        self.path, self.manifest = open_manifest(data_dir, snapshot_id)
+        self._shards = shards
+        self._cache: dict[str, object] = {}
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.manifest.snapshot_id
+
+    def cached(self, name: str, load):
+        if name not in self._cache:
+            self._cache[name] = load()
+        return self._cache[name]
+
+    def _union(self, method: str, org: str) -> frozenset:
+        asked = self._shards.ask(method, {i: (self.snapshot_id, org) for i in range(len(self._shards))})
+        return frozenset(x for found in asked.values() for x in found)
+
+    def languages(self, org: str) -> frozenset[str]:
+        return self.cached(f"langs:{org}", lambda: self._union("languages", org))
+
+    def files(self, org: str) -> frozenset[tuple[str, str]]:
+        return self.cached(f"files:{org}", lambda: self._union("files", org))
+
+    def repo_names(self, org: str) -> list[str]:
+        return sorted(r.name for r in self.manifest.repos if r.org == org)
+
+
+class FrontService(Service):
+    """Service over shards: search, search_page and search_top (so every search surface: /v1/search, MCP's
+    search_code, the compatibility contracts' searches) merged from the shards; chunk ids read back from the owning
+    shard; what reads no rows from the data dir; the rest refused with NotSharded."""
+
+    def __init__(self, cfg: Config, shards, embedder: Embedder | None = None):
+        super().__init__(cfg, embedder)
+        self.shards = shards
+        self._catalog: Catalog | None = None
+
+    def reader(self) -> Catalog:  # type: ignore[override]
+        """The snapshot every shard serves (waiting a moment for them to agree after a publish)."""
+        deadline = time.monotonic() + AGREE_SECONDS
+        while True:
+            served = self.shards.ask("snapshot", {i: () for i in range(len(self.shards))})
+            ids = set(served.values())
+            if len(ids) == 1:
+                break
+            if time.monotonic() > deadline:
+                listing = "; ".join(f"shard {i}: {s}" for i, s in sorted(served.items()))
+                raise ShardDown(f"the shards serve different snapshots ({listing}): ask again in a moment")
+            time.sleep(0.05)
+        (snapshot_id,) = ids
+        if self._catalog is None or self._catalog.snapshot_id != snapshot_id:
+            self._catalog = Catalog(self.cfg.data_dir, snapshot_id, self.shards)
+        return self._catalog
+
+    def _ranked(self, reader: Catalog, req: SearchRequest, overlay: Overlay | None, depth: int) -> list[Hit]:
+        if overlay is not None:
+            raise NotSharded("a sharded front searches no session's edits yet: search without the session")
+        validate(req, reader)
+        embedder, reranker = self._models(reader, req)
+        rerank = reranker is not None and req.mode == "hybrid"
+        ranked, owners = self.rank(reader, embedder, req)
+        hits = self._hits(reader.snapshot_id, req, ranked[: max(depth, RERANK_POOL) if rerank else depth], owners)
+        if rerank:
+            hits = reranked(reranker, req.query, hits, lambda h: embed_text(h.symbol, h.text))
+        return hits[:depth]
+
+    def rank(
+        self, reader: Catalog, embedder: Embedder | None, req: SearchRequest
+    ) -> tuple[list[tuple[int, dict]], dict[int, int]]:
+        """Every candidate in fused order as (row id, signals), as query.search.rank orders them over every shard's
+        signals; and the shard that holds each."""
+        queries = query_vectors(embedder, req.query) if embedder is not None else None
+        everyone = {i: (reader.snapshot_id, req, queries, CANDIDATES) for i in range(len(self.shards))}
+        answers = list(self.shards.ask("rank", everyone).values())
+        vec = _merged([a["vector"] for a in answers])
+        lex = _merged([a["bm25"] for a in answers])
+        sym = definition_ranks(_named(answers), lex, vec, CANDIDATES) if req.mode == "hybrid" else []
+        owners = {k: i for i, a in enumerate(answers) for k in a["similarity"]}
+        if queries is None:
+            return fuse(vec, lex, sym, [], None, None), owners
+        cosines = {k: c for a in answers for k, c in a["similarity"].items()}
+        sims = lambda keys: [cosines[k] for k in keys]  # noqa: E731
+        return fuse(vec, lex, sym, [], sims, vector_tier(embedder.model_id)), owners
+
+    def _hits(self, snapshot_id: str, req: SearchRequest, best: list[tuple[int, dict]], owner: dict) -> list[Hit]:
+        """The ranked rows as hits, each read by the shard that holds it (one call a shard)."""
+        calls: dict[int, tuple] = {}
+        for key, signals in best:
+            calls.setdefault(owner[key], (snapshot_id, req, []))[2].append((key, signals))
+        found = {h.row: h for hits in self.shards.ask("hits", calls).values() for h in hits}
+        return [found[key] for key, _ in best]
+
+    def _clip(self, reader: Catalog, hit: Hit) -> int:
+        return hit.row  # a front's hit carries its row's id (query.shard)
+
+    def get_chunk(self, org: str, clip: int) -> ChunkText:
+        if clip < 0:
+            return super().get_chunk(org, clip)  # a session's: never a shard's
+        reader = self.reader()
+        asked = self.shards.ask("chunk", {i: (reader.snapshot_id, org, clip) for i in range(len(self.shards))})
+        found = [a for a in asked.values() if a is not None]
+        if not found:
+            raise ChunkNotFound(
+                f"no chunk with id {clip} in snapshot {reader.snapshot_id}: ids come from search results, and a "
+                f"chunk's id ends when its file changes; ⟦search_again⟧"
+            )
+        hit, text = found[0]
+        return ChunkText(id=clip, hit=hit, text=text, snapshot_id=reader.snapshot_id)
+
+    def grep(self, *args, **kw):
+        raise NotSharded(_NOT_SHARDED.format(what="grep"))
+
+    def route(self, *args, **kw):
+        raise NotSharded(_NOT_SHARDED.format(what="route_task"))
+
+    def localize(self, *args, **kw):
+        raise NotSharded(_NOT_SHARDED.format(what="a search grouped by file"))
+
+
+_NOT_SHARDED = (
+    "{what} reads every row, and a sharded front does not fan it out yet: ask a server over the whole snapshot"
+)
+
+
+def _merged(lists: list[list[tuple[int, float]]], depth: int = CANDIDATES) -> list[tuple[int, float]]:
+    """Shards' rankings of one signal as one: the best `depth` by score, equal scores in row order (top_ranks')."""
+    return sorted((x for ranked in lists for x in ranked), key=lambda x: (-x[1], x[0]))[:depth]
+
+
+def _named(answers: list[dict]) -> dict:
+    """Each spelled name's defining rows over every shard; None (too many files) where any shard found too many."""
+    merged: dict[str, list | None] = {}
+    for a in answers:
+        for name, defined in a["named"].items():
+            if defined is None or merged.get(name, []) is None:
+                merged[name] = None
+            else:
+                merged[name] = merged.get(name, []) + defined
+    return merged

@@ -1,0 +1,173 @@
+"""A shard: one of `count` query processes that split a snapshot's repositories between them (query.front fans a
+request out to every shard and merges their answers into what one server over the whole snapshot answers).
+
+A shard follows CURRENT as a server does (query.live) and opens only its repos' parts: its vectors, rows and
+definitions. The lexical index it opens whole, so BM25 scores every shard's rows with the snapshot's own
+statistics and scores from different shards compare as one server's would. A repo belongs to shard
+crc32("org/repo") mod count: stable from snapshot to snapshot, so a publish moves no repo between shards.
+
+A shard names a row by the position one server over the whole snapshot gives it (query.reader numbers every part's
+rows, part after part; a part's row count is in its part.json, so a shard numbers the parts it does not open
+without opening them): merged by score, with equal scores in that order, the shards' rankings are that server's.
+A hit also carries the row's id (its clip: kept by later snapshots while the chunk lives). A caller that asks
+about a snapshot the shard no longer holds gets ShardMismatch."""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from indexer.errors import BlobdexError
+from indexer.snapshot import Manifest, data_dir_of, parts_dir, read_part_info
+from query.live import LiveSnapshot
+from query.reader import SnapshotReader
+from query.search import (
+    CANDIDATES,
+    Hit,
+    SearchRequest,
+    chunk_hit,
+    lexical_ranks,
+    named_rows,
+    row_mask,
+    similarity,
+    snapshot_hit,
+    vector_ranks,
+)
+
+HELD_SNAPSHOTS = 2  # readers a shard keeps: the live one, and the one a request that began before a swap holds
+
+
+class ShardMismatch(BlobdexError):
+    """A shard was asked about a snapshot it does not hold (it swapped meanwhile, or has not synced it yet)."""
+
+    status = 503
+
+
+def owner(org: str, repo: str, count: int) -> int:
+    """The shard that holds a repo, of `count`."""
+    return zlib.crc32(f"{org}/{repo}".encode()) % count
+
+
+def owned(index: int, count: int):
+    """The Select (query.reader) of shard `index` of `count`: the repos of a manifest it opens."""
+
+    def select(manifest: Manifest) -> set[tuple[str, str]]:
+        return {(r.org, r.name) for r in manifest.repos if owner(r.org, r.name, count) == index}
+
+    return select
+
+
+class Shard:
+    """The answers one shard gives (query.front asks them; query.shard_serve carries them over Ray Serve)."""
+
+    def __init__(self, data_dir: Path, index: int, count: int, model_ids: tuple[str, ...], exact: bool = False):
+        if not 0 <= index < count:
+            raise ValueError(f"shard {index} of {count}: a shard's index runs from 0 to count - 1")
+        self.index, self.count = index, count
+        self.live = LiveSnapshot(Path(data_dir), lambda: model_ids, exact=exact, select=owned(index, count))
+        self._held: OrderedDict[str, SnapshotReader] = OrderedDict()
+
+    def reader(self, snapshot_id: str | None = None) -> SnapshotReader:
+        """The live snapshot (None), or the one named, which this shard serves or served a moment ago."""
+        live = self.live.reader()
+        self._held[live.snapshot_id] = live
+        self._held.move_to_end(live.snapshot_id)
+        while len(self._held) > HELD_SNAPSHOTS:
+            self._held.popitem(last=False)
+        if snapshot_id is None or snapshot_id == live.snapshot_id:
+            return live
+        if snapshot_id in self._held:
+            return self._held[snapshot_id]
+        raise ShardMismatch(
+            f"shard {self.index} of {self.count} serves snapshot {live.snapshot_id}, not {snapshot_id}: "
+            f"ask again (the shards are swapping to a new snapshot)"
+        )
+
+    def snapshot(self) -> str:
+        return self.reader().snapshot_id
+
+    def languages(self, snapshot_id: str, org: str) -> frozenset[str]:
+        return self.reader(snapshot_id).languages(org)
+
+    def files(self, snapshot_id: str, org: str) -> frozenset[tuple[str, str]]:
+        return self.reader(snapshot_id).files(org)
+
+    def chunk(self, snapshot_id: str, org: str, row_id: int) -> tuple[Hit, str] | None:
+        """The row with id `row_id` as a hit without a query (its `row`: the id) and its text, if this shard holds
+        it in `org`."""
+        reader = self.reader(snapshot_id)
+        position = int(reader.positions([row_id])[0])
+        row = reader.row(position) if position >= 0 else None
+        if row is None or row["org"] != org:
+            return None
+        return replace(chunk_hit(reader, position, row), row=row_id), row["text"]
+
+    def rank(
+        self, snapshot_id: str | None, req: SearchRequest, queries: np.ndarray | None, depth: int = CANDIDATES
+    ) -> dict:
+        """This shard's part of every signal for a validated request, rows by their positions in the whole
+        snapshot: its `depth` best by vector and by BM25 as (row, score), the rows defining each name the query
+        spells (query.search.named_rows), and the exact cosine of each of them (`queries`: the query's vectors;
+        None for BM25 alone, and every cosine 0)."""
+        reader = self.reader(snapshot_id)
+        mask = row_mask(req, reader)
+        vec = vector_ranks(reader, queries, mask, depth) if queries is not None else []
+        lex = lexical_ranks(reader, req, mask, depth) if req.mode != "vector" else []
+        named = named_rows(reader, req, mask) if req.mode == "hybrid" else {}
+        rows = sorted({r for r, _ in vec} | {r for r, _ in lex} | {r for d in named.values() for r, _, _ in d or ()})
+        cosines = similarity(reader, None, rows, queries) if queries is not None and rows else [0.0] * len(rows)
+        at = dict(zip(rows, _whole(reader, rows).tolist()))
+        return {
+            "snapshot_id": reader.snapshot_id,
+            "vector": [(at[r], score) for r, score in vec],
+            "bm25": [(at[r], score) for r, score in lex],
+            "named": {n: d and [(at[r], repo, path) for r, repo, path in d] for n, d in named.items()},
+            "similarity": {at[r]: c for r, c in zip(rows, cosines)},
+        }
+
+    def hits(self, snapshot_id: str, req: SearchRequest, wanted: list[tuple[int, dict]]) -> list[Hit]:
+        """The rows `wanted` as (position in the whole snapshot, fused signals) as hits with their snippets and
+        whole texts, in that order; a hit's `row` is the row's id."""
+        reader = self.reader(snapshot_id)
+        out = []
+        for (where, signals), position in zip(wanted, _own(reader, [w for w, _ in wanted]).tolist()):
+            if position < 0:
+                raise ShardMismatch(f"shard {self.index} of {self.count} holds no row at {where}: ask again")
+            hit = snapshot_hit(reader, position, dict(signals), req)
+            out.append(replace(hit, row=reader.row_id(position), text=reader.row(position)["text"]))
+        return out
+
+
+def _starts(reader: SnapshotReader) -> np.ndarray:
+    """Where each part the reader opened starts in the whole snapshot's numbering (query.reader: every part of
+    every repo, in the manifest's order), from the row counts in the parts' part.json."""
+
+    def load() -> np.ndarray:
+        root = parts_dir(data_dir_of(reader.path))
+        at, start = {}, 0
+        for repo in reader.manifest.repos:
+            for part_id in repo.parts:
+                at[part_id], start = start, start + read_part_info(root / part_id).rows
+        return np.asarray([at[p.key] for p in reader.parts], dtype=np.int64)
+
+    return reader.cached("shard:starts", load)
+
+
+def _whole(reader: SnapshotReader, rows) -> np.ndarray:
+    """The reader's positions as the whole snapshot numbers them."""
+    rows = np.asarray(rows, dtype=np.int64)
+    part = np.searchsorted(reader.offsets, rows, side="right") - 1
+    return rows - reader.offsets[part] + _starts(reader)[part]
+
+
+def _own(reader: SnapshotReader, rows) -> np.ndarray:
+    """Positions in the whole snapshot as the reader's own; -1 for a row of a part it did not open."""
+    rows, starts = np.asarray(rows, dtype=np.int64), _starts(reader)
+    part = np.searchsorted(starts, rows, side="right") - 1
+    local = rows - starts[np.maximum(part, 0)] + reader.offsets[np.maximum(part, 0)]
+    inside = (part >= 0) & (local < reader.offsets[np.maximum(part, 0) + 1])
+    return np.where(inside, local, -1)
