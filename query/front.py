@@ -14,7 +14,8 @@ to mix two (they agree again a moment after a publish). A shard that does not an
 that names it: an answer without its repos would look whole and be wrong.
 
 What reads no parts (files, history, the graph, SQL, status) the front answers from its own copy of the data dir,
-as a server does; grep, route_task and file localization read every row and are not sharded yet (NotSharded)."""
+as a server does. grep asks every shard for its first matches from the same place and keeps the first of them all.
+route_task and file localization score every row of an org together and are not sharded yet (NotSharded)."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ from query.search import (
     reranked,
     validate,
 )
+from query.grep import check_limit
 from query.service import ChunkNotFound, ChunkText, Service
 
+GREP_LIMIT = 100  # query.grep.grep's default page
 AGREE_SECONDS = 5.0  # how long the front waits for its shards to serve one snapshot after a publish
-SHARD_SECONDS = 30.0  # how long a shard may take to answer before the request fails
 
 
 class ShardDown(BlobdexError):
@@ -188,8 +190,15 @@ class FrontService(Service):
         hit, text = found[0]
         return ChunkText(id=clip, hit=hit, text=text, snapshot_id=reader.snapshot_id)
 
-    def grep(self, *args, **kw):
-        raise NotSharded(_NOT_SHARDED.format(what="grep"))
+    def _grepped(self, reader: Catalog, pattern: str, org: str, after: tuple | None, kw: dict) -> tuple:
+        """grep's page over every shard: each gives its first limit + 1 matches from `after` with their positions in
+        the whole snapshot; the first `limit` of them all are the page, and the next one is where the next starts
+        (so a cursor reads as one server's)."""
+        limit, filters = kw.get("limit", GREP_LIMIT), {k: v for k, v in kw.items() if k != "limit"}
+        check_limit(limit)
+        everyone = {i: (reader.snapshot_id, pattern, org, after, limit + 1, filters) for i in range(len(self.shards))}
+        found = sorted((x for answer in self.shards.ask("grep", everyone).values() for x in answer), key=lambda x: x[0])
+        return [match for _, match in found[:limit]], found[limit][0] if len(found) > limit else None
 
     def route(self, *args, **kw):
         raise NotSharded(_NOT_SHARDED.format(what="route_task"))

@@ -3,6 +3,7 @@ parts' trigram indexes let through (query/narrow.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,18 +62,41 @@ def grep(
 ) -> tuple[list[GrepMatch], tuple[int, int] | None]:
     """Matching lines (the first `limit` from `after`, a (row position, line offset) a page ended at), and
     where the next page starts (None: nothing is left)."""
+    check_limit(limit)
+    matches = []
+    for where, match in matching(reader, pattern, org, repos, paths, ref, literal, ignore_case, after):
+        if len(matches) == limit:
+            return matches, where
+        matches.append(match)
+    return matches, None
+
+
+def check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_MATCHES:
+        raise GrepError(f"limit {limit} is out of range: use 1 to {MAX_MATCHES}")
+
+
+def matching(
+    reader: SnapshotReader,
+    pattern: str,
+    org: str,
+    repos: tuple[str, ...] = (),
+    paths: tuple[str, ...] = (),
+    ref: str | None = None,
+    literal: bool = False,
+    ignore_case: bool = False,
+    after: tuple[int, int] | None = None,
+) -> Iterator[tuple[tuple[int, int], GrepMatch]]:
+    """Every matching line from `after` on, in row order, with its (row position, line offset)."""
     if not pattern:
         raise GrepError("the pattern is empty: give a regular expression (RE2 syntax), or ⟦literal⟧")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise GrepError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
-    if not 1 <= limit <= MAX_MATCHES:
-        raise GrepError(f"limit {limit} is out of range: use 1 to {MAX_MATCHES}")
     compiled = compile_pattern(pattern, literal, ignore_case)
     req = SearchRequest(query="grep", org=org, repos=repos, paths=paths, ref=ref)
     validate(req, reader)
     mask = row_mask(req, reader)
     texts = reader.rows.column("text")
-    matches: list[GrepMatch] = []
     first_row, first_line = after or (0, 0)
     rows = candidates(reader.parts, reader.offsets, need_of(pattern, literal), np.flatnonzero(mask))
     for row in rows[np.searchsorted(rows, first_row) :]:
@@ -84,17 +108,13 @@ def grep(
         for offset, line in enumerate(text.split("\n")):
             if offset < skip or not compiled.search(line):
                 continue
-            if len(matches) == limit:
-                return matches, (int(row), offset)
-            matches.append(
-                GrepMatch(
-                    org=r["org"],
-                    repo=r["repo"],
-                    ref=r["refs"][0],
-                    path=r["path"],
-                    blob_id=r["blob_id"],
-                    line=r["line_start"] + offset,
-                    text=line[:MAX_LINE_CHARS],
-                )
+            match = GrepMatch(
+                org=r["org"],
+                repo=r["repo"],
+                ref=r["refs"][0],
+                path=r["path"],
+                blob_id=r["blob_id"],
+                line=r["line_start"] + offset,
+                text=line[:MAX_LINE_CHARS],
             )
-    return matches, None
+            yield (int(row), offset), match

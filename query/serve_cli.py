@@ -41,10 +41,25 @@ from indexer.operate.cli import cli_config
     "--store", "store_url", help="Serve as a read replica of this s3://BUCKET/PREFIX (keys: the config's store_*)."
 )
 @click.option("--poll-seconds", default=10.0, show_default=True, type=click.FloatRange(1), help="Replica poll period.")
+@click.option(
+    "--shards",
+    default=0,
+    type=click.IntRange(0, 1024),
+    help="Split the repos between this many shards on Ray Serve and serve as their front (docs/scale-out.md).",
+)
+@click.option(
+    "--cluster",
+    default="local",
+    show_default=True,
+    help="With --shards: the Ray cluster to run them on (ray://HOST:10001, auto, or local: Ray started here).",
+)
 @click.pass_context
-def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, lucos, store_url, poll_seconds) -> None:
+def serve(
+    ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, lucos, store_url, poll_seconds, shards, cluster
+) -> None:
     """Serve the HTTP API (/v1/...) and MCP over streamable HTTP (/mcp), following CURRENT; with --store, as a
-    read replica that keeps its data dir at the object store's newest snapshot."""
+    read replica that keeps its data dir at the object store's newest snapshot; with --shards, as the front of
+    shards that each hold some of the repos."""
     import uvicorn
 
     from query.surfaces.guard import is_local
@@ -67,7 +82,7 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
 
         name = f"{socket.gethostname()}:{port}"
         Replica(store_for(cfg, store_url), cfg.data_dir, poll_seconds, name, max(2, cfg.keep_snapshots)).start()
-    service = Service(cfg, prepare=True)
+    service = _sharded(cfg, shards, cluster) if shards else Service(cfg, prepare=True)
     service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):
         warning = f"binding {host} without --require-token: anyone who can reach it can read every indexed repo"
@@ -84,6 +99,17 @@ def serve(ctx, host, port, allow_hosts, require_token, org, codesearch_prefix, l
         say(line)
     asgi = app(service, list(allow_hosts), require_token, org, codesearch_prefix.rstrip("/"), lucos, cip_settings)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
+
+
+def _sharded(cfg, count: int, cluster: str):
+    """The front of `count` shards on Ray Serve (query.front, query.shard_serve)."""
+    from query.front import FrontService
+    from query.service import Service
+    from query.shard_serve import start
+
+    model_ids = Service(cfg).model_ids()
+    say(f"blobdex: starting {count} shards on Ray Serve ({cluster}); each opens its repos' parts")
+    return FrontService(cfg, start(cfg.data_dir, count, model_ids, cfg.exact_search, cluster))
 
 
 WARM_JOIN_SECONDS = 60

@@ -419,9 +419,12 @@ class Service:
         position = isinstance(start, list) and len(start) == 2 and all(type(x) is int and x >= 0 for x in start)
         if start is not None and not position:  # (row position, line offset), as a page ended
             raise CursorError("that cursor's position is not one a grep page gives: ask again without a cursor")
-        matches, after = grep(reader, pattern, org, after=tuple(start) if start else None, **kw)
+        matches, after = self._grepped(reader, pattern, org, tuple(start) if start else None, kw)
         next_cursor = cursor_encode("grep", reader.snapshot_id, asked, list(after)) if after else None
         return GrepPage(snapshot_id=reader.snapshot_id, matches=matches, next_cursor=next_cursor)
+
+    def _grepped(self, reader: SnapshotReader, pattern: str, org: str, after: tuple | None, kw: dict) -> tuple:
+        return grep(reader, pattern, org, after=after, **kw)  # a sharded front asks its shards (query.front)
 
     def get_file(
         self, org: str, repo: str, path: str, ref: str | None = None, start: int | None = None, end: int | None = None

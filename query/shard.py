@@ -14,6 +14,7 @@ about a snapshot the shard no longer holds gets ShardMismatch."""
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections import OrderedDict
 from dataclasses import replace
@@ -23,6 +24,7 @@ import numpy as np
 
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, data_dir_of, parts_dir, read_part_info
+from query.grep import GrepMatch, matching
 from query.live import LiveSnapshot
 from query.reader import SnapshotReader
 from query.search import (
@@ -129,6 +131,18 @@ class Shard:
             "similarity": {at[r]: c for r, c in zip(rows, cosines)},
         }
 
+    def grep(
+        self, snapshot_id: str, pattern: str, org: str, after: tuple[int, int] | None, count: int, kw: dict
+    ) -> list[tuple[tuple[int, int], GrepMatch]]:
+        """This shard's first `count` grep matches from `after` (a (row, line) in the whole snapshot), each with
+        its (row, line) there (query.grep.matching; `kw`: its filters)."""
+        reader = self.reader(snapshot_id)
+        found = matching(reader, pattern, org, after=_own_from(reader, after) if after else None, **kw)
+        out = []
+        for (row, offset), match in itertools.islice(found, count):
+            out.append(((int(_whole(reader, [row])[0]), offset), match))
+        return out
+
     def hits(self, snapshot_id: str, req: SearchRequest, wanted: list[tuple[int, dict]]) -> list[Hit]:
         """The rows `wanted` as (position in the whole snapshot, fused signals) as hits with their snippets and
         whole texts, in that order; a hit's `row` is the row's id."""
@@ -140,6 +154,19 @@ class Shard:
             hit = snapshot_hit(reader, position, dict(signals), req)
             out.append(replace(hit, row=reader.row_id(position), text=reader.row(position)["text"]))
         return out
+
+
+def _own_from(reader: SnapshotReader, after: tuple[int, int]) -> tuple[int, int]:
+    """A grep page's start (row, line) in the whole snapshot as the reader's own: the first row it holds there or
+    after, and the line only where it holds that very row."""
+    row, line = after
+    starts = _starts(reader)
+    part = int(np.searchsorted(starts, row, side="right")) - 1
+    if part < 0:
+        return 0, 0
+    local = row - int(starts[part]) + int(reader.offsets[part])
+    end = int(reader.offsets[part + 1])
+    return (local, line) if local < end else (end, 0)
 
 
 def _starts(reader: SnapshotReader) -> np.ndarray:

@@ -91,7 +91,8 @@ class Cluster:
         """Whether this much work goes to the cluster: always once it is joined, else only past Ray's start."""
         return self._ray is not None or blobs >= LOCAL_BLOBS or texts >= LOCAL_TEXTS
 
-    def _connect(self):
+    def connect(self):
+        """Join (or start, for "local") the cluster once; Ray itself, joined."""
         if self._ray is not None:
             return self._ray
         try:
@@ -162,7 +163,7 @@ class Cluster:
 
     def prepare(self, batches: Iterator[list[tuple]], max_bytes: int) -> Iterator[tuple]:
         """(entries, problems) for batches of (cache key, bytes, lang[, released lines]), as each lands (any order)."""
-        ray = self._connect()
+        ray = self.connect()
         remote = ray.remote(max_retries=RETRIES)(_prepare_batch)
         pending: list = []
         for batch in itertools.chain(batches, [None]):  # None: the end, where every batch still out is waited for
@@ -214,7 +215,7 @@ class Cluster:
 
     def model_dim(self, model: str, encoder: str, model_id: str) -> int:
         """The model's dimension, as the embedding actors have it loaded."""
-        self._connect()
+        self.connect()
         if not self.encoders:
             self._start_encoders(model, encoder, model_id)
         return self.dim
@@ -225,7 +226,7 @@ class Cluster:
         """Vectors of (id, text) items, in batches as they land: (ids, vectors). Each actor loads the model once;
         an actor that dies is restarted and its batch run again. Batches still out when the caller stops (a
         backfill's deadline) are cancelled."""
-        self._connect()
+        self.connect()
         if not self.encoders:
             self._start_encoders(model, encoder, model_id)
         queue = [items[start : start + self.batch] for start in range(0, len(items), self.batch)]

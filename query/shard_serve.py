@@ -1,0 +1,102 @@
+"""Shards on Ray Serve: each shard (query.shard) is a Serve application of one deployment, which Ray places on a
+node of the cluster, restarts when its process dies and health-checks; the front (query.front) asks them through
+Serve's deployment handles. The front itself is blobdex's own HTTP server (every surface, its tokens, its limits),
+so Serve starts no HTTP proxy: a shard is reachable only through Ray.
+
+Why Ray Serve: the indexer already runs on a Ray cluster (`blobdex index --cluster`), and Serve gives the parts a
+shard service needs and blobdex would otherwise write itself — placement, restarts, health checks, replicas of one
+shard behind one handle (`num_replicas`), and calls that carry numpy arrays and dataclasses without a wire format
+of our own. A shard's errors cross as values, not exceptions, so the front says them in the shard's own words."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from indexer.build.cluster import Cluster
+from indexer.errors import BlobdexError
+from query.front import ShardDown
+from query.shard import Shard
+
+log = logging.getLogger(__name__)
+
+APP = "blobdex-shard-{index}-of-{count}"
+SHARD_SECONDS = 30.0  # how long a shard may take to answer before the request fails
+
+
+class ShardError(BlobdexError):
+    """A shard refused a request, in its own words and with its status (a snapshot it cannot open, a mismatch)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class ShardReplica:
+    """One replica of a shard, as Ray Serve runs it: a Shard, and `ask`, which calls one of its methods."""
+
+    def __init__(self, data_dir: str, index: int, count: int, model_ids: tuple[str, ...], exact: bool):
+        self.shard = Shard(Path(data_dir), index, count, model_ids, exact)
+        try:
+            self.shard.reader()  # opened now, not by the first request; a failure is said by the requests
+        except BlobdexError as exc:
+            log.error("shard %d of %d: %s", index, count, exc)
+
+    def ask(self, method: str, args: tuple):
+        try:
+            return "ok", getattr(self.shard, method)(*args)
+        except BlobdexError as exc:
+            return "error", exc.message, exc.status
+
+    def check_health(self) -> None:
+        """Serve's health check: a replica whose snapshot cannot be read is restarted."""
+        self.shard.reader()
+
+
+class RayShards:
+    """The front's view of the shards on Ray Serve: each call asked of every shard named at once, then gathered."""
+
+    def __init__(self, handles: list, apps: list[str]):
+        self.handles, self.apps = handles, apps
+
+    def __len__(self) -> int:
+        return len(self.handles)
+
+    def ask(self, method: str, calls: dict[int, tuple]) -> dict[int, object]:
+        sent = {i: self.handles[i].ask.remote(method, args) for i, args in calls.items()}
+        out = {}
+        for i, response in sent.items():
+            try:
+                answer = response.result(timeout_s=SHARD_SECONDS)
+            except Exception as exc:  # Ray's: the replica died, the application is gone, the call timed out
+                raise ShardDown(
+                    f"shard {i} of {len(self)} ({self.apps[i]}) did not answer ({_first_line(exc)}): an answer "
+                    f"without its repos would look whole and be wrong, so none is given; Ray Serve restarts a "
+                    f"replica that died (ask again in a moment), and 'serve status' says what it runs"
+                ) from exc
+            if answer[0] == "error":
+                raise ShardError(answer[1], answer[2])
+            out[i] = answer[1]
+        return out
+
+
+def start(data_dir: Path, count: int, model_ids: tuple[str, ...], exact: bool, cluster: str = "local") -> RayShards:
+    """Run `count` shards of the snapshots in `data_dir` on Ray Serve (joining the cluster at `cluster`, or starting
+    Ray here for "local"); an application of that name already running is replaced."""
+    from ray import serve
+
+    Cluster(cluster, workers=count).connect()
+    serve.start(http_options={"location": "NoServer"})
+    deployment = serve.deployment(ShardReplica, ray_actor_options={"num_cpus": 0}, health_check_period_s=10)
+    apps, handles = [], []
+    for index in range(count):
+        name = APP.format(index=index, count=count)
+        bound = deployment.options(name=name).bind(str(data_dir), index, count, tuple(model_ids), exact)
+        handles.append(serve.run(bound, name=name, route_prefix=None))
+        apps.append(name)
+        log.info("shard %d of %d: running as Ray Serve application %s", index, count, name)
+    return RayShards(handles, apps)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
