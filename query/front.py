@@ -170,7 +170,9 @@ class FrontService(Service):
         calls: dict[int, tuple] = {}
         for key, signals in best:
             calls.setdefault(owner[key], (snapshot_id, req, []))[2].append((key, signals))
-        found = {h.row: h for hits in self.shards.ask("hits", calls).values() for h in hits}
+        found = {}
+        for shard, hits in self.shards.ask("hits", calls).items():
+            found.update(zip((key for key, _ in calls[shard][2]), hits))  # in the order asked
         return [found[key] for key, _ in best]
 
     def _clip(self, reader: Catalog, hit: Hit) -> int:

@@ -1,10 +1,14 @@
 """Servers on a real local socket and their clients, for tests and ci/bench.py: the ASGI app under uvicorn in a
 thread, `blobdex serve` as its own process and an S3 server, each returned only once it answers; the request handler
-and password of the tests' smart-HTTP git server; and an MCP tool call on a server in memory."""
+and password of the tests' smart-HTTP git server; an MCP tool call on a server in memory; and a Ray cluster of
+`ray start` nodes."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,10 +21,12 @@ from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler
 
 import httpx
+import pytest
 import uvicorn
 from mcp import Client
 
 BLOBDEX = str(Path(sys.executable).parent / "blobdex")
+RAY = str(Path(sys.executable).parent / "ray")
 READY_SECONDS = 60  # a cold `blobdex serve` imports the web stack and opens the snapshot before /readyz answers
 # The first message of an MCP client over streamable HTTP, and the Accept header the transport requires.
 MCP_INITIALIZE = {
@@ -31,6 +37,36 @@ MCP_INITIALIZE = {
 }
 MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
 TOKEN = "s3cret-token-value"  # the password the smart-HTTP git server (conftest's http_remote) wants
+
+
+# One token for every test cluster of a session, as an operator shares one among nodes: a process keeps the token
+# it first read.
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
+@contextmanager
+def ray_nodes(head: list[str], others: int = 0) -> Iterator[tuple[int, int]]:
+    """A head node started with `head` (its resources) and `others` more nodes of one CPU, with token
+    authentication; yields the head's port and its Ray Client port. `ray stop` stops every Ray process of
+    this user on the machine: CI runs none of its own. Ray's sockets live under RAY_TMPDIR, whose path must
+    be short (a socket path has at most 107 bytes)."""
+    port, client = free_port(), free_port()
+    temp = tempfile.mkdtemp(prefix="blobdex-ray-")
+    env = {**os.environ, **AUTH, "RAY_TMPDIR": temp}
+    common = ["--object-store-memory", str(256 << 20), "--disable-usage-stats"]
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in AUTH.items():
+            patch.setenv(name, value)
+        try:
+            start = [RAY, "start", "--head", "--port", str(port), "--ray-client-server-port", str(client)]
+            subprocess.run(start + ["--include-dashboard", "false", *head, *common], check=True, env=env)
+            for _ in range(others):
+                node = [RAY, "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", *common]
+                subprocess.run(node, check=True, env=env, capture_output=True)
+            yield port, client
+        finally:
+            subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True)
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 class QuietHandler(WSGIRequestHandler):

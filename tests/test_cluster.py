@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,43 +28,12 @@ from indexer.snapshot.verify import verify
 from tests import gitrepo
 from tests.checks import assert_one_sentence_error
 from tests.corpus import api_files, build_corpus, content, tools_files
-from tests.servers import free_port
+from tests.servers import free_port, ray_nodes
 
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parent.parent
-RAY = str(Path(sys.executable).parent / "ray")
 BUNDLED = "all-MiniLM-L6-v2"
-
-
-# One token for every cluster of this module, as an operator shares one among nodes: the process keeps the
-# token it first read.
-AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-
-
-@contextmanager
-def ray_nodes(head: list[str], others: int = 0) -> Iterator[tuple[int, int]]:
-    """A head node started with `head` (its resources) and `others` more nodes of one CPU, with token
-    authentication; yields the head's port and its Ray Client port. `ray stop` stops every Ray process of
-    this user on the machine: CI runs none of its own. Ray's sockets live under RAY_TMPDIR, whose path must
-    be short (a socket path has at most 107 bytes)."""
-    port, client = free_port(), free_port()
-    temp = tempfile.mkdtemp(prefix="blobdex-ray-")
-    env = {**os.environ, **AUTH, "RAY_TMPDIR": temp}
-    common = ["--object-store-memory", str(256 << 20), "--disable-usage-stats"]
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in AUTH.items():
-            patch.setenv(name, value)
-        try:
-            start = [RAY, "start", "--head", "--port", str(port), "--ray-client-server-port", str(client)]
-            subprocess.run(start + ["--include-dashboard", "false", *head, *common], check=True, env=env)
-            for _ in range(others):
-                node = [RAY, "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", *common]
-                subprocess.run(node, check=True, env=env, capture_output=True)
-            yield port, client
-        finally:
-            subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True)
-            shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

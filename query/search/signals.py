@@ -25,6 +25,7 @@ RRF_K = 60  # Cormack, Clarke & Buettcher 2009
 # rankings instead, unweighted.
 WEIGHTS = {"vector": 1.0, "bm25": 0.75, "symbol": 1.0}
 CANDIDATES = 100  # per signal, before fusion
+MAX_LEXICAL_FETCH = 20_000  # BM25 hits read to find `depth` that pass the filters, at most
 # A name defined in more files than this (`Type`, `String`, `get` on every value type) says which
 # definition is meant no better than a prose word, so it adds no symbol-list entries. With the named-
 # definition bonus shared among the defining files (query.localize), measured with `blobdex eval
@@ -133,7 +134,6 @@ def lexical_ranks(
     query = lexical_query(reader, req.query, req.org, req.repos)
     if query is None:
         return []
-    allowed = int(mask.sum())
     fetch = depth
     while True:
         result = reader.searcher.search(query, fetch)
@@ -142,8 +142,12 @@ def lexical_ranks(
         for (score, _), row in zip(result.hits, reader.positions(ids).tolist()):
             if row >= 0 and mask[row]:
                 ranked.append((row, float(score)))
-        # Filters other than org/repo are applied here; widen until enough survive or all are seen.
-        if len(ranked) >= depth or len(result.hits) < fetch or fetch >= allowed * 4 or fetch >= 20000:
+        # Filters other than org/repo are applied here; widen until enough survive and no row past the fetched
+        # ones can tie the last that does (Tantivy cuts equal scores anywhere), or all are seen: so the best `depth`
+        # are the same whichever rows a reader holds, and shards' lists merged are one reader's (query.front). (A
+        # stop at 4x the allowed rows, before, let a shard holding few of them stop before it found any.)
+        enough = len(ranked) >= depth and float(result.hits[-1][0]) < ranked[depth - 1][1]
+        if enough or len(result.hits) < fetch or fetch >= MAX_LEXICAL_FETCH:
             ranked.sort(key=lambda x: (-x[1], x[0]))  # equal scores in row order, as top_ranks orders them
             return ranked[:depth]
         fetch *= 4

@@ -1,0 +1,271 @@
+"""Shards and their front (query/shard.py, query/front.py, query/shard_serve.py): a snapshot's repos split between
+three shards answer as one server over the whole snapshot does, in exact mode: every search (each mode, filters,
+pages and their cursors, thresholds, whole-chunk answers), grep with its cursors, chunks by id, and bad input in
+the same sentence. First over shards in this process, then on Ray Serve on a real Ray cluster behind the real
+HTTP server and MCP: equal answers, a publish that moves every shard, a killed replica that Serve restarts (never a
+wrong answer meanwhile), and a shard lost for good failing the request with a 503 that names it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from dulwich.repo import Repo
+from mcp import Client
+
+from indexer.build import run
+from indexer.embed import HashEmbedder
+from indexer.snapshot import current_id
+from query import front
+from query.front import FrontService, LocalShards, NotSharded, ShardDown
+from query.search import SearchError, SearchRequest
+from query.service import ChunkNotFound, Service
+from query.shard import Shard, owner
+from tests import gitrepo
+from tests.corpus import api_files, build_corpus, source_files
+from tests.servers import AUTH, ray_nodes, serve_subprocess
+
+SHARDS = 3
+
+# Requests that reach every signal and filter: a named definition (the symbol signal), each mode, repo, language,
+# kind, path and ignore filters, a ref, another org, and thresholds.
+REQUESTS = [
+    ({"query": "renew_subscription charge the stored card"}, {}),
+    ({"query": "settle_overdue_ledger close the ledger", "limit": 6}, {}),
+    ({"query": "invoice total with tax", "mode": "bm25"}, {}),
+    ({"query": "invoice total with tax", "mode": "vector"}, {}),
+    ({"query": "Billing Invoice", "repos": ("api", "r1")}, {}),
+    ({"query": "return the value", "langs": ("python",), "kind": "function"}, {}),
+    ({"query": "return the value", "paths": ("pkg/**",), "ignore": ("**/*_1.py",)}, {}),
+    ({"query": "subscription", "ref": "main", "limit": 3}, {}),
+    ({"query": "return", "org": "acme"}, {}),
+    ({"query": "renew a subscription"}, {"min_score": 0.05}),
+    ({"query": "renew a subscription"}, {"min_score_diff": 0.1}),
+]
+
+
+def corpus_repos() -> dict[str, dict]:
+    rng = random.Random(7)
+    repos: dict[str, dict] = {f"r{i}": source_files(rng, 10) for i in range(6)}
+    repos["api"] = api_files()
+    repos["acme/api"] = source_files(rng, 5)
+    return repos
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    """Eight repos in two orgs, exact mode, and one server over them beside a front over three shards here. A second
+    run adds a part to the first repo, so that a row's id is not its position."""
+    built = build_corpus(tmp_path_factory.mktemp("shards"), corpus_repos(), exact_search=True)
+    add_ledger(built)
+    single = Service(built.cfg, embedder=HashEmbedder())
+    shards = [Shard(built.cfg.data_dir, i, SHARDS, single.model_ids(), exact=True) for i in range(SHARDS)]
+    return built, single, FrontService(built.cfg, LocalShards(shards), embedder=HashEmbedder())
+
+
+def add_ledger(built) -> str:
+    """Add a file defining settle_overdue_ledger to r0 and publish (r0 gets a second part); the new snapshot's id."""
+    repo = Repo(str(built.root / "src" / "r0"))
+    files = {**corpus_repos()["r0"], "pkg/late.py": b"def settle_overdue_ledger(ledger):\n    return ledger.close()\n"}
+    gitrepo.commit(repo, files, parents=[repo.head()])
+    run(built.cfg, show_progress=False)
+    return current_id(built.cfg.data_dir)
+
+
+def page(answer) -> list:
+    return [(clip, hit.to_dict(), hit.similarity) for clip, hit in answer.hits]
+
+
+def test_each_shard_opens_only_its_repos_and_every_repo_has_one(split):
+    built, single, sharded = split
+    held = []
+    for shard in sharded.shards.shards:
+        reader = shard.reader()
+        repos = {(org, repo) for org, repo in zip(reader.col["org"], reader.col["repo"]) if org is not None}
+        assert repos and all(owner(org, repo, SHARDS) == shard.index for org, repo in repos)
+        held.append(repos)
+    everyone = {(r.org, r.name) for r in single.reader().manifest.repos}
+    assert set().union(*held) == everyone and sum(map(len, held)) == len(everyone)
+    assert sum(len(s.reader().rows) for s in sharded.shards.shards) == len(single.reader().rows)
+    reader = single.reader()
+    assert any(reader.row_id(p) != p for p in range(len(reader.rows)))  # a hit's id is not its position
+
+
+@pytest.mark.parametrize("asked, thresholds", REQUESTS)
+def test_a_search_over_shards_is_one_servers_every_page(split, asked, thresholds):
+    _, single, sharded = split
+    req = SearchRequest(**{"org": "default", "limit": 4, **asked})
+    one, many = single.search_page(req, **thresholds), sharded.search_page(req, **thresholds)
+    assert page(one) and page(many) == page(one)
+    assert (many.snapshot_id, many.next_cursor, many.applied) == (one.snapshot_id, one.next_cursor, one.applied)
+    if one.next_cursor:  # the front reads one server's cursor, and the next page is that server's too
+        after = single.search_page(req, cursor=one.next_cursor, **thresholds)
+        assert page(sharded.search_page(req, cursor=one.next_cursor, **thresholds)) == page(after)
+
+
+def test_whole_chunk_answers_and_chunks_by_id_read_as_one_servers(split):
+    _, single, sharded = split
+    req = SearchRequest(query="charge the stored card", org="default", limit=6)
+    one, many = single.search_top(req, min_score=0.01), sharded.search_top(req, min_score=0.01)
+    assert [(h.to_dict(), h.text) for h in many.hits] == [(h.to_dict(), h.text) for h in one.hits]
+    assert (many.floor, many.best, many.candidates) == (one.floor, one.best, one.candidates)
+    clip = page(single.search_page(req))[0][0]
+    assert sharded.get_chunk("default", clip).to_dict() == single.get_chunk("default", clip).to_dict()
+    for org, row in (("acme", clip), ("default", 10**9)):  # another org's id, an id no shard holds
+        with pytest.raises(ChunkNotFound, match=f"no chunk with id {row} in snapshot"):
+            sharded.get_chunk(org, row)
+
+
+@pytest.mark.parametrize(
+    "pattern, asked",
+    [("return", {"limit": 7}), ("invoice", {"literal": True, "ignore_case": True}), (r"def \w+\(", {"repos": ("r1",)})],
+)
+def test_grep_over_shards_pages_as_one_server_does(split, pattern, asked):
+    _, single, sharded = split
+    cursor, pages = None, 0
+    while pages < 4:
+        one = single.grep("default", pattern, cursor=cursor, **asked)
+        assert one.matches and sharded.grep("default", pattern, cursor=cursor, **asked) == one
+        cursor, pages = one.next_cursor, pages + 1
+        if cursor is None:
+            break
+
+
+def test_bad_input_is_refused_in_one_servers_words(split):
+    _, single, sharded = split
+    for asked in ({"repos": ("nope",)}, {"langs": ("cobol",)}, {"ref": "nope"}, {"mode": "fuzzy"}):
+        req = SearchRequest(**{"query": "invoice", "org": "default", **asked})
+        with pytest.raises(SearchError) as one:
+            single.search_page(req)
+        with pytest.raises(SearchError) as many:
+            sharded.search_page(req)
+        assert str(many.value) == str(one.value)
+    with pytest.raises(NotSharded, match="route_task reads every row.*ask a server over the whole snapshot"):
+        sharded.route("default", "renew a subscription")
+
+
+def test_shards_that_serve_different_snapshots_are_not_mixed(split, monkeypatch):
+    _, _, sharded = split
+    lagging = sharded.shards.shards[1]
+    monkeypatch.setattr(front, "AGREE_SECONDS", 0.2)
+    monkeypatch.setattr(lagging, "snapshot", lambda: "20000101T000000000000Z-000000")
+    with pytest.raises(ShardDown, match=r"the shards serve different snapshots \(shard 0: .*shard 1: 2000"):
+        sharded.search_page(SearchRequest(query="invoice", org="default"))
+
+
+# -- on Ray Serve ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def on_ray(tmp_path_factory):
+    """The corpus served twice: by one `blobdex serve`, and by `blobdex serve --shards 3` on a real Ray cluster (a
+    head node of two CPUs, started with `ray start`). Yields (corpus, one server's URL, the front's URL, the
+    cluster's address)."""
+    built = build_corpus(tmp_path_factory.mktemp("ray-shards"), corpus_repos(), exact_search=True)
+    with ray_nodes(["--num-cpus", "2"]) as (port, _):
+        env = {**os.environ, **AUTH}
+        address = f"127.0.0.1:{port}"
+        with serve_subprocess(built.root, env) as (one, _):
+            args = ("--shards", str(SHARDS), "--cluster", address)
+            with serve_subprocess(built.root, env, args=args) as (sharded, _):
+                yield built, one, sharded, address
+
+
+def search(url: str, body: dict) -> dict:
+    answer = httpx.post(f"{url}/v1/search", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def mcp_search(url: str, args: dict) -> dict:
+    async def go():
+        async with Client(f"{url}/mcp") as client:
+            return await client.call_tool("search_code", args)
+
+    found = asyncio.run(go())
+    assert not found.is_error
+    return found.structured_content
+
+
+def ray_call(address: str, code: str) -> str:
+    """Run `code` in a process of its own joined to the cluster (`ray` and `serve` imported; `replicas(app)`: the
+    names of an application's live replica actors): what it prints. The test process stays out of Ray."""
+    script = (
+        f"import ray\nfrom ray import serve\nray.init(address={address!r}, log_to_driver=False)\n"
+        "def replicas(app):\n"
+        "    return sorted(a['name'] for a in ray.util.list_named_actors(all_namespaces=True)"
+        " if a['name'].startswith('SERVE_REPLICA::' + app + '#'))\n"
+        f"{code}"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **AUTH}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.cluster
+def test_the_front_on_ray_serve_answers_http_and_mcp_as_one_server(on_ray):
+    _, one, sharded, _ = on_ray
+    for asked, thresholds in REQUESTS:
+        fields = {"lang" if k == "langs" else k: list(v) if isinstance(v, tuple) else v for k, v in asked.items()}
+        body = {"limit": 4, **fields, **thresholds}
+        if body.pop("org", "default") != "default":  # the org is a token's, not the body's
+            continue
+        assert search(sharded, body) == search(one, body)
+    args = {"query": "renew_subscription charge the stored card", "limit": 5}
+    assert mcp_search(sharded, args) == mcp_search(one, args)
+    grep = {"pattern": "return", "limit": 5}
+    answers = [httpx.post(f"{url}/v1/grep", json=grep, timeout=60).json() for url in (one, sharded)]
+    assert answers[0]["matches"] and answers[1] == answers[0]
+
+
+@pytest.mark.cluster
+def test_a_publish_moves_every_shard_to_the_new_snapshot(on_ray):
+    built, one, sharded, _ = on_ray
+    before = current_id(built.cfg.data_dir)
+    after = add_ledger(built)
+    assert after != before
+    body = {"query": "settle_overdue_ledger", "limit": 3}
+    answer = search(sharded, body)
+    assert answer["snapshot_id"] == after and answer == search(one, body)
+    assert answer["hits"][0]["path"] == "pkg/late.py"
+
+
+@pytest.mark.cluster
+def test_a_killed_replica_is_restarted_and_never_answers_wrong_meanwhile(on_ray):
+    _, one, sharded, address = on_ray
+    body = {"query": "renew_subscription charge the stored card", "limit": 5}
+    expected = search(one, body)
+    app = "blobdex-shard-0-of-3"
+    kill = f"[name] = replicas({app!r})\nray.kill(ray.get_actor(name, namespace='serve'), no_restart=True)\nprint(name)"
+    killed = ray_call(address, kill).strip()
+    deadline, answers = time.monotonic() + 90, []
+    while time.monotonic() < deadline:
+        answer = httpx.post(f"{sharded}/v1/search", json=body, timeout=60)
+        answers.append(answer.status_code)
+        if answer.status_code == 200:
+            assert answer.json() == expected  # whole, or not at all
+            break
+        assert answer.status_code == 503 and "shard 0 of 3" in answer.json()["error"]["message"]
+        time.sleep(1)
+    assert answers[-1] == 200, answers
+    assert killed not in ray_call(address, f"print(replicas({app!r}))")  # Serve started another
+
+
+@pytest.mark.cluster
+def test_a_lost_shard_fails_the_request_in_one_sentence_naming_it(on_ray):
+    _, _, sharded, address = on_ray
+    ray_call(address, "serve.delete('blobdex-shard-2-of-3')")
+    answer = httpx.post(f"{sharded}/v1/search", json={"query": "invoice"}, timeout=60)
+    assert answer.status_code == 503
+    message = answer.json()["error"]["message"]
+    assert message.startswith("shard 2 of 3 (blobdex-shard-2-of-3) did not answer") and "\n" not in message
+    assert "would look whole and be wrong" in message
+    assert httpx.get(f"{sharded}/readyz", timeout=60).status_code == 503
+    assert json.loads(httpx.get(f"{sharded}/healthz", timeout=60).text) == {"ok": True}
