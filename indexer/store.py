@@ -41,7 +41,16 @@ from urllib.parse import urlparse
 from indexer import credentials
 from indexer.addresses import store_url_problem
 from indexer.errors import BlobdexError
-from indexer.snapshot import MANIFEST, PARTS_DIR, SNAPSHOTS_DIR, Manifest, current_id, parts_dir, snapshots_dir
+from indexer.snapshot import (
+    MANIFEST,
+    PART_INFO,
+    PARTS_DIR,
+    SNAPSHOTS_DIR,
+    Manifest,
+    current_id,
+    parts_dir,
+    snapshots_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -373,10 +382,31 @@ def _listing(store: Store, snapshot_id: str) -> dict[str, tuple[str, int]]:
     return out
 
 
-def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:
+def _selected(store: Store, listing: dict[str, tuple[str, int]], snapshot_id: str, select) -> dict:
+    """A shard's share of a snapshot's listing: the snapshot's own files (its manifest, graph and whole lexical
+    index), the chunk parts of the repos `select` picks, and only part.json of the others' (a shard numbers their
+    rows without opening them: query.shard)."""
+    sha, _ = listing[f"{SNAPSHOTS_DIR}/{snapshot_id}/{MANIFEST}"]
+    raw = store.get(store.key("objects", sha))
+    if hashlib.sha256(raw).hexdigest() != sha:
+        raise StoreError(f"object {sha} of snapshot {snapshot_id} in store {store.url} is damaged; publish it again")
+    manifest = Manifest.from_json(raw.decode("utf-8"))
+    chosen = select(manifest)
+    owned = {p for r in manifest.repos if (r.org, r.name) in chosen for p in r.parts}
+    chunk_parts = {p for r in manifest.repos for p in r.parts}
+
+    def wanted(rel: str) -> bool:
+        where = Path(rel).parts
+        return where[0] != PARTS_DIR or where[1] in owned or (where[1] in chunk_parts and where[2] == PART_INFO)
+
+    return {rel: entry for rel, entry in listing.items() if wanted(rel)}
+
+
+def sync(store: Store, data_dir: Path, keep: int = 2, select=None) -> Transfer | None:
     """Bring a replica's data dir to the bucket's newest snapshot: download the objects it lacks, link its files
     into place (parts and the snapshot renamed in whole, as a publish does), then point CURRENT at it. None when
-    the data dir holds it already."""
+    the data dir holds it already. `select` (a shard's, query.reader.Select): the repos whose chunk parts are
+    downloaded; of the others' only part.json, and no history part."""
     newest = store.newest()
     if newest is None or current_id(data_dir) == newest:
         return None
@@ -389,14 +419,16 @@ def sync(store: Store, data_dir: Path, keep: int = 2) -> Transfer | None:
             raise StoreError(
                 f"another process is syncing {str(data_dir)!r} from a store; serve one replica per data dir"
             ) from None
-        return _sync(store, data_dir, newest, keep)
+        return _sync(store, data_dir, newest, keep, select)
 
 
-def _sync(store: Store, data_dir: Path, newest: str, keep: int) -> Transfer:
+def _sync(store: Store, data_dir: Path, newest: str, keep: int, select) -> Transfer:
     from indexer.snapshot.publish import point_current, prune
 
     started = time.monotonic()
     listing = _listing(store, newest)
+    if select is not None:
+        listing = _selected(store, listing, newest, select)
     for stale in data_dir.glob(".sync-*"):  # a sync that died: its links would keep objects alive
         shutil.rmtree(stale, ignore_errors=True)
     objects = data_dir / STORE_DIR / "objects"

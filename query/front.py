@@ -25,7 +25,7 @@ from pathlib import Path
 from indexer.config import Config
 from indexer.embed import Embedder, embed_text, vector_tier
 from indexer.errors import BlobdexError
-from indexer.snapshot import open_manifest
+from indexer.snapshot import open_manifest, snapshots_dir
 from query.rerank import RERANK_POOL
 from query.search import (
     CANDIDATES,
@@ -124,11 +124,14 @@ class FrontService(Service):
         while True:
             served = self.shards.ask("snapshot", {i: () for i in range(len(self.shards))})
             ids = set(served.values())
-            if len(ids) == 1:
+            here = len(ids) == 1 and (snapshots_dir(self.cfg.data_dir) / next(iter(ids))).is_dir()
+            if here:
                 break
             if time.monotonic() > deadline:
                 listing = "; ".join(f"shard {i}: {s}" for i, s in sorted(served.items()))
-                raise ShardDown(f"the shards serve different snapshots ({listing}): ask again in a moment")
+                if len(ids) > 1:
+                    raise ShardDown(f"the shards serve different snapshots ({listing}): ask again in a moment")
+                raise ShardDown(f"this front has not synced the snapshot its shards serve ({listing}) yet: ask again")
             time.sleep(0.05)
         (snapshot_id,) = ids
         if self._catalog is None or self._catalog.snapshot_id != snapshot_id:

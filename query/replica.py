@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 class Replica:
     """Syncs `data_dir` from `store` once now (so there is something to serve), then every `poll` seconds."""
 
-    def __init__(self, store: Store, data_dir: Path, poll: float, name: str = "", keep: int = 2):
-        self.store, self.data_dir, self.poll, self.keep = store, data_dir, poll, keep
+    def __init__(self, store: Store, data_dir: Path, poll: float, name: str = "", keep: int = 2, select=None):
+        """`select`: a shard's repos (query.shard.owned), the only chunk parts it downloads (indexer.store.sync)."""
+        self.store, self.data_dir, self.poll, self.keep, self.select = store, data_dir, poll, keep, select
         self.name = name or socket.gethostname()
         self.last_error: str | None = None
         self._stop = threading.Event()
@@ -39,7 +40,7 @@ class Replica:
         """One poll: download the newest snapshot if this replica lacks it, then say what it serves. A failure is
         logged, and the snapshot already here keeps serving."""
         try:
-            moved = sync(self.store, self.data_dir, self.keep)
+            moved = sync(self.store, self.data_dir, self.keep, self.select)
             if moved is not None:
                 log.info(
                     "replica: snapshot %s from %s (%d of %d files downloaded, %d bytes, %.2f s)",

@@ -82,7 +82,7 @@ def serve(
 
         name = f"{socket.gethostname()}:{port}"
         Replica(store_for(cfg, store_url), cfg.data_dir, poll_seconds, name, max(2, cfg.keep_snapshots)).start()
-    service = _sharded(cfg, shards, cluster) if shards else Service(cfg, prepare=True)
+    service = _sharded(cfg, shards, cluster, store_url, poll_seconds) if shards else Service(cfg, prepare=True)
     service.embedder_for(service.reader())  # fail now, with the reason, rather than on the first request
     if not is_local(host) and not (require_token or allow_hosts):
         warning = f"binding {host} without --require-token: anyone who can reach it can read every indexed repo"
@@ -101,15 +101,16 @@ def serve(
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
 
 
-def _sharded(cfg, count: int, cluster: str):
-    """The front of `count` shards on Ray Serve (query.front, query.shard_serve)."""
+def _sharded(cfg, count: int, cluster: str, store_url: str | None, poll: float):
+    """The front of `count` shards on Ray Serve (query.front, query.shard_serve); with a store, each shard follows
+    the bucket as this process does."""
     from query.front import FrontService
     from query.service import Service
     from query.shard_serve import start
 
     model_ids = Service(cfg).model_ids()
     say(f"blobdex: starting {count} shards on Ray Serve ({cluster}); each opens its repos' parts")
-    return FrontService(cfg, start(cfg.data_dir, count, model_ids, cfg.exact_search, cluster))
+    return FrontService(cfg, start(cfg, count, model_ids, cluster, store_url, poll))
 
 
 WARM_JOIN_SECONDS = 60

@@ -11,12 +11,15 @@ of our own. A shard's errors cross as values, not exceptions, so the front says 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+import socket
 
 from indexer.build.cluster import Cluster
+from indexer.config import Config
 from indexer.errors import BlobdexError
+from indexer.store import store_for
 from query.front import ShardDown
-from query.shard import Shard
+from query.replica import Replica
+from query.shard import Shard, owned
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +36,19 @@ class ShardError(BlobdexError):
 
 
 class ShardReplica:
-    """One replica of a shard, as Ray Serve runs it: a Shard, and `ask`, which calls one of its methods."""
+    """One replica of a shard, as Ray Serve runs it: a Shard, and `ask`, which calls one of its methods. With a
+    store it follows the bucket as a read replica does (query.replica), into a data dir of its own on its node
+    (<data_dir>/shards/<index>-of-<count>), downloading only its repos' chunk parts."""
 
-    def __init__(self, data_dir: str, index: int, count: int, model_ids: tuple[str, ...], exact: bool):
-        self.shard = Shard(Path(data_dir), index, count, model_ids, exact)
+    def __init__(self, cfg: Config, index: int, count: int, model_ids: tuple[str, ...], store: str | None, poll: float):
+        data_dir = cfg.data_dir
+        if store:
+            data_dir = cfg.data_dir / "shards" / f"{index}-of-{count}"
+            data_dir.mkdir(parents=True, exist_ok=True)
+            name = f"{socket.gethostname()}:shard-{index}-of-{count}"
+            keep = max(2, cfg.keep_snapshots)
+            Replica(store_for(cfg, store), data_dir, poll, name, keep, owned(index, count)).start()
+        self.shard = Shard(data_dir, index, count, model_ids, cfg.exact_search)
         try:
             self.shard.reader()  # opened now, not by the first request; a failure is said by the requests
         except BlobdexError as exc:
@@ -80,9 +92,17 @@ class RayShards:
         return out
 
 
-def start(data_dir: Path, count: int, model_ids: tuple[str, ...], exact: bool, cluster: str = "local") -> RayShards:
-    """Run `count` shards of the snapshots in `data_dir` on Ray Serve (joining the cluster at `cluster`, or starting
-    Ray here for "local"); an application of that name already running is replaced."""
+def start(
+    cfg: Config,
+    count: int,
+    model_ids: tuple[str, ...],
+    cluster: str = "local",
+    store: str | None = None,
+    poll: float = 10.0,
+) -> RayShards:
+    """Run `count` shards of the config's snapshots on Ray Serve (joining the cluster at `cluster`, or starting Ray
+    here for "local"), each following the data dir or, with `store`, the bucket; an application of that name already
+    running is replaced."""
     from ray import serve
 
     Cluster(cluster, workers=count).connect()
@@ -91,7 +111,7 @@ def start(data_dir: Path, count: int, model_ids: tuple[str, ...], exact: bool, c
     apps, handles = [], []
     for index in range(count):
         name = APP.format(index=index, count=count)
-        bound = deployment.options(name=name).bind(str(data_dir), index, count, tuple(model_ids), exact)
+        bound = deployment.options(name=name).bind(cfg, index, count, tuple(model_ids), store, poll)
         handles.append(serve.run(bound, name=name, route_prefix=None))
         apps.append(name)
         log.info("shard %d of %d: running as Ray Serve application %s", index, count, name)

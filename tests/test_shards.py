@@ -2,7 +2,8 @@
 three shards answer as one server over the whole snapshot does, in exact mode: every search (each mode, filters,
 pages and their cursors, thresholds, whole-chunk answers), grep with its cursors, chunks by id, and bad input in
 the same sentence. First over shards in this process, then on Ray Serve on a real Ray cluster behind the real
-HTTP server and MCP: equal answers, a publish that moves every shard, a killed replica that Serve restarts (never a
+HTTP server and MCP, the front and every shard following a bucket (a real S3-compatible server): equal answers, each
+shard holding only its repos' parts, a publish that moves every shard, a killed replica that Serve restarts (never a
 wrong answer meanwhile), and a shard lost for good failing the request with a 503 that names it."""
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
+import boto3
 import httpx
 import pytest
 from dulwich.repo import Repo
@@ -22,7 +25,8 @@ from mcp import Client
 
 from indexer.build import run
 from indexer.embed import HashEmbedder
-from indexer.snapshot import current_id
+from indexer.config import dumps
+from indexer.snapshot import current_id, open_manifest
 from query import front
 from query.front import FrontService, LocalShards, NotSharded, ShardDown
 from query.search import SearchError, SearchRequest
@@ -30,7 +34,7 @@ from query.service import ChunkNotFound, Service
 from query.shard import Shard, owner
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, source_files
-from tests.servers import AUTH, ray_nodes, serve_subprocess
+from tests.servers import AUTH, ray_nodes, s3_server, serve_subprocess
 
 SHARDS = 3
 
@@ -163,19 +167,37 @@ def test_shards_that_serve_different_snapshots_are_not_mixed(split, monkeypatch)
 # -- on Ray Serve ---------------------------------------------------------------------------------------------
 
 
+BUCKET = "blobdex-shards"
+KEYS = {"BLOBDEX_TEST_S3_KEY": "test", "BLOBDEX_TEST_S3_SECRET": "test"}
+
+
 @pytest.fixture(scope="module")
 def on_ray(tmp_path_factory):
-    """The corpus served twice: by one `blobdex serve`, and by `blobdex serve --shards 3` on a real Ray cluster (a
-    head node of two CPUs, started with `ray start`). Yields (corpus, one server's URL, the front's URL, the
-    cluster's address)."""
-    built = build_corpus(tmp_path_factory.mktemp("ray-shards"), corpus_repos(), exact_search=True)
-    with ray_nodes(["--num-cpus", "2"]) as (port, _):
-        env = {**os.environ, **AUTH}
-        address = f"127.0.0.1:{port}"
-        with serve_subprocess(built.root, env) as (one, _):
-            args = ("--shards", str(SHARDS), "--cluster", address)
-            with serve_subprocess(built.root, env, args=args) as (sharded, _):
-                yield built, one, sharded, address
+    """The corpus indexed and published to a bucket (a real S3-compatible server), then served twice: by one
+    `blobdex serve` over the indexer's data dir, and by `blobdex serve --store ... --shards 3` on a real Ray cluster
+    (a head node of two CPUs, started with `ray start`) from a home of its own, the front and each shard following
+    the bucket. Yields (corpus, one server's URL, the front's URL, the cluster's address, the front's data dir)."""
+    root = tmp_path_factory.mktemp("ray-shards")
+    with s3_server() as endpoint, pytest.MonkeyPatch.context() as patch:
+        for name, value in KEYS.items():
+            patch.setenv(name, value)  # before Ray starts: its workers resolve the config's references
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        ).create_bucket(Bucket=BUCKET)
+        keys = {"store_access_key": "env:BLOBDEX_TEST_S3_KEY", "store_secret_key": "env:BLOBDEX_TEST_S3_SECRET"}
+        store = {"store": f"s3://{BUCKET}/shards", "store_endpoint": endpoint, **keys}
+        built = build_corpus(root / "indexer", corpus_repos(), exact_search=True, **store)
+        home = root / "front"
+        home.mkdir()
+        front_cfg = replace(built.cfg, path=home / "blobdex.toml", data_dir=home / "data", repos=())
+        (home / "blobdex.toml").write_text(dumps(front_cfg, "data"), encoding="utf-8")
+        with ray_nodes(["--num-cpus", "2"]) as (port, _):
+            env = {**os.environ, **AUTH}
+            address = f"127.0.0.1:{port}"
+            with serve_subprocess(built.root, env) as (one, _):
+                args = ("--store", store["store"], "--poll-seconds", "1", "--shards", str(SHARDS), "--cluster", address)
+                with serve_subprocess(home, env, args=args) as (sharded, _):
+                    yield built, one, sharded, address, front_cfg.data_dir
 
 
 def search(url: str, body: dict) -> dict:
@@ -210,8 +232,9 @@ def ray_call(address: str, code: str) -> str:
 
 
 @pytest.mark.cluster
+@pytest.mark.s3
 def test_the_front_on_ray_serve_answers_http_and_mcp_as_one_server(on_ray):
-    _, one, sharded, _ = on_ray
+    _, one, sharded, _, _ = on_ray
     for asked, thresholds in REQUESTS:
         fields = {"lang" if k == "langs" else k: list(v) if isinstance(v, tuple) else v for k, v in asked.items()}
         body = {"limit": 4, **fields, **thresholds}
@@ -226,20 +249,39 @@ def test_the_front_on_ray_serve_answers_http_and_mcp_as_one_server(on_ray):
 
 
 @pytest.mark.cluster
+@pytest.mark.s3
+def test_each_shard_downloads_only_its_repos_parts(on_ray):
+    built, _, _, _, data_dir = on_ray
+    _, manifest = open_manifest(built.cfg.data_dir)
+    for index in range(SHARDS):
+        parts = data_dir / "shards" / f"{index}-of-{SHARDS}" / "parts"
+        for repo in manifest.repos:
+            mine = owner(repo.org, repo.name, SHARDS) == index
+            for part in repo.parts:
+                held = sorted(f.name for f in (parts / part).iterdir())
+                assert ("chunks.arrow" in held) == mine and "part.json" in held
+            assert all(not (parts / part).exists() for part in repo.history)  # the front reads history
+
+
+@pytest.mark.cluster
+@pytest.mark.s3
 def test_a_publish_moves_every_shard_to_the_new_snapshot(on_ray):
-    built, one, sharded, _ = on_ray
+    built, one, sharded, _, _ = on_ray
     before = current_id(built.cfg.data_dir)
     after = add_ledger(built)
     assert after != before
     body = {"query": "settle_overdue_ledger", "limit": 3}
-    answer = search(sharded, body)
+    deadline = time.monotonic() + 60  # the front and its shards poll the bucket every second
+    while (answer := search(sharded, body))["snapshot_id"] != after and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert answer["snapshot_id"] == after and answer == search(one, body)
     assert answer["hits"][0]["path"] == "pkg/late.py"
 
 
 @pytest.mark.cluster
+@pytest.mark.s3
 def test_a_killed_replica_is_restarted_and_never_answers_wrong_meanwhile(on_ray):
-    _, one, sharded, address = on_ray
+    _, one, sharded, address, _ = on_ray
     body = {"query": "renew_subscription charge the stored card", "limit": 5}
     expected = search(one, body)
     app = "blobdex-shard-0-of-3"
@@ -259,8 +301,9 @@ def test_a_killed_replica_is_restarted_and_never_answers_wrong_meanwhile(on_ray)
 
 
 @pytest.mark.cluster
+@pytest.mark.s3
 def test_a_lost_shard_fails_the_request_in_one_sentence_naming_it(on_ray):
-    _, _, sharded, address = on_ray
+    _, _, sharded, address, _ = on_ray
     ray_call(address, "serve.delete('blobdex-shard-2-of-3')")
     answer = httpx.post(f"{sharded}/v1/search", json={"query": "invoice"}, timeout=60)
     assert answer.status_code == 503
