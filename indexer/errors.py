@@ -8,7 +8,7 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     BlobdexError                      400  indexer/errors.py
     + BrowseError                     404  query/browse.py
     + ChunkNotFound                   404  query/service.py
-    + ClusterError                    400  indexer/build/cluster.py
+    + ClusterError                    400  indexer/ray_cluster.py
     + ConfigError                     400  indexer/config.py
     + ContextError                    404  query/expand_context.py
     |  + BadContextRequest            400  query/expand_context.py
@@ -30,6 +30,7 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     + IssuerUnreachable               503  query/surfaces/oauth.py
     + JudgementError                  400  query/eval/codesearchnet.py
     + MirrorError                     400  indexer/mirror.py
+    + NotSharded                      501  query/front.py
     + OverlayError                    400  query/overlays/sessions.py
     |  + SessionNotFound              404  query/overlays/sessions.py
     + Refused                         400  indexer/errors.py
@@ -44,6 +45,9 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     + ScipError                       400  indexer/calls/scip.py
     + SearchError                     400  query/search/request.py
     |  + NotIndexed                   404  query/search/request.py
+    + ShardDown                       503  query/front.py
+    + ShardError                      400  query/shard_serve.py
+    + ShardMismatch                   503  query/shard.py
     + SnapshotError                   400  indexer/snapshot/format.py
     |  + DamagedSnapshot              503  query/reader.py
     + SqlError                        400  query/sql.py

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import socket
 
-from indexer.build.cluster import Cluster
 from indexer.config import Config
 from indexer.errors import BlobdexError
+from indexer.ray_cluster import first_line, join
 from indexer.store import store_for
 from query.front import ShardDown
 from query.replica import Replica
@@ -82,7 +82,7 @@ class RayShards:
                 answer = response.result(timeout_s=SHARD_SECONDS)
             except Exception as exc:  # Ray's: the replica died, the application is gone, the call timed out
                 raise ShardDown(
-                    f"shard {i} of {len(self)} ({self.apps[i]}) did not answer ({_first_line(exc)}): an answer "
+                    f"shard {i} of {len(self)} ({self.apps[i]}) did not answer ({first_line(exc)}): an answer "
                     f"without its repos would look whole and be wrong, so none is given; Ray Serve restarts a "
                     f"replica that died (ask again in a moment), and 'serve status' says what it runs"
                 ) from exc
@@ -105,7 +105,7 @@ def start(
     running is replaced."""
     from ray import serve
 
-    Cluster(cluster, workers=count).connect()
+    join(cluster)
     serve.start(http_options={"location": "NoServer"})
     deployment = serve.deployment(ShardReplica, ray_actor_options={"num_cpus": 0}, health_check_period_s=10)
     apps, handles = [], []
@@ -116,7 +116,3 @@ def start(
         apps.append(name)
         log.info("shard %d of %d: running as Ray Serve application %s", index, count, name)
     return RayShards(handles, apps)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")

@@ -8,9 +8,9 @@ Ray starts only when a run has work worth its start: a run with nothing new, or 
 prepares and embeds here and never touches it. A worker that dies mid-batch costs that batch again (a task is
 retried, an embedding actor restarted and its batch resubmitted), never a wrong or missing row.
 
-Addresses: `local` starts a Ray instance on this machine with `workers` CPUs; `auto` joins the one `ray start`
-runs here; HOST:PORT a cluster's head from one of its nodes; `ray://HOST:PORT` a remote cluster through Ray
-Client. Every node needs blobdex (`pip install blobdex[cluster]`, the model is in the package) and, where the
+Addresses (indexer.ray_cluster, which joins): `local` starts a Ray instance on this machine with `workers` CPUs;
+`auto` joins the one `ray start` runs here; HOST:PORT a cluster's head from one of its nodes; `ray://HOST:PORT` a
+remote cluster through Ray Client. Every node needs blobdex (`pip install blobdex[cluster]`, the model is in the package) and, where the
 cluster uses token authentication, the same RAY_AUTH_TOKEN as this process.
 """
 
@@ -19,15 +19,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
-import socket
 from collections.abc import Iterator
 
 import numpy as np
 
 from indexer.embed import EMBED_BATCH
-from indexer.addresses import cluster_address_problem, cluster_host_port
-from indexer.errors import BlobdexError
+from indexer.ray_cluster import ClusterError, check_address, first_line, join
 from indexer.versions import TOOLS
 
 log = logging.getLogger(__name__)
@@ -35,17 +32,11 @@ log = logging.getLogger(__name__)
 RETRIES = 3  # a batch whose worker died is run again this many times
 IN_FLIGHT_PER_WORKER = 2  # batches queued per worker: the next starts as one lands, without flooding memory
 GPU_BATCH = 1024  # texts per call to a GPU actor: a GPU is idle between calls, so it gets fewer, bigger ones
-CONNECT_SECONDS = 5
-CLIENT_ATTEMPTS = 3  # tries to join through Ray Client (see Cluster._init)
 ACTOR_START_SECONDS = 300  # an embedding actor loads its model in this long, or the cluster cannot place it
 # Ray's start (3-5 s, and a model load per actor) is paid only for work that would take longer here: fewer new
 # blobs than this are prepared in this process (about 5 s of it), fewer texts than one batch embedded here.
 LOCAL_BLOBS = 2000
 LOCAL_TEXTS = EMBED_BATCH
-
-
-class ClusterError(BlobdexError):
-    """The cluster cannot be reached or used; the message says which and what to do."""
 
 
 def _prepare_batch(items: list[tuple], max_bytes: int) -> tuple[str, list, list[str]]:
@@ -76,8 +67,7 @@ class Cluster:
     """A Ray cluster for one run, started or joined when the run first has work for it."""
 
     def __init__(self, address: str, workers: int = 0):
-        if problem := cluster_address_problem(address):
-            raise ClusterError(f"--cluster {problem}")
+        check_address(address)
         self.address, self.workers = address, workers
         self._ray = None
         self.encoders: list = []
@@ -93,73 +83,19 @@ class Cluster:
 
     def connect(self):
         """Join (or start, for "local") the cluster once; Ray itself, joined."""
-        if self._ray is not None:
-            return self._ray
-        try:
-            import ray
-        except ImportError as exc:
-            raise ClusterError("--cluster needs Ray: pip install 'blobdex[cluster]' (make install has it)") from exc
-        self._reachable()
-        # Ray's own lines (a started instance, its token file) are not the run's output: errors still reach the log.
-        options = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "ignore_reinit_error": True,
-            "logging_level": logging.ERROR,
-        }
-        try:
-            if self.address == "local":
-                ray.init(num_cpus=self.workers or os.cpu_count(), **options)
-            else:
-                self._init(ray, options)
-        except Exception as exc:  # Ray raises ConnectionError, RuntimeError and its own types
-            with contextlib.suppress(Exception):  # whatever a failed init started; its own error is the one to say
-                ray.shutdown()
-            raise ClusterError(
-                f"cannot reach the Ray cluster at {self.address!r}: {_first_line(exc)}; start one with "
-                f"'ray start --head' or pass --cluster local"
-            ) from exc
-        self._ray, self.used = ray, True
-        if not self.workers:  # the CPUs free now: an actor asked for beyond them would wait for one forever
-            self.workers = max(1, int(ray.available_resources().get("CPU", 1)))
-        log.info("ray: %s, %d workers", self.address, self.workers)
-        return ray
-
-    def _init(self, ray, options: dict) -> None:
-        """Join the cluster. Through Ray Client the head starts a server process for each client, which now and
-        then fails to come up ("Initialization failure from server", after the head's
-        RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S): that is tried again, the rest is said at once."""
-        for attempt in range(1, CLIENT_ATTEMPTS + 1):
-            try:
-                return ray.init(address=self.address, **options)
-            except ConnectionError as exc:
-                if not self.address.startswith("ray://") or "Initialization failure" not in str(exc):
-                    raise
-                if attempt == CLIENT_ATTEMPTS:
-                    raise
-                log.warning("ray: the cluster's client server did not start a server for this run; trying again")
-                with contextlib.suppress(Exception):
-                    ray.shutdown()
-
-    def _reachable(self) -> None:
-        """A refused or silent address said in a few seconds (Ray itself retries for minutes before giving up)."""
-        if self.address in ("local", "auto"):
-            return
-        host, port = cluster_host_port(self.address)
-        try:
-            socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()
-        except OSError as exc:
-            raise ClusterError(
-                f"cannot reach the Ray cluster at {self.address!r}: {exc.strerror or exc}; is its head node up "
-                f"('ray start --head'), and is this the port it listens on?"
-            ) from exc
+        if self._ray is None:
+            self._ray, self.used = join(self.address, self.workers), True
+            if not self.workers:  # the CPUs free now: an actor asked for beyond them would wait for one forever
+                self.workers = max(1, int(self._ray.available_resources().get("CPU", 1)))
+            log.info("ray: %s, %d workers", self.address, self.workers)
+        return self._ray
 
     def _get(self, ref, what: str):
         """A task's result, or one sentence when it failed for good (Ray retries a batch whose worker died)."""
         try:
             return self._ray.get(ref)
         except self._ray.exceptions.RayError as exc:
-            raise ClusterError(f"the Ray cluster failed to {what}: {_first_line(exc)}") from exc
+            raise ClusterError(f"the Ray cluster failed to {what}: {first_line(exc)}") from exc
 
     def prepare(self, batches: Iterator[list[tuple]], max_bytes: int) -> Iterator[tuple]:
         """(entries, problems) for batches of (cache key, bytes, lang[, released lines]), as each lands (any order)."""
@@ -269,13 +205,9 @@ class Cluster:
             for actor in actors:
                 ray.kill(actor)
         except Exception as exc:  # a cluster gone meanwhile
-            log.warning("ray: could not stop the embedding actors: %s", _first_line(exc))
+            log.warning("ray: could not stop the embedding actors: %s", first_line(exc))
         finally:
             try:
                 ray.shutdown()  # stops an instance started here; leaves a joined cluster running
             except Exception as exc:
-                log.warning("ray: could not leave the cluster: %s", _first_line(exc))
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+                log.warning("ray: could not leave the cluster: %s", first_line(exc))
