@@ -11,8 +11,9 @@ pushed repo fetched; median and max), then `blobdex serve` on the snapshot: time
 route / get_file p50 and p95 over HTTP, grep over HTTP for patterns only one copy matches (GREPS), the same
 greps in process with and without the parts' trigram indexes, and the first request after the next publish
 (the swap). With --real-model, the real repositories are also indexed alone with that model, and the
-approximate index's recall@10 against exact is measured on their vectors (a real model's, not hashed). Nothing
-is asserted; it prints a table with the issue's goals beside it (and --json writes the figures).
+approximate index's recall@10 against exact is measured on their vectors (a real model's, not hashed). With
+--shards N, each step is also served by a front over N shards on Ray Serve (sharded_figures). Nothing is asserted;
+it prints a table with the issue's goals beside it (and --json writes the figures).
 """
 
 from __future__ import annotations
@@ -327,6 +328,70 @@ def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int], c
         return out
 
 
+def sharded_figures(work: Path, env: dict, count: int, copies: int) -> dict:
+    """The same snapshot behind `blobdex serve --shards COUNT --cluster local` (Ray started by the front): time to
+    ready, search / route / grep p50 and p95 over HTTP, the RSS of the front and of the shards' replicas, and how
+    many of the searches and routes answer what one server over the whole snapshot answers (its top 10 hits' places,
+    its routes' repos: with the approximate index each shard asks its own, so they may differ)."""
+    import httpx
+
+    from tests.servers import serve_subprocess
+
+    def places(client, path: str, body: dict) -> list:
+        answer = client.post(path, json=body).json()
+        return (
+            [(h["repo"], h["path"], h["chunk_index"]) for h in answer["hits"]]
+            if "hits" in answer
+            else [r["repo"] for r in answer["repos"]]
+        )
+
+    calls = [("/v1/search", {"query": q, "limit": 10}) for q in QUERIES] + [("/v1/route", {"task": q}) for q in QUERIES]
+    with serve_subprocess(work, env) as (single, _):
+        one = httpx.Client(base_url=single, timeout=120)
+        expected = [places(one, path, body) for path, body in calls]
+    t0 = time.monotonic()
+    args = ("--shards", str(count), "--cluster", "local")
+    with serve_subprocess(work, env, args=args) as (base, proc):
+        ready = time.monotonic() - t0
+        client = httpx.Client(base_url=base, timeout=120)
+        client.post("/v1/search", json={"query": "warm up"})
+        client.post("/v1/route", json={"task": "warm up"})
+        timed = partial(timed_calls, client)
+        out = {
+            "shards": count,
+            "ready_s": round(ready, 2),
+            "search": timed([("post", "/v1/search", {"json": {"query": q, "limit": 10}}) for q in QUERIES * 6]),
+            "route_task": timed([("post", "/v1/route", {"json": {"task": q}}) for q in QUERIES * 2]),
+            "grep": timed([("post", "/v1/grep", {"json": asked}) for asked in grep_calls(copies) * 2]),
+            "same_answers": sum(places(client, path, body) == e for (path, body), e in zip(calls, expected)),
+            "of": len(calls),
+            "front_rss_mib": _rss_mib(proc.pid),
+            "shards_rss_mib": sum(_rss_mib(pid) for pid in _pids_of(b"ServeReplica:blobdex-shard")),
+        }
+    return out
+
+
+def _rss_mib(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"VmRSS:\s+(\d+)", status)
+    return int(found.group(1)) // 1024 if found else 0
+
+
+def _pids_of(needle: bytes) -> list[int]:
+    """The processes whose command line holds `needle` (Ray names a replica's worker after its deployment)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default=",".join(map(str, STEPS)), help="chunk counts, comma-separated")
@@ -344,6 +409,12 @@ def main() -> None:
         type=Path,
         help="a file listing real repositories, one `GIT_DIR [REF]` a line: each step holds them all, topped up "
         "with copies of the source tree",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=0,
+        help="also serve each step from this many shards on Ray Serve (blobdex serve --shards) and time it",
     )
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",") if s.strip()]
@@ -409,6 +480,8 @@ def main() -> None:
             "add_run_seconds": added["seconds"],
             "bytes_per_chunk": round(snapshot / changed["totals"]["chunks"]),
         }
+        if args.shards:
+            row["sharded"] = sharded_figures(work, env, args.shards, copies)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
 
@@ -450,6 +523,21 @@ def main() -> None:
             f"{e['vector_p95_ms']} ms | {v['recall_at_10']} | {a['route_p95_ms']} / {e['route_p95_ms']} ms | "
             f"{r['bytes_per_chunk']:,} | {stages} |"
         )
+    if any("sharded" in r for r in rows):
+        print(
+            "\n| chunks | shards | ready | search p50 / p95 | route p95 | grep p50 / p95 | answers as one server's | "
+            "RSS: front, shards |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            if "sharded" in r:
+                h = r["sharded"]
+                print(
+                    f"| {r['chunks']:,} | {h['shards']} | {h['ready_s']} s | {h['search']['p50_ms']:.0f} / "
+                    f"{h['search']['p95_ms']:.0f} ms | {h['route_task']['p95_ms']:.0f} ms | "
+                    f"{h['grep']['p50_ms']:.0f} / {h['grep']['p95_ms']:.0f} ms | {h['same_answers']} of {h['of']} | "
+                    f"{h['front_rss_mib']}, {h['shards_rss_mib']} MiB |"
+                )
     if cold:
         print(
             f"\nreal repositories ({cold['repos']}, {cold['chunks']:,} chunks), the cold run: {cold['wall_s']} s; "

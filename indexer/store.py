@@ -42,6 +42,7 @@ from indexer import credentials
 from indexer.addresses import store_url_problem
 from indexer.errors import BlobdexError
 from indexer.snapshot import (
+    CARD,
     MANIFEST,
     PART_INFO,
     PARTS_DIR,
@@ -384,8 +385,8 @@ def _listing(store: Store, snapshot_id: str) -> dict[str, tuple[str, int]]:
 
 def _selected(store: Store, listing: dict[str, tuple[str, int]], snapshot_id: str, select) -> dict:
     """A shard's share of a snapshot's listing: the snapshot's own files (its manifest, graph and whole lexical
-    index), the chunk parts of the repos `select` picks, and only part.json of the others' (a shard numbers their
-    rows without opening them: query.shard)."""
+    index), the chunk parts of the repos `select` picks, and of the others' parts only part.json (a shard numbers
+    their rows without opening them: query.shard) and card.parquet (route_task reads every repo's card)."""
     sha, _ = listing[f"{SNAPSHOTS_DIR}/{snapshot_id}/{MANIFEST}"]
     raw = store.get(store.key("objects", sha))
     if hashlib.sha256(raw).hexdigest() != sha:
@@ -397,7 +398,7 @@ def _selected(store: Store, listing: dict[str, tuple[str, int]], snapshot_id: st
 
     def wanted(rel: str) -> bool:
         where = Path(rel).parts
-        return where[0] != PARTS_DIR or where[1] in owned or (where[1] in chunk_parts and where[2] == PART_INFO)
+        return where[0] != PARTS_DIR or where[1] in owned or (where[1] in chunk_parts and where[2] in (PART_INFO, CARD))
 
     return {rel: entry for rel, entry in listing.items() if wanted(rel)}
 

@@ -15,11 +15,15 @@ that names it: an answer without its repos would look whole and be wrong.
 
 What reads no parts (files, history, the graph, SQL, status) the front answers from its own copy of the data dir,
 as a server does. grep asks every shard for its first matches from the same place and keeps the first of them all.
-route_task and file localization score every row of an org together and are not sharded yet (NotSharded)."""
+File localization ranks the files of the merged chunks as one server does (query.localize.files_of), a name's
+defining files counted over every shard. route_task asks each shard to score its own repos, which needs only their
+rows and the org's BM25 ranking merged first, then chooses as one server does (query.route_task.chosen_routes).
+A search beside a session's uncommitted edits is not sharded yet (NotSharded)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from indexer.config import Config
@@ -39,7 +43,11 @@ from query.search import (
     validate,
 )
 from query.grep import check_limit
-from query.service import ChunkNotFound, ChunkText, Service
+from query.localize import files_of, runner_repos
+from query.query_text import named_definitions
+from query.route_task import RepoRoute, chosen_routes, route_request
+from query.service import ChunkNotFound, ChunkText, Service, request_thresholds
+from query.shard import owner
 
 GREP_LIMIT = 100  # query.grep.grep's default page
 AGREE_SECONDS = 5.0  # how long the front waits for its shards to serve one snapshot after a publish
@@ -109,9 +117,9 @@ class Catalog:
 
 
 class FrontService(Service):
-    """Service over shards: search, search_page and search_top (so every search surface: /v1/search, MCP's
-    search_code, the compatibility contracts' searches) merged from the shards; chunk ids read back from the owning
-    shard; what reads no rows from the data dir; the rest refused with NotSharded."""
+    """Service over shards: every search (search, search_page, search_top, localize: so /v1/search, MCP's
+    search_code, the compatibility contracts' searches), grep, route and chunks by id from the shards; what reads no
+    rows from the data dir, as Service does."""
 
     def __init__(self, cfg: Config, shards, embedder: Embedder | None = None):
         super().__init__(cfg, embedder)
@@ -138,11 +146,19 @@ class FrontService(Service):
             self._catalog = Catalog(self.cfg.data_dir, snapshot_id, self.shards)
         return self._catalog
 
-    def _ranked(self, reader: Catalog, req: SearchRequest, overlay: Overlay | None, depth: int) -> list[Hit]:
+    def _ranked(
+        self, reader: Catalog, req: SearchRequest, overlay: Overlay | None, depth: int, reranker=False
+    ) -> list[Hit]:
+        """The first `depth` hits of the shards' merged ranking, reranked by the configured cross-encoder (or by
+        `reranker` when one is given: None for none)."""
         if overlay is not None:
-            raise NotSharded("a sharded front searches no session's edits yet: search without the session")
+            raise NotSharded(
+                "a sharded front does not search beside a session's edits yet: search without the session, or ask "
+                "a server over the whole snapshot"
+            )
         validate(req, reader)
-        embedder, reranker = self._models(reader, req)
+        embedder, configured = self._models(reader, req)
+        reranker = configured if reranker is False else reranker
         rerank = reranker is not None and req.mode == "hybrid"
         ranked, owners = self.rank(reader, embedder, req)
         hits = self._hits(reader.snapshot_id, req, ranked[: max(depth, RERANK_POOL) if rerank else depth], owners)
@@ -205,16 +221,52 @@ class FrontService(Service):
         found = sorted((x for answer in self.shards.ask("grep", everyone).values() for x in answer), key=lambda x: x[0])
         return [match for _, match in found[:limit]], found[limit][0] if len(found) > limit else None
 
-    def route(self, *args, **kw):
-        raise NotSharded(_NOT_SHARDED.format(what="route_task"))
+    def localize(
+        self, req: SearchRequest, min_score: float | None = None, min_score_diff: float | None = None
+    ) -> tuple[str, list]:
+        """Files ranked for a task (query.localize.files_of) over the shards' fused chunks."""
+        request_thresholds(req, min_score, min_score_diff)
+        reader = self.reader()
+        validate(req, reader)
+        embedder, reranker = self._models(reader, req)
+        return reader.snapshot_id, self._files(reader, embedder, reranker, req)
 
-    def localize(self, *args, **kw):
-        raise NotSharded(_NOT_SHARDED.format(what="a search grouped by file"))
+    def _files(self, reader: Catalog, embedder: Embedder | None, reranker, req: SearchRequest) -> list:
+        pool = self._ranked(reader, req, None, CANDIDATES * 3, reranker)  # every candidate: three signals' worth
+        words = list(named_definitions(req.query)) if req.mode == "hybrid" else []
+        everyone = {i: (reader.snapshot_id, req, words) for i in range(len(self.shards))}
+        defined: dict[str, set] = {w: set() for w in words}
+        for answer in self.shards.ask("defining", everyone).values() if words else ():
+            for word, found in answer.items():
+                defined[word] |= found
+        return files_of(pool, req, defined.__getitem__, lambda: runner_repos(reader, req.org), reader, embedder)
 
-
-_NOT_SHARDED = (
-    "{what} reads every row, and a sharded front does not fan it out yet: ask a server over the whole snapshot"
-)
+    def route(self, org: str, task: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
+        """route_task over the shards: each scores its own repos (query.route_task.repo_routes) given the org's BM25
+        ranking merged from them all; the routes are then chosen as one server chooses them."""
+        reader = self.reader()
+        req = route_request(task, org, limit)
+        validate(req, reader)
+        embedder = self.embedder_for(reader)
+        vector = query_vectors(embedder, req.query)
+        sid, everyone = reader.snapshot_id, range(len(self.shards))
+        bm25 = self.shards.ask("rank", {i: (sid, replace(req, mode="bm25"), None, CANDIDATES) for i in everyone})
+        lexical = _merged([a["bm25"] for a in bm25.values()])
+        scored = self.shards.ask("route", {i: (sid, req, vector, lexical) for i in everyone})
+        routes = [r for found, _ in scored.values() for r in found]
+        if not routes:
+            return sid, []
+        files = lambda asked: self._files(reader, embedder, None, asked)  # noqa: E731
+        chosen = chosen_routes(reader, embedder, req, routes, files, None)
+        calls = {}
+        for r in chosen:
+            calls.setdefault(owner(r.org, r.repo, len(self.shards)), (sid, []))[1].extend(
+                (e["row"], e["relevance"]) for e in r.evidence
+            )
+        where = {e["row"]: e for found in self.shards.ask("located", calls).values() for e in found}
+        for r in chosen:
+            r.evidence = [where[e["row"]] for e in r.evidence]
+        return sid, chosen
 
 
 def _merged(lists: list[list[tuple[int, float]]], depth: int = CANDIDATES) -> list[tuple[int, float]]:

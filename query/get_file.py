@@ -310,3 +310,16 @@ def get_file(
         content=b"".join(lines[first - 1 : last]),
         withheld=tuple(sorted(held.items())),
     )
+
+
+def blob_lines(data_dir: Path, org: str, repo: str, commit_id: str, path: str) -> list[str]:
+    """The lines of `path` at `commit_id` in the repo's mirror ([] when the mirror or the file is gone), unredacted:
+    for the operator's listing of held-back lines (Service.held_back), never for a request's answer."""
+    from dulwich.object_store import tree_lookup_path
+
+    try:
+        with open_mirror(mirror_dir(data_dir, org, repo)) as git:
+            _, blob_id = tree_lookup_path(git.__getitem__, git[commit_id.encode()].tree, path.encode())
+            return git[blob_id].as_raw_string().decode("utf-8", "replace").split("\n")
+    except (BlobdexError, KeyError, OSError):
+        return []

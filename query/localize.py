@@ -166,6 +166,20 @@ def localize(
     validate(req, reader)
     mask = row_mask(req, reader)
     pool = candidates(reader, embedder, req, reranker=reranker, mask=mask, snippets=False, known=known)
+
+    def defining(word: str) -> set[tuple[str, str]]:
+        return defining_files(reader, [r for r in reader.symbol_rows.get(word, ()) if mask[r]])
+
+    ranked = files_of(pool, req, defining, lambda: runner_repos(reader, req.org), reader, embedder)
+    for f in ranked if snippets else ():  # only the files answered show their evidence
+        f.evidence = [with_snippet(reader, h, req.query) for h in f.evidence]
+    return ranked
+
+
+def files_of(pool: list[Hit], req: SearchRequest, defining, tools, reader, embedder) -> list[FileHit]:
+    """The best `req.limit` files of a search's fused chunks (`pool`); `defining(word)`: the (repo, path) of the
+    files defining a name among the rows the request may see; `tools()`: runner_repos of the org. One reader's
+    pool, or the shards' merged (query.front); `reader` is read only for history's votes."""
     files: dict[tuple[str, str], FileHit] = {}
     for hit in pool:  # fused chunk order: each file's evidence is its best three chunks
         key = (hit.repo, hit.path)
@@ -196,19 +210,19 @@ def localize(
     if req.mode == "hybrid":
         for word in named_definitions(req.query):
             # A name defined in n files is 1/n of the evidence for each (`Type` on every value type).
-            defining = defining_files(reader, [r for r in reader.symbol_rows.get(word, ()) if mask[r]])
-            for key in defining & files.keys():
-                files[key].signals["named_symbols"] += 1 / len(defining)
+            found = defining(word)
+            for key in found & files.keys():
+                files[key].signals["named_symbols"] += 1 / len(found)
         names, scopes = named_files(req.query), title_scopes(req.query)
         # A stack trace says where it failed, often inside a test; its frames carry that evidence.
         weigh_tests = not FRAME_RE.search(req.query)
         tests_asked = asks_for_tests(req.query)
-        tools = runner_repos(reader, req.org)
+        runners = tools()
         for (repo, path), entry in files.items():
             if any(path == n or path.endswith("/" + n) or n.endswith("/" + path) for n in names):
                 entry.signals["named_file"] = True
             entry.signals["named_scope"] = in_scope(path, scopes)
-            tests_wanted = tests_asked and repo not in tools
+            tests_wanted = tests_asked and repo not in runners
             if weigh_tests and is_test_file(path) != tests_wanted:
                 entry.signals["test_weight"] = OFF_TOPIC_CODE_WEIGHT if tests_wanted else OFF_TOPIC_TEST_WEIGHT
     per_name = NAMED_SYMBOL_BONUS_IN_REPORTS if title_and_body(req.query)[1] else NAMED_SYMBOL_BONUS
@@ -220,10 +234,7 @@ def localize(
             NAMED_FILE_BONUS if s["named_file"] or s["named_scope"] else 0.0
         )
         entry.score = round(s["test_weight"] * (weight * fused[key] + named), 6)
-    ranked = sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
-    for f in ranked if snippets else ():  # only the files answered show their evidence
-        f.evidence = [with_snippet(reader, h, req.query) for h in f.evidence]
-    return ranked
+    return sorted(files.values(), key=lambda f: (-f.score, f.repo, f.path))[: req.limit]
 
 
 def _file_hit(repo: str, path: str) -> FileHit:

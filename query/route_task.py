@@ -200,29 +200,52 @@ def route(
     before: int | None = None,
 ) -> list[RepoRoute]:
     """The repos that own `task`, best first (`before`: an eval's cutoff; history after it is not read)."""
-    if not 1 <= limit <= MAX_ROUTES:
-        raise SearchError(f"limit {limit} is out of range: use 1 to {MAX_ROUTES}")
-    req = SearchRequest(query=task, org=org, limit=limit)
-    task = req.query  # cut to MAX_QUERY_CHARS: no step below reads more
+    req = route_request(task, org, limit)
     validate(req, reader)
     mask = row_mask(req, reader)
-    allowed = np.flatnonzero(mask)
-    if not len(allowed):
+    if not mask.any():
         return []
-    vector = query_vectors(embedder, task)
+    vector = query_vectors(embedder, req.query)
     lexical = lexical_ranks(reader, req, mask)
+    routes, near = repo_routes(reader, req, vector, mask, lexical)
+    known = {"vector": near, "bm25": lexical}  # file localization ranks the same two lists
+
+    def files(asked: SearchRequest) -> list:
+        return localize(reader, embedder, asked, snippets=False, known=known)
+
+    chosen = chosen_routes(reader, embedder, req, routes, files, before)
+    for r in chosen:  # where each piece of evidence lies, read for the routes answered only
+        r.evidence = [located(reader, e["row"], e["relevance"]) for e in r.evidence]
+    return chosen
+
+
+def route_request(task: str, org: str, limit: int) -> SearchRequest:
+    """A route's request (its task cut to MAX_QUERY_CHARS: no step reads more), its limit checked."""
+    if not 1 <= limit <= MAX_ROUTES:
+        raise SearchError(f"limit {limit} is out of range: use 1 to {MAX_ROUTES}")
+    return SearchRequest(query=task, org=org, limit=limit)
+
+
+def repo_routes(
+    reader: SnapshotReader, req: SearchRequest, vector: np.ndarray, mask: np.ndarray, lexical: list[tuple[int, float]]
+) -> tuple[list[RepoRoute], list[tuple[int, float]]]:
+    """Each of the reader's repos scored for the task (unordered; evidence by row), and its best rows by cosine.
+    `lexical`: the org's BM25 ranking, where a row the reader does not hold is -1 (a shard's: query.shard) and
+    keeps its place, so a BM25 hit's bonus is its rank among them all."""
+    task = req.query
     allowed, cos = scored_rows(reader, vector, mask, ROUTE_POOL)  # every row, or those near the task
-    unscored = np.setdiff1d(np.asarray([row for row, _ in lexical], dtype=np.int64), allowed)
+    held = [(rank, row) for rank, (row, _) in enumerate(lexical) if row >= 0]
+    unscored = np.setdiff1d(np.asarray([row for _, row in held], dtype=np.int64), allowed)
     if len(unscored):  # BM25 found rows the approximate index did not: scored too
         allowed = np.concatenate([allowed, unscored])
         cos = np.concatenate([cos, row_cosines(reader, unscored, vector)])
         order = np.argsort(allowed, kind="stable")
         allowed, cos = allowed[order], cos[order]
     relevance = cos.astype(np.float64)
-    known = {"vector": top_ranks(allowed, cos), "bm25": lexical}  # file localization ranks the same two lists
-    if lexical:  # allowed is sorted and holds every hit: a BM25 hit's place in it by binary search
-        hit_rows = np.asarray([row for row, _ in lexical])
-        relevance[np.searchsorted(allowed, hit_rows)] += LEXICAL_BONUS * (1 - np.arange(len(lexical)) / CANDIDATES)
+    near = top_ranks(allowed, cos)
+    if held:  # allowed is sorted and holds every hit: a BM25 hit's place in it by binary search
+        ranks, hit_rows = (np.asarray(x) for x in zip(*held))
+        relevance[np.searchsorted(allowed, hit_rows)] += LEXICAL_BONUS * (1 - ranks / CANDIDATES)
     if not asks_for_tests(task):  # every repo's test suite speaks a test framework's vocabulary
         keep = ~_tests_of(reader)[allowed]
         allowed, relevance = allowed[keep], relevance[keep]
@@ -232,52 +255,59 @@ def route(
     for row, score in zip(allowed[best].tolist(), relevance[best].tolist()):  # in relevance order
         per_repo[repo_col[row]].append((row, score))
     cards, edges = _cards_and_edges(reader)
-    routes = []
-    for repo, cands in per_repo.items():
-        scores = [max(s, 0.0) for _, s in cands]
-        top_rows = [r for r, _ in cands[: PER_REPO_CANDIDATES // 2]]
-        files = {reader.col["path"][r] for r in top_rows}
-        card = cards.get((org, repo))
-        signals = {
-            "peak": scores[0],
-            "depth": sum(scores[:DEPTH_TOP]) / DEPTH_TOP,
-            "spread": 1 - math.exp(-len(files) / SPREAD_HALF_FILES),
-            "prior": max(float((vector @ card).max()), 0.0) if card is not None else 0.0,
-        }
-        score = sum(WEIGHTS[k] * v for k, v in signals.items())
-        evidence_rows = [r for r, _ in cands[:10]]
-        substantial = sum(1 for r in evidence_rows if not NOT_SUBSTANCE_RE.search(reader.col["path"][r]))
-        signals["substance"] = 1.0 if substantial / len(evidence_rows) >= SUBSTANCE_MIN_SHARE else SUBSTANCE_FACTOR
-        score *= signals["substance"]
-        evidence_files = {reader.col["path"][r] for r in evidence_rows}
-        touching = [e for e in edges if e["org"] == org and repo in (e["from_repo"], e["to_repo"])]
-        here = [
-            e
-            for e in touching
-            if (e["from_repo"] == repo and e["from_path"] in evidence_files)
-            or (e["to_repo"] == repo and e["to_path"] in evidence_files)
-        ]
-        routes.append(
-            RepoRoute(
-                org=org,
-                repo=repo,
-                score=round(score, 4),
-                signals={k: round(v, 4) for k, v in signals.items()},
-                evidence=[{"row": row, "relevance": round(rel, 4)} for row, rel in cands[:EVIDENCE_PER_REPO]],
-                edges=here,
-                edges_total=len(touching),
-                checkout=_checkout(sorted(evidence_files)),
-            )
-        )
+    return [_repo_route(reader, req.org, repo, cands, vector, cards, edges) for repo, cands in per_repo.items()], near
+
+
+def _repo_route(
+    reader: SnapshotReader, org: str, repo: str, cands: list, vector: np.ndarray, cards: dict, edges: list
+) -> RepoRoute:
+    """One repo's route from its best candidates (row, relevance), best first."""
+    scores = [max(s, 0.0) for _, s in cands]
+    top_rows = [r for r, _ in cands[: PER_REPO_CANDIDATES // 2]]
+    files = {reader.col["path"][r] for r in top_rows}
+    card = cards.get((org, repo))
+    signals = {
+        "peak": scores[0],
+        "depth": sum(scores[:DEPTH_TOP]) / DEPTH_TOP,
+        "spread": 1 - math.exp(-len(files) / SPREAD_HALF_FILES),
+        "prior": max(float((vector @ card).max()), 0.0) if card is not None else 0.0,
+    }
+    score = sum(WEIGHTS[k] * v for k, v in signals.items())
+    evidence_rows = [r for r, _ in cands[:10]]
+    substantial = sum(1 for r in evidence_rows if not NOT_SUBSTANCE_RE.search(reader.col["path"][r]))
+    signals["substance"] = 1.0 if substantial / len(evidence_rows) >= SUBSTANCE_MIN_SHARE else SUBSTANCE_FACTOR
+    score *= signals["substance"]
+    evidence_files = {reader.col["path"][r] for r in evidence_rows}
+    touching = [e for e in edges if e["org"] == org and repo in (e["from_repo"], e["to_repo"])]
+    here = [
+        e
+        for e in touching
+        if (e["from_repo"] == repo and e["from_path"] in evidence_files)
+        or (e["to_repo"] == repo and e["to_path"] in evidence_files)
+    ]
+    return RepoRoute(
+        org=org,
+        repo=repo,
+        score=round(score, 4),
+        signals={k: round(v, 4) for k, v in signals.items()},
+        evidence=[{"row": row, "relevance": round(rel, 4)} for row, rel in cands[:EVIDENCE_PER_REPO]],
+        edges=here,
+        edges_total=len(touching),
+        checkout=_checkout(sorted(evidence_files)),
+    )
+
+
+def chosen_routes(reader, embedder: Embedder, req: SearchRequest, routes: list[RepoRoute], files, before) -> list:
+    """The first `req.limit` routes, fused with where each repo's best file ranks (`files(asked)`: file localization
+    over the org, one reader's or the shards': query.front) and with history's votes (`reader`: a SnapshotReader or
+    a front's Catalog)."""
     routes.sort(key=lambda r: (-r.score, r.repo))
     best = routes[0].score if routes else 0.0
-    chosen = _fuse_files(reader, embedder, req, routes, best, before, known)[:limit]
-    for r in chosen:  # where each piece of evidence lies, read for the routes answered only
-        r.evidence = [_located(reader, e["row"], e["relevance"]) for e in r.evidence]
-    return chosen
+    return _fuse_files(reader, embedder, req, routes, best, before, files)[: req.limit]
 
 
-def _located(reader: SnapshotReader, row: int, relevance: float) -> dict:
+def located(reader: SnapshotReader, row: int, relevance: float) -> dict:
+    """Where a piece of evidence lies: its file, lines and symbol."""
     r = reader.row(row)
     return {
         "path": r["path"],
@@ -296,7 +326,7 @@ def _fuse_files(
     routes: list[RepoRoute],
     best: float,
     before: int | None,
-    known: dict[str, list],
+    localized,
 ) -> list[RepoRoute]:
     """The routes in the order of rankings fused by reciprocal rank (ties to the repo score): the repo
     scores, each repo's best file in file localization over the whole org, which weighs what a task
@@ -304,7 +334,7 @@ def _fuse_files(
     past commits are most like the task (HISTORY_WEIGHT). A repo under RELATIVE_FLOOR stays when it holds
     the first file."""
     asked = SearchRequest(query=req.query, org=req.org, limit=FILE_POOL)
-    files = localize(reader, embedder, asked, snippets=False, known=known)
+    files = localized(asked)
     place: dict[str, int] = {}
     for i, f in enumerate(files, 1):
         place.setdefault(f.repo, i)

@@ -18,7 +18,6 @@ import time
 from dataclasses import asdict, dataclass, replace
 from itertools import groupby
 from operator import itemgetter
-from pathlib import Path
 
 from indexer import runs
 from indexer.config import Config
@@ -30,7 +29,7 @@ from query.browse import FilePage, Folder, Outline, folder, list_files, outline
 from query.clips import ClipStore
 from query.expand_context import context, references
 from query.diff import DiffPage, diff
-from query.get_file import FileText, get_file
+from query.get_file import FileText, blob_lines, get_file
 from query.grep import GrepMatch, grep
 from query import history
 from query.live import LiveSnapshot
@@ -55,7 +54,6 @@ from query.search import (
 )
 from query.sql import run as run_sql
 from query.status import RepoStatus, held_back, repo_status, vector_status
-from indexer.mirror import mirror_dir, open_mirror
 from indexer.secrets import triggered
 
 log = logging.getLogger(__name__)
@@ -252,7 +250,9 @@ class Service:
     ) -> SearchPage:
         """One page of search_code's answer (MCP and /v1): the hits after `cursor`, the score thresholds applied
         to the whole ranking (so min_score_diff means the same on every page), and the cursor of the next page."""
-        thresholds = _thresholds(req, min_score, min_score_diff)  # before anything is read: bad input answers at once
+        thresholds = request_thresholds(
+            req, min_score, min_score_diff
+        )  # before anything is read: bad input answers at once
         reader = self.reader()
         asked = {**asdict(req), "session_id": session_id, "min_score": min_score, "min_score_diff": min_score_diff}
         offset = cursor_decode(cursor, "search", reader.snapshot_id, asked) or 0
@@ -277,7 +277,7 @@ class Service:
         """Files ranked for a task (query.localize). A file has no one similarity, so no score threshold applies
         to it; thresholds are still checked as search_page checks them, so a request that names them is refused
         the same whichever grouping it asks."""
-        _thresholds(req, min_score, min_score_diff)
+        request_thresholds(req, min_score, min_score_diff)
         reader = self.reader()
         validate(req, reader)  # before the model loads, as search does (localize checks again, cheaply)
         embedder, reranker = self._models(reader, req)
@@ -288,7 +288,7 @@ class Service:
     ) -> TopHits:
         """The first `req.limit` hits, then a threshold over those alone: a compatibility contract's search
         (codesearch: "top_k candidates, then drop what scores under the floor"), whose answer shows whole chunks."""
-        thresholds = _thresholds(req, min_score, min_score_diff)
+        thresholds = request_thresholds(req, min_score, min_score_diff)
         reader = self.reader()  # one snapshot for the search and the texts its hits show
         hits = self._ranked(reader, req, None, req.limit)
         floor = thresholds.floor(hits)
@@ -514,7 +514,7 @@ class Service:
         snapshot_id, rows = held_back(self.cfg, org, repo)
         if lines:
             for where, group in groupby(rows, key=itemgetter("org", "repo", "commit_id", "path")):
-                text = _blob_text(self.cfg.data_dir, *where)
+                text = blob_lines(self.cfg.data_dir, *where)
                 for row in group:
                     found = triggered(text, row["line_start"], min(row["line_end"], len(text))) if text else []
                     row["lines"] = [{"line": n, "kind": k, "fingerprint": f} for n, k, f in found]
@@ -549,7 +549,7 @@ class Service:
         return serving.manifest if serving is not None else None
 
 
-def _thresholds(req: SearchRequest, min_score: float | None, min_score_diff: float | None) -> Thresholds:
+def request_thresholds(req: SearchRequest, min_score: float | None, min_score_diff: float | None) -> Thresholds:
     """A request's score threshold, refused (in one sentence on every surface) where it cannot apply."""
     thresholds = Thresholds(min_score=min_score, min_score_diff=min_score_diff)
     thresholds.check(req.mode)
@@ -585,15 +585,3 @@ def indexed_ref(cfg: Config, manifest: Manifest | None, org: str, repo: str) -> 
         return state.refs[0].ref, state.refs[0].commit_id
     spec = cfg.repo(repo, org)
     return (spec.refs[0] if spec and spec.refs else None), None
-
-
-def _blob_text(data_dir: Path, org: str, repo: str, commit_id: str, path: str) -> list[str]:
-    """The lines of `path` at `commit_id` in the repo's mirror ([] when the mirror or the file is gone)."""
-    from dulwich.object_store import tree_lookup_path
-
-    try:
-        with open_mirror(mirror_dir(data_dir, org, repo)) as git:
-            _, blob_id = tree_lookup_path(git.__getitem__, git[commit_id.encode()].tree, path.encode())
-            return git[blob_id].as_raw_string().decode("utf-8", "replace").split("\n")
-    except (BlobdexError, KeyError, OSError):
-        return []

@@ -27,11 +27,13 @@ from indexer.snapshot import Manifest, data_dir_of, parts_dir, read_part_info
 from query.grep import GrepMatch, matching
 from query.live import LiveSnapshot
 from query.reader import SnapshotReader
+from query.route_task import RepoRoute, located, repo_routes
 from query.search import (
     CANDIDATES,
     Hit,
     SearchRequest,
     chunk_hit,
+    defining_files,
     lexical_ranks,
     named_rows,
     row_mask,
@@ -142,6 +144,32 @@ class Shard:
         for (row, offset), match in itertools.islice(found, count):
             out.append(((int(_whole(reader, [row])[0]), offset), match))
         return out
+
+    def defining(self, snapshot_id: str, req: SearchRequest, words: list[str]) -> dict[str, set[tuple[str, str]]]:
+        """The (repo, path) of this shard's files that define each word, among the rows the request may see."""
+        reader = self.reader(snapshot_id)
+        mask = row_mask(req, reader)
+        return {w: defining_files(reader, [r for r in reader.symbol_rows.get(w, ()) if mask[r]]) for w in words}
+
+    def route(
+        self, snapshot_id: str, req: SearchRequest, vector: np.ndarray, lexical: list[tuple[int, float]]
+    ) -> tuple[list[RepoRoute], list[tuple[int, float]]]:
+        """route_task's scores of this shard's repos (query.route_task.repo_routes) and its best rows by cosine,
+        given the org's BM25 ranking merged over every shard; rows by their positions in the whole snapshot."""
+        reader = self.reader(snapshot_id)
+        own = _own(reader, [row for row, _ in lexical]).tolist()
+        routes, near = repo_routes(reader, req, vector, row_mask(req, reader), list(zip(own, (s for _, s in lexical))))
+        rows = [e["row"] for r in routes for e in r.evidence]
+        at = dict(zip(rows, _whole(reader, rows).tolist()))
+        for r in routes:
+            r.evidence = [{**e, "row": at[e["row"]]} for e in r.evidence]
+        return routes, list(zip(_whole(reader, [row for row, _ in near]).tolist(), (c for _, c in near)))
+
+    def located(self, snapshot_id: str, evidence: list[tuple[int, float]]) -> list[dict]:
+        """Where each piece of a route's evidence (row in the whole snapshot, relevance) lies."""
+        reader = self.reader(snapshot_id)
+        own = _own(reader, [row for row, _ in evidence]).tolist()
+        return [{**located(reader, mine, relevance), "row": row} for mine, (row, relevance) in zip(own, evidence)]
 
     def hits(self, snapshot_id: str, req: SearchRequest, wanted: list[tuple[int, dict]]) -> list[Hit]:
         """The rows `wanted` as (position in the whole snapshot, fused signals) as hits with their snippets and

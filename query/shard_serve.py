@@ -15,7 +15,7 @@ import socket
 
 from indexer.config import Config
 from indexer.errors import BlobdexError
-from indexer.ray_cluster import first_line, join
+from indexer.ray_cluster import join
 from indexer.store import store_for
 from query.front import ShardDown
 from query.replica import Replica
@@ -59,6 +59,10 @@ class ShardReplica:
             return "ok", getattr(self.shard, method)(*args)
         except BlobdexError as exc:
             return "error", exc.message, exc.status
+        except Exception as exc:  # a bug: logged whole here, one sentence for the front
+            log.exception("shard %d of %d failed on %s", self.shard.index, self.shard.count, method)
+            name = type(exc).__name__
+            return "error", f"shard {self.shard.index} of {self.shard.count} failed ({name}); its Ray log says why", 500
 
     def check_health(self) -> None:
         """Serve's health check: a replica whose snapshot cannot be read is restarted."""
@@ -81,8 +85,8 @@ class RayShards:
             try:
                 answer = response.result(timeout_s=SHARD_SECONDS)
             except Exception as exc:  # Ray's: the replica died, the application is gone, the call timed out
-                raise ShardDown(
-                    f"shard {i} of {len(self)} ({self.apps[i]}) did not answer ({first_line(exc)}): an answer "
+                raise ShardDown(  # Ray's own text names actors, pids and colours: its type says enough
+                    f"shard {i} of {len(self)} ({self.apps[i]}) did not answer ({type(exc).__name__}): an answer "
                     f"without its repos would look whole and be wrong, so none is given; Ray Serve restarts a "
                     f"replica that died (ask again in a moment), and 'serve status' says what it runs"
                 ) from exc

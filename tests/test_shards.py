@@ -1,10 +1,11 @@
 """Shards and their front (query/shard.py, query/front.py, query/shard_serve.py): a snapshot's repos split between
 three shards answer as one server over the whole snapshot does, in exact mode: every search (each mode, filters,
-pages and their cursors, thresholds, whole-chunk answers), grep with its cursors, chunks by id, and bad input in
-the same sentence. First over shards in this process, then on Ray Serve on a real Ray cluster behind the real
-HTTP server and MCP, the front and every shard following a bucket (a real S3-compatible server): equal answers, each
-shard holding only its repos' parts, a publish that moves every shard, a killed replica that Serve restarts (never a
-wrong answer meanwhile), and a shard lost for good failing the request with a 503 that names it."""
+pages and their cursors, thresholds, whole-chunk answers, files ranked for a task), route_task, grep with its
+cursors, chunks by id, and bad input in the same sentence. First over shards in this process, then on Ray Serve on
+a real Ray cluster behind the real HTTP server and MCP, the front and every shard following a bucket (a real
+S3-compatible server): equal answers, each shard holding only its repos' parts, a publish that moves every shard, a
+killed replica that Serve restarts (never a wrong answer meanwhile), and a shard lost for good failing the request
+with a 503 that names it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import random
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import boto3
 import httpx
@@ -151,8 +152,43 @@ def test_bad_input_is_refused_in_one_servers_words(split):
         with pytest.raises(SearchError) as many:
             sharded.search_page(req)
         assert str(many.value) == str(one.value)
-    with pytest.raises(NotSharded, match="route_task reads every row.*ask a server over the whole snapshot"):
-        sharded.route("default", "renew a subscription")
+    with pytest.raises(SearchError) as one:
+        single.route("default", "renew", limit=50)
+    with pytest.raises(SearchError, match=str(one.value)):
+        sharded.route("default", "renew", limit=50)
+
+
+TASKS = [
+    "renew a subscription and charge the stored card",
+    "settle_overdue_ledger",
+    "fix the invoice total with tax test",
+    "billing.py: return 42 for the renewal",
+]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_route_task_over_shards_is_one_servers(split, task):
+    _, single, sharded = split
+    one, many = single.route("default", task, limit=5), sharded.route("default", task, limit=5)
+    assert one[1] and [asdict(r) for r in many[1]] == [asdict(r) for r in one[1]] and many[0] == one[0]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
+def test_files_ranked_over_shards_are_one_servers(split, mode):
+    _, single, sharded = split
+
+    def files(service) -> list:
+        _, ranked = service.localize(SearchRequest(query="invoice total with tax", org="default", limit=6, mode=mode))
+        return [(f.repo, f.path, f.score, f.signals, [h.to_dict() for h in f.evidence]) for f in ranked]
+
+    assert files(single) and files(sharded) == files(single)
+
+
+def test_a_search_beside_a_sessions_edits_is_refused_in_one_sentence(split):
+    _, _, sharded = split
+    sharded.sync_workspace("default", "s1", "api", {"notes.py": "def only_in_the_session():\n    pass\n"}, [])
+    with pytest.raises(NotSharded, match="does not search beside a session's edits yet: search without the session"):
+        sharded.search_page(SearchRequest(query="only_in_the_session", org="default"), session_id="s1")
 
 
 def test_shards_that_serve_different_snapshots_are_not_mixed(split, monkeypatch):
@@ -243,9 +279,13 @@ def test_the_front_on_ray_serve_answers_http_and_mcp_as_one_server(on_ray):
         assert search(sharded, body) == search(one, body)
     args = {"query": "renew_subscription charge the stored card", "limit": 5}
     assert mcp_search(sharded, args) == mcp_search(one, args)
-    grep = {"pattern": "return", "limit": 5}
-    answers = [httpx.post(f"{url}/v1/grep", json=grep, timeout=60).json() for url in (one, sharded)]
-    assert answers[0]["matches"] and answers[1] == answers[0]
+    for path, body in (
+        ("/v1/grep", {"pattern": "return", "limit": 5}),
+        ("/v1/route", {"task": TASKS[0]}),
+        ("/v1/search", {"query": "invoice total with tax", "group_by": "file"}),
+    ):
+        answers = [httpx.post(f"{url}{path}", json=body, timeout=60) for url in (one, sharded)]
+        assert answers[0].status_code == 200 and answers[1].json() == answers[0].json()
 
 
 @pytest.mark.cluster
@@ -259,7 +299,9 @@ def test_each_shard_downloads_only_its_repos_parts(on_ray):
             mine = owner(repo.org, repo.name, SHARDS) == index
             for part in repo.parts:
                 held = sorted(f.name for f in (parts / part).iterdir())
-                assert ("chunks.arrow" in held) == mine and "part.json" in held
+                assert {"part.json", "card.parquet"} <= set(held)
+                assert mine or held == ["card.parquet", "part.json"]
+                assert not mine or {"chunks.arrow", "grams.arrow", "paths.parquet"} <= set(held)
             assert all(not (parts / part).exists() for part in repo.history)  # the front reads history
 
 

@@ -10,8 +10,8 @@ retried, an embedding actor restarted and its batch resubmitted), never a wrong 
 
 Addresses (indexer.ray_cluster, which joins): `local` starts a Ray instance on this machine with `workers` CPUs;
 `auto` joins the one `ray start` runs here; HOST:PORT a cluster's head from one of its nodes; `ray://HOST:PORT` a
-remote cluster through Ray Client. Every node needs blobdex (`pip install blobdex[cluster]`, the model is in the package) and, where the
-cluster uses token authentication, the same RAY_AUTH_TOKEN as this process.
+remote cluster through Ray Client. Every node needs blobdex (`pip install blobdex[cluster]`, the model is in the
+package) and, where the cluster uses token authentication, the same RAY_AUTH_TOKEN as this process.
 """
 
 from __future__ import annotations
