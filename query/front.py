@@ -169,8 +169,8 @@ class FrontService(Service):
     def rank(
         self, reader: Catalog, embedder: Embedder | None, req: SearchRequest
     ) -> tuple[list[tuple[int, dict]], dict[int, int]]:
-        """Every candidate in fused order as (row id, signals), as query.search.rank orders them over every shard's
-        signals; and the shard that holds each."""
+        """Every candidate in fused order as (its position in the whole snapshot, signals), as query.search.rank
+        orders them over every shard's signals; and the shard that holds each."""
         queries = query_vectors(embedder, req.query) if embedder is not None else None
         everyone = {i: (reader.snapshot_id, req, queries, CANDIDATES) for i in range(len(self.shards))}
         answers = list(self.shards.ask("rank", everyone).values())

@@ -245,8 +245,10 @@ class SnapshotReader:
         when None. The lexical index is opened whole either way: its statistics are the snapshot's."""
         self.path, self.manifest = open_manifest(data_dir, snapshot_id)
         held = {p.key: p for p in previous.parts} if previous is not None else {}
+        # the (org, repo) whose parts are open; None: every one
+        self.selected: frozenset[tuple[str, str]] | None = frozenset(select(self.manifest)) if select else None
         try:
-            refs = parts_of(self.path, self.manifest, select(self.manifest) if select else None)
+            refs = parts_of(self.path, self.manifest, self.selected)
             self.parts = [held.get(r.part_id or str(r.dir)) or PartView(r, self.manifest.dim) for r in refs]
             self.lexical = open_lexical(self.path)
         except SnapshotError as exc:

@@ -15,6 +15,7 @@ about a snapshot the shard no longer holds gets ShardMismatch."""
 from __future__ import annotations
 
 import itertools
+import threading
 import zlib
 from collections import OrderedDict
 from dataclasses import replace
@@ -74,18 +75,19 @@ class Shard:
         self.index, self.count = index, count
         self.live = LiveSnapshot(Path(data_dir), lambda: model_ids, exact=exact, select=owned(index, count))
         self._held: OrderedDict[str, SnapshotReader] = OrderedDict()
+        self._holding = threading.Lock()
 
     def reader(self, snapshot_id: str | None = None) -> SnapshotReader:
         """The live snapshot (None), or the one named, which this shard serves or served a moment ago."""
         live = self.live.reader()
-        self._held[live.snapshot_id] = live
-        self._held.move_to_end(live.snapshot_id)
-        while len(self._held) > HELD_SNAPSHOTS:
-            self._held.popitem(last=False)
-        if snapshot_id is None or snapshot_id == live.snapshot_id:
-            return live
-        if snapshot_id in self._held:
-            return self._held[snapshot_id]
+        with self._holding:  # Ray Serve runs a replica's calls in threads
+            self._held[live.snapshot_id] = live
+            self._held.move_to_end(live.snapshot_id)
+            while len(self._held) > HELD_SNAPSHOTS:
+                self._held.popitem(last=False)
+            held = self._held.get(snapshot_id) if snapshot_id is not None else live
+        if held is not None:
+            return held
         raise ShardMismatch(
             f"shard {self.index} of {self.count} serves snapshot {live.snapshot_id}, not {snapshot_id}: "
             f"ask again (the shards are swapping to a new snapshot)"

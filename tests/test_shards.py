@@ -32,7 +32,7 @@ from query import front
 from query.front import FrontService, LocalShards, NotSharded, ShardDown
 from query.search import SearchError, SearchRequest
 from query.service import ChunkNotFound, Service
-from query.shard import Shard, owner
+from query.shard import Shard, ShardMismatch, owner
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, source_files
 from tests.servers import AUTH, ray_nodes, s3_server, serve_subprocess
@@ -194,6 +194,8 @@ def test_a_search_beside_a_sessions_edits_is_refused_in_one_sentence(split):
 def test_shards_that_serve_different_snapshots_are_not_mixed(split, monkeypatch):
     _, _, sharded = split
     lagging = sharded.shards.shards[1]
+    with pytest.raises(ShardMismatch, match=r"shard 1 of 3 serves snapshot \S+, not 2000.*: ask again"):
+        lagging.reader("20000101T000000000000Z-000000")  # a snapshot it never held
     monkeypatch.setattr(front, "AGREE_SECONDS", 0.2)
     monkeypatch.setattr(lagging, "snapshot", lambda: "20000101T000000000000Z-000000")
     with pytest.raises(ShardDown, match=r"the shards serve different snapshots \(shard 0: .*shard 1: 2000"):

@@ -120,11 +120,18 @@ def lexical_query(reader: SnapshotReader, text: str, org: str, repos: tuple[str,
         should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "content", w), boost)))
         should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "symbol", w), SYMBOL_BOOST * boost)))
         should.append((Occur.Should, Q.boost_query(Q.term_query(schema, "path", w), PATH_BOOST * boost)))
-    if not repos and all(r.org == org for r in reader.manifest.repos):
+    flat = not repos and all(r.org == org for r in reader.manifest.repos)
+    held = reader.selected  # a shard's repos (query.shard): the others' documents are never its answer
+    if flat and held is None:
         return Q.boolean_query(should)
-    must = [(Occur.Must, Q.term_query(schema, "org", org)), (Occur.Must, Q.boolean_query(should))]
+    must = [(Occur.Must, Q.boolean_query(should))]
+    if not flat:
+        must.append((Occur.Must, Q.term_query(schema, "org", org)))
     if repos:
         must.append((Occur.Must, Q.term_set_query(schema, "repo", list(repos))))
+    if held is not None:  # scored 0: every score stays the one a reader of the whole snapshot gives
+        names = sorted(name for o, name in held if o == org)
+        must.append((Occur.Must, Q.boost_query(Q.term_set_query(schema, "repo", names), 0.0)))
     return Q.boolean_query(must)
 
 
