@@ -30,7 +30,6 @@ surface answers for it (`status`; a Refused carries its own, given where it is r
     + IssuerUnreachable               503  query/surfaces/oauth.py
     + JudgementError                  400  query/eval/codesearchnet.py
     + MirrorError                     400  indexer/mirror.py
-    + NotSharded                      501  query/front.py
     + OverlayError                    400  query/overlays/sessions.py
     |  + SessionNotFound              404  query/overlays/sessions.py
     + Refused                         400  indexer/errors.py

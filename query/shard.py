@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from indexer.errors import BlobdexError
-from indexer.snapshot import Manifest, data_dir_of, parts_dir, read_part_info
+from indexer.snapshot import Manifest, data_dir_of, parts_dir, read_part_info, snapshots_dir
 from query.grep import GrepMatch, matching
 from query.live import LiveSnapshot
 from query.reader import SnapshotReader
@@ -43,7 +43,7 @@ from query.search import (
     vector_ranks,
 )
 
-HELD_SNAPSHOTS = 2  # readers a shard keeps: the live one, and the one a request that began before a swap holds
+HELD_SNAPSHOTS = 2  # readers a shard keeps: the live one, and the one the front pinned before a swap
 
 
 class ShardMismatch(BlobdexError):
@@ -88,6 +88,12 @@ class Shard:
             held = self._held.get(snapshot_id) if snapshot_id is not None else live
         if held is not None:
             return held
+        if (snapshots_dir(self.live.data_dir) / snapshot_id).is_dir():  # kept, not held (a restarted replica)
+            older = SnapshotReader(self.live.data_dir, snapshot_id, exact=self.live.exact, select=self.live.select)
+            with self._holding:
+                self._held[snapshot_id] = older
+                self._held.move_to_end(snapshot_id, last=False)  # the first to go
+            return older
         raise ShardMismatch(
             f"shard {self.index} of {self.count} serves snapshot {live.snapshot_id}, not {snapshot_id}: "
             f"ask again (the shards are swapping to a new snapshot)"
@@ -113,14 +119,21 @@ class Shard:
         return replace(chunk_hit(reader, position, row), row=row_id), row["text"]
 
     def rank(
-        self, snapshot_id: str | None, req: SearchRequest, queries: np.ndarray | None, depth: int = CANDIDATES
+        self,
+        snapshot_id: str | None,
+        req: SearchRequest,
+        queries: np.ndarray | None,
+        depth: int = CANDIDATES,
+        shadowed: list[tuple[str, str]] = (),
     ) -> dict:
         """This shard's part of every signal for a validated request, rows by their positions in the whole
         snapshot: its `depth` best by vector and by BM25 as (row, score), the rows defining each name the query
         spells (query.search.named_rows), and the exact cosine of each of them (`queries`: the query's vectors;
-        None for BM25 alone, and every cosine 0)."""
+        None for BM25 alone, and every cosine 0). `shadowed`: the (repo, path) a session's edits replace."""
         reader = self.reader(snapshot_id)
         mask = row_mask(req, reader)
+        for repo, path in shadowed:
+            mask[reader.rows_at(req.org, repo, path)] = False
         vec = vector_ranks(reader, queries, mask, depth) if queries is not None else []
         lex = lexical_ranks(reader, req, mask, depth) if req.mode != "vector" else []
         named = named_rows(reader, req, mask) if req.mode == "hybrid" else {}

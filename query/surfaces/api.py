@@ -47,7 +47,6 @@ CODES = {
     409: "stale_cursor",
     413: "too_large",
     500: "internal",
-    501: "not_sharded",
     503: "not_ready",
 }
 MAX_CHUNK_IDS = 50  # as MCP get_chunk takes
