@@ -242,3 +242,17 @@ def outline(data_dir: Path, reader: SnapshotReader, org: str, repo: str, path: s
         lang=lang,
         symbols=sorted(symbols, key=lambda s: (s["line"], -s["line_end"])),  # outer definitions before inner
     )
+
+
+DEFINITION_KINDS = frozenset({"function", "method", "class", "type", "definition"})
+
+
+def definitions_at(reader, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
+    """A file's definitions the reader's snapshot indexed at `blob_id`: first line -> symbol (the page's file view
+    links each to its callers)."""
+    found: dict[int, str] = {}
+    for row in reader.rows_at(org, repo, path):
+        r = reader.row(row)
+        if r["blob_id"] == blob_id and r["kind"] in DEFINITION_KINDS and r["symbol"]:
+            found.setdefault(r["line_start"], r["symbol"])
+    return found

@@ -128,6 +128,7 @@ class FrontService(Service):
         self.shards = shards
         self._catalog: Catalog | None = None
         self._agreed_at = 0.0
+        self.live = _Agreed(self)  # what Service reads of the snapshot it serves (status, get_file's manifest)
 
     def reader(self) -> Catalog:  # type: ignore[override]
         """The snapshot every shard serves (waiting a moment for them to agree after a publish), asked again at most
@@ -222,6 +223,11 @@ class FrontService(Service):
         # a front's snapshot hit carries its row's id (query.shard); a session's is remembered here
         return super()._clip(reader, hit) if hit.uncommitted else hit.row
 
+    def file_definitions(self, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
+        reader = self.reader()
+        shard = owner(org, repo, len(self.shards))
+        return self.shards.ask("definitions", {shard: (reader.snapshot_id, org, repo, path, blob_id)})[shard]
+
     def get_chunk(self, org: str, clip: int) -> ChunkText:
         if clip < 0:
             return super().get_chunk(org, clip)  # a session's: never a shard's
@@ -292,6 +298,18 @@ class FrontService(Service):
         for r in chosen:
             r.evidence = [where[e["row"]] for e in r.evidence]
         return sid, chosen
+
+
+class _Agreed:
+    """The `live` a Service reads `serving` of, for a front: the catalog of the snapshot its shards last agreed on
+    (None before the first request)."""
+
+    def __init__(self, front: FrontService):
+        self.front = front
+
+    @property
+    def serving(self) -> Catalog | None:
+        return self.front._catalog
 
 
 def _merged(lists: list[list[tuple[int, float]]], depth: int = CANDIDATES) -> list[tuple[int, float]]:

@@ -25,7 +25,7 @@ from indexer.embed import Embedder, configured_embedder, embed_text, fast_varian
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph
 from query.blame import Blame, blame
-from query.browse import FilePage, Folder, Outline, folder, list_files, outline
+from query.browse import FilePage, Folder, Outline, definitions_at, folder, list_files, outline
 from query.clips import ClipStore
 from query.expand_context import context, references
 from query.diff import DiffPage, diff
@@ -487,6 +487,9 @@ class Service:
 
     def outline(self, org: str, repo: str, path: str, ref: str | None = None) -> Outline:
         return outline(self.cfg.data_dir, self.reader(), org, repo, path, ref)
+
+    def file_definitions(self, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
+        return definitions_at(self.reader(), org, repo, path, blob_id)
 
     def route(self, org: str, task: str, limit: int = 5) -> tuple[str, list[RepoRoute]]:
         reader = self.reader()

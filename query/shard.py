@@ -25,6 +25,7 @@ import numpy as np
 
 from indexer.errors import BlobdexError
 from indexer.snapshot import Manifest, data_dir_of, parts_dir, read_part_info, snapshots_dir
+from query.browse import definitions_at
 from query.grep import GrepMatch, matching
 from query.live import LiveSnapshot
 from query.reader import SnapshotReader
@@ -179,6 +180,9 @@ class Shard:
         for r in routes:
             r.evidence = [{**e, "row": at[e["row"]]} for e in r.evidence]
         return routes, list(zip(_whole(reader, [row for row, _ in near]).tolist(), (c for _, c in near)))
+
+    def definitions(self, snapshot_id: str, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
+        return definitions_at(self.reader(snapshot_id), org, repo, path, blob_id)
 
     def located(self, snapshot_id: str, evidence: list[tuple[int, float]]) -> list[dict]:
         """Where each piece of a route's evidence (row in the whole snapshot, relevance) lies."""

@@ -35,7 +35,9 @@ from query.service import ChunkNotFound, Service
 from query.shard import Shard, ShardMismatch, owner
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, source_files
-from tests.servers import AUTH, ray_nodes, s3_server, serve_subprocess
+from query.surfaces.app import app
+from query.surfaces.mcp import build
+from tests.servers import AUTH, Server, call, ray_nodes, s3_server, serve_subprocess, structured
 
 SHARDS = 3
 
@@ -200,6 +202,57 @@ def test_a_search_beside_a_sessions_edits_is_one_servers(split):
         assert any(h.uncommitted for _, h in many.hits)
         for clip, hit in many.hits:  # a session's hit reads back by its id through the front
             assert sharded.get_chunk("default", clip).hit.path == hit.path
+
+
+# Every page and read endpoint, and every MCP read tool, as a client asks them: each answer must be one server's.
+PAGES = [
+    "/",
+    "/?q=renew_subscription",
+    "/?q=invoice&group_by=file",
+    "/repos",
+    "/route?task=renew+a+subscription",
+    "/file/api/src/billing/renew.py",
+    "/tree/api/src",
+    "/symbol?name=renew_subscription",
+    "/commits?q=refund",
+    "/v1/status",
+    "/v1/repos",
+    "/v1/files?repo=api",
+    "/v1/outline?repo=api&path=src/billing/renew.py",
+    "/v1/context?symbol=renew_subscription",
+    "/v1/references?symbol=Invoice",
+    "/v1/log?repo=api",
+    "/v1/blame?repo=api&path=src/billing/renew.py",
+    "/v1/file?repo=api&path=src/billing/renew.py",
+    "/v1/chunks?ids=1,2,40",
+]
+TOOL_CALLS = [
+    ("search_code", {"query": "renew_subscription charge the stored card", "limit": 5}),
+    ("search_code", {"query": "invoice total with tax", "group_by": "file"}),
+    ("get_chunk", {"ids": [1, 40]}),
+    ("grep", {"pattern": "return", "limit": 5}),
+    ("get_file", {"repo": "api", "path": "src/billing/renew.py"}),
+    ("list_files", {"repo": "r1"}),
+    ("outline", {"repo": "api", "path": "src/billing/renew.py"}),
+    ("route_task", {"task": "renew a subscription and charge the card"}),
+    ("expand_context", {"symbol": "renew_subscription"}),
+    ("search_commits", {"query": "refunds"}),
+    ("list_repos", {}),
+]
+
+
+def test_every_page_endpoint_and_tool_answers_through_the_front_as_one_server(split):
+    _, single, sharded = split
+
+    def answers(service) -> list:
+        with Server(app(service)) as url:
+            pages = [(p, r.status_code, r.text) for p in PAGES for r in [httpx.get(url + p, timeout=60)]]
+        server = build(service)
+        return pages + [(tool, structured(call(server, tool, args))) for tool, args in TOOL_CALLS]
+
+    one = answers(single)
+    assert all(a[1] == 200 for a in one if len(a) == 3)
+    assert answers(sharded) == one
 
 
 def test_shards_that_serve_different_snapshots_are_not_mixed(split, monkeypatch):

@@ -12,8 +12,6 @@ from markupsafe import escape
 from indexer.errors import BlobdexError
 from query import navigate
 
-DEFINITION_KINDS = frozenset({"function", "method", "class", "type", "definition"})
-
 
 def file_url(repo: str, path: str, ref: str, start: int | None = None, end: int | None = None) -> str:
     """The file view of `path` at `ref`, its lines start-end marked and scrolled to."""
@@ -62,14 +60,9 @@ def linked(html: str, calls) -> str:
 
 
 def definitions(service, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
-    """The file's definitions this snapshot indexed at this blob: first line -> symbol."""
+    """The file's definitions this snapshot indexed at this blob: first line -> symbol (none when no snapshot
+    serves)."""
     try:
-        reader = service.reader()
+        return service.file_definitions(org, repo, path, blob_id)
     except BlobdexError:
         return {}
-    found = {}
-    for row in reader.rows_at(org, repo, path):
-        r = reader.row(row)
-        if r["blob_id"] == blob_id and r["kind"] in DEFINITION_KINDS and r["symbol"]:
-            found.setdefault(r["line_start"], r["symbol"])
-    return found
