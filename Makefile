@@ -75,6 +75,7 @@ bench-history: install
 	$(BIN)/python ci/bench_history.py
 
 # Real repositories too: make bench-scale ARGS="--real repos.txt --real-model all-MiniLM-L6-v2+static"
+# Shards too (a front over N shards on Ray Serve, beside one server): make bench-scale ARGS="--steps 100000 --shards 3"
 bench-scale: install-torch  # the default corpus copies networkx, which the torch extra installs
 	$(BIN)/python ci/bench_scale.py $(ARGS)
 
