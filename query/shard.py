@@ -44,6 +44,20 @@ from query.search import (
     vector_ranks,
 )
 
+# What a shard answers (the front's calls): no other attribute of a Shard is asked over Ray.
+ANSWERS = (
+    "snapshot",
+    "languages",
+    "files",
+    "chunk",
+    "rank",
+    "hits",
+    "grep",
+    "defining",
+    "route",
+    "located",
+    "definitions",
+)
 HELD_SNAPSHOTS = 2  # readers a shard keeps: the live one, and the one the front pinned before a swap
 
 

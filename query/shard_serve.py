@@ -19,7 +19,7 @@ from indexer.ray_cluster import join
 from indexer.store import store_for
 from query.front import ShardDown
 from query.replica import Replica
-from query.shard import Shard, owned
+from query.shard import ANSWERS, Shard, owned
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ class ShardReplica:
             log.error("shard %d of %d: %s", index, count, exc)
 
     def ask(self, method: str, args: tuple):
+        if method not in ANSWERS:
+            return "error", f"a shard answers {', '.join(ANSWERS)}, not {method!r}", 400
         try:
             return "ok", getattr(self.shard, method)(*args)
         except BlobdexError as exc:
@@ -63,10 +65,6 @@ class ShardReplica:
             log.exception("shard %d of %d failed on %s", self.shard.index, self.shard.count, method)
             name = type(exc).__name__
             return "error", f"shard {self.shard.index} of {self.shard.count} failed ({name}); its Ray log says why", 500
-
-    def check_health(self) -> None:
-        """Serve's health check: a replica whose snapshot cannot be read is restarted."""
-        self.shard.reader()
 
 
 class RayShards:

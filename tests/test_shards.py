@@ -33,6 +33,7 @@ from query.front import FrontService, LocalShards, ShardDown
 from query.search import SearchError, SearchRequest
 from query.service import ChunkNotFound, Service
 from query.shard import Shard, ShardMismatch, owner
+from query.shard_serve import ShardReplica
 from tests import gitrepo
 from tests.corpus import api_files, build_corpus, source_files
 from query.surfaces.app import app
@@ -202,6 +203,17 @@ def test_a_search_beside_a_sessions_edits_is_one_servers(split):
         assert any(h.uncommitted for _, h in many.hits)
         for clip, hit in many.hits:  # a session's hit reads back by its id through the front
             assert sharded.get_chunk("default", clip).hit.path == hit.path
+
+
+def test_a_shard_replica_answers_only_its_calls_and_says_a_failure_in_one_sentence(split):
+    built, single, _ = split
+    replica = ShardReplica(built.cfg, 0, SHARDS, single.model_ids(), None, 1.0)  # as Ray Serve runs it
+    assert replica.ask("snapshot", ()) == ("ok", current_id(built.cfg.data_dir))
+    tag, message, status = replica.ask("live", ())  # an attribute, not an answer
+    assert (tag, status) == ("error", 400) and message.startswith("a shard answers snapshot, languages")
+    tag, message, status = replica.ask("rank", (None, "not a request", None))  # a bug's exception, in one line
+    assert (tag, status) == ("error", 500) and "\n" not in message
+    assert message.startswith("shard 0 of 3 failed (") and message.endswith("its Ray log says why")
 
 
 # Every page and read endpoint, and every MCP read tool, as a client asks them: each answer must be one server's.
