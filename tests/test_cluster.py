@@ -52,12 +52,13 @@ def corpus_files() -> dict:
 def every_batch_on_the_cluster(monkeypatch):
     """Small fixtures' work sent to the cluster as a big run's is (a run this small stays here otherwise)."""
     monkeypatch.setattr(cluster, "LOCAL_BLOBS", 0)
+    monkeypatch.setattr(cluster, "LOCAL_ROWS", 0)
     monkeypatch.setattr(cluster, "LOCAL_TEXTS", 0)
 
 
 # `blobdex` in its own process with every batch sent to the cluster (as every_batch_on_the_cluster does here).
 SPREAD_ALL = (
-    "from indexer.build import cluster; cluster.LOCAL_BLOBS = cluster.LOCAL_TEXTS = 0; "
+    "from indexer.build import cluster; cluster.LOCAL_BLOBS = cluster.LOCAL_TEXTS = cluster.LOCAL_ROWS = 0; "
     "from query.cli import main; main()"
 )
 
@@ -86,7 +87,15 @@ def test_a_run_on_the_cluster_publishes_what_a_local_run_does(
     history = read_history(*open_manifest(local.cfg.data_dir), "commits").column("message").to_pylist()
     texts = totals["chunks_embedded"] + 2 + len({commit_text(m) for m in history})
     blobs = totals["blobs_new"]
-    assert report["cluster"] == {"address": address, "workers": 2, "gpus": 0, "blobs": blobs, "texts": texts}
+    parts = len(report["repos"])  # every repo's part built there too (its files and codes), placed here
+    assert report["cluster"] == {
+        "address": address,
+        "workers": 2,
+        "gpus": 0,
+        "blobs": blobs,
+        "texts": texts,
+        "parts": parts,
+    }
     assert content(spread.data_dir) == content(local.cfg.data_dir)
     assert open_manifest(spread.data_dir)[1].content_key() == open_manifest(local.cfg.data_dir)[1].content_key()
     assert verify(spread.data_dir)[1] == []

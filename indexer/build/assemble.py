@@ -9,6 +9,7 @@ import shutil
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ from indexer.build.vectors import embed_stage, vectors
 from indexer.versions import TOOLS
 from indexer.snapshot.read import history_commits, read_history_parts
 from indexer.snapshot.schemas import COMMIT_CHANGES_SCHEMA, COMMITS_SCHEMA
-from indexer.snapshot.write import write_edges, write_history_lexical, write_lexical, write_views
+from indexer.snapshot.write import place_part, write_edges, write_history_lexical, write_lexical, write_views
 
 if TYPE_CHECKING:
     from indexer.build.work import RepoWork, Run
@@ -94,16 +95,7 @@ def publish_snapshot(
     t0 = time.monotonic()
     codebook = _codebook(run, planned, dim, same_model, fast_tier=bool(manifest_fields.get("backfill_model_id")))
     report.seconds["write"] += time.monotonic() - t0
-    for key, plan in planned.plans.items():
-        t0 = time.monotonic()  # the embed stage cached them: read back (a damaged entry is embedded again)
-        matrix, again = vectors(run, plan.texts(), dim, show_progress=False)
-        card_vector = vectors(run, [plan.card], dim, show_progress=False)[0][0] if plan.card else None
-        report.seconds["embed"] += time.monotonic() - t0
-        embedded += again
-        t0 = time.monotonic()
-        written[key] = planned.writer.write(plan, dim, matrix, card_vector, codebook)
-        plan.state.parts = written[key].parts
-        report.seconds["write"] += time.monotonic() - t0
+    embedded += _write_parts(run, planned, dim, codebook, written)
     if counted:
         report.chunks_embedded += embedded
     snapshot_id = snapshot.new_snapshot_id()
@@ -189,6 +181,41 @@ def _copy_counts(source: RepoState, target: RepoState) -> None:
     for name in ("files", "files_indexed", "files_skipped", "chunks", "secrets_held_back", "parse_fallbacks"):
         setattr(target, name, getattr(source, name))
     target.syntax_errors, target.graph = source.syntax_errors, dict(source.graph)
+
+
+def _write_parts(run: Run, planned: Planned, dim: int, codebook, written: dict) -> int:
+    """Write every plan's part (into `written`), on the run's Ray cluster when the rows are worth its start (the
+    workers build each part's files and codes, the driver places them: docs/scale-out.md); the texts embedded again."""
+    report, writer, embedded = run.report, planned.writer, [0]
+
+    def laid_out() -> Iterator[tuple]:
+        for key, plan in planned.plans.items():
+            t0 = time.monotonic()  # the embed stage cached them: read back (a damaged entry is embedded again)
+            matrix, again = vectors(run, plan.texts(), dim, show_progress=False)
+            card_vector = vectors(run, [plan.card], dim, show_progress=False)[0][0] if plan.card else None
+            report.seconds["embed"] += time.monotonic() - t0
+            embedded[0] += again
+            info, chunks = writer.laid_out(plan, dim, matrix)
+            yield key, info, chunks, plan.tables, card_vector, plan
+
+    rows = sum(p.held.num_rows + p.fresh.num_rows for p in planned.plans.values())
+    if run.cluster is not None and run.cluster.worth(rows=rows):
+        blob, landed = (codebook.blob if codebook is not None else None), {}
+        for (key, info, chunks, _, _, plan), files in run.cluster.part_files(laid_out(), blob):
+            t0 = time.monotonic()
+            landed[key] = writer.written(
+                plan, place_part(run.cfg.data_dir, info=info, rows=chunks.num_rows, files=files)
+            )
+            plan.state.parts = landed[key].parts
+            report.seconds["write"] += time.monotonic() - t0
+        written.update((key, landed[key]) for key in planned.plans)  # in the plans' order, as a local run
+        return embedded[0]
+    for key, info, chunks, _, card_vector, plan in laid_out():
+        t0 = time.monotonic()
+        written[key] = writer.write(plan, info, chunks, card_vector, codebook)
+        plan.state.parts = written[key].parts
+        report.seconds["write"] += time.monotonic() - t0
+    return embedded[0]
 
 
 def _lexical(run: Run, built: Path, written: dict[tuple[str, str], RepoParts], lexical_from: Path | None) -> None:

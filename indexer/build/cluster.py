@@ -37,6 +37,7 @@ ACTOR_START_SECONDS = 300  # an embedding actor loads its model in this long, or
 # blobs than this are prepared in this process (about 5 s of it), fewer texts than one batch embedded here.
 LOCAL_BLOBS = 2000
 LOCAL_TEXTS = EMBED_BATCH
+LOCAL_ROWS = 20_000  # rows of parts to write: about 2.5 s of one core (grams, codes, files; docs/scale-out.md)
 
 
 def _prepare_batch(items: list[tuple], max_bytes: int) -> tuple[str, list, list[str]]:
@@ -63,6 +64,20 @@ class _Encoder:
         return self.embedder.embed(texts)
 
 
+def _part_files(info: dict, chunks, tables: dict, card_vector, codebook_blob: bytes | None) -> tuple[str, dict]:
+    """A part's files (indexer.snapshot.write.part_files), its rows' codes encoded here too: a worker's share of
+    writing a part, which the driver then places."""
+    from indexer.snapshot.ann import Codebook
+    from indexer.snapshot import vector_matrix
+    from indexer.snapshot.write import part_files
+
+    codes = None
+    if codebook_blob is not None:
+        codebook = Codebook(codebook_blob)
+        codes = codebook.encode(vector_matrix(chunks, info["dim"])), codebook.digest
+    return TOOLS.blob_tag(), part_files(info, chunks, tables, card_vector, codes)
+
+
 class Cluster:
     """A Ray cluster for one run, started or joined when the run first has work for it."""
 
@@ -72,14 +87,14 @@ class Cluster:
         self._ray = None
         self.encoders: list = []
         self.batch = EMBED_BATCH
-        self.blobs = self.texts = 0  # the work done there, for the run's report
+        self.blobs = self.texts = self.parts = 0  # the work done there, for the run's report
         self.gpus = 0  # embedding actors on GPUs (0: on CPUs)
         self.dim = 0  # the model's dimension, as the actors loaded it
         self.used = False
 
-    def worth(self, blobs: int = 0, texts: int = 0) -> bool:
+    def worth(self, blobs: int = 0, texts: int = 0, rows: int = 0) -> bool:
         """Whether this much work goes to the cluster: always once it is joined, else only past Ray's start."""
-        return self._ray is not None or blobs >= LOCAL_BLOBS or texts >= LOCAL_TEXTS
+        return self._ray is not None or blobs >= LOCAL_BLOBS or texts >= LOCAL_TEXTS or rows >= LOCAL_ROWS
 
     def connect(self):
         """Join (or start, for "local") the cluster once; Ray itself, joined."""
@@ -115,6 +130,30 @@ class Cluster:
                         f"install the same blobdex version on every node"
                     )
                 yield entries, problems
+
+    def part_files(self, parts: Iterator[tuple], codebook_blob: bytes | None) -> Iterator[tuple[tuple, dict]]:
+        """(item, its part's files) for items of (key, info, chunks, tables, card_vector, …), built on workers as
+        each lands (any order), a few per worker in flight: each item's rows are sent once and let go."""
+        ray = self.connect()
+        # No CPU asked: the run's embedding actors hold every CPU until it ends (idle while parts are written), and a
+        # task asking for one would wait for it forever; spread, so they do not all land on this node.
+        remote = ray.remote(max_retries=RETRIES, num_cpus=0, scheduling_strategy="SPREAD")(_part_files)
+        codebook_ref = ray.put(codebook_blob)  # once, not with every part
+        pending: dict = {}
+        for item in itertools.chain(parts, [None]):  # None: the end, where every part still out is waited for
+            if item is not None:
+                _, info, chunks, tables, card_vector = item[:5]
+                pending[remote.remote(info, chunks, tables, card_vector, codebook_ref)] = item
+                self.parts += 1
+            while pending and (item is None or len(pending) >= self.workers * IN_FLIGHT_PER_WORKER):
+                done, _ = ray.wait(list(pending), num_returns=1)
+                tag, files = self._get(done[0], "write a part")
+                if tag != TOOLS.blob_tag():
+                    raise ClusterError(
+                        f"a Ray worker writes parts with tools {tag}, this indexer with {TOOLS.blob_tag()}: "
+                        f"install the same blobdex version on every node"
+                    )
+                yield pending.pop(done[0]), files
 
     def _start_encoders(self, model: str, encoder: str, model_id: str) -> None:
         """One actor per GPU where the run's encoder is torch and the cluster has GPUs (bigger batches), else one
@@ -194,6 +233,7 @@ class Cluster:
             "gpus": self.gpus,
             "blobs": self.blobs,
             "texts": self.texts,
+            "parts": self.parts,
         }
 
     def close(self) -> None:

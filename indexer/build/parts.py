@@ -23,6 +23,7 @@ from indexer.snapshot import (
     PATHS_SCHEMA,
     GRAPH_SCHEMAS,
     Manifest,
+    PartInfo,
     PartRef,
     RepoState,
     chunk_schema,
@@ -243,19 +244,26 @@ class PartWriter:
             add=add,
         )
 
-    def write(
-        self, plan: PartPlan, dim: int, vectors: np.ndarray, card_vector: np.ndarray | None, codebook=None
-    ) -> RepoParts:
-        """Write a plan's part with the model's `vectors` of its fresh rows (in order) and of its card, and the
-        rows' codes under `codebook` (indexer/snapshot/ann.py) when the run has one."""
-        fresh = plan.fresh.append_column("vector", vector_column(vectors, dim)).cast(chunk_schema(dim))
-        chunks = pa.concat_tables([plan.held.cast(chunk_schema(dim)), fresh]) if plan.held.num_rows else fresh
-        info = {"org": plan.state.org, "repo": plan.state.name, "model_id": self.model_id, "dim": dim}
-        info = {**info, "card": plan.card, "edge_inputs": plan.edge_inputs, "base": plan.base}
+    def write(self, plan: PartPlan, info: dict, chunks: pa.Table, card_vector: np.ndarray | None, codebook=None):
+        """Write a plan's part as laid out (laid_out), its card's vector, and the rows' codes under `codebook`
+        (indexer/snapshot/ann.py) when the run has one."""
+        dim = info["dim"]
         codes = (codebook.encode(vector_matrix(chunks, dim)), codebook.digest) if codebook is not None else None
         part = write_part(
             self.data_dir, info=info, chunks=chunks, tables=plan.tables, card_vector=card_vector, codes=codes
         )
+        return self.written(plan, part)
+
+    def laid_out(self, plan: PartPlan, dim: int, vectors: np.ndarray) -> tuple[dict, pa.Table]:
+        """A plan's part as write_part takes it: its info (PartInfo's fields but part_id and rows) and its rows,
+        the fresh ones with the model's `vectors`."""
+        fresh = plan.fresh.append_column("vector", vector_column(vectors, dim)).cast(chunk_schema(dim))
+        chunks = pa.concat_tables([plan.held.cast(chunk_schema(dim)), fresh]) if plan.held.num_rows else fresh
+        info = {"org": plan.state.org, "repo": plan.state.name, "model_id": self.model_id, "dim": dim}
+        return {**info, "card": plan.card, "edge_inputs": plan.edge_inputs, "base": plan.base}, chunks
+
+    def written(self, plan: PartPlan, part: PartInfo) -> RepoParts:
+        """What the snapshot lists for a plan's repo once its part is in place."""
         return RepoParts(parts=[r.part_id for r in plan.keep] + [part.part_id], drop=plan.drop, add=plan.add)
 
     def _about(self, state: RepoState, tables: dict[str, pa.Table], chunks: pa.Table) -> tuple[str, dict]:

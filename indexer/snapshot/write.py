@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,23 +78,56 @@ def write_part(
     files and every fact table; `codes`: its rows' codes and their codebook's digest, for approximate search)
     aside, then rename it into place. Returns what part.json says."""
     with _aside(data_dir) as (part_id, built):
-        with pa.OSFile(str(built / CHUNKS_ARROW), "wb") as sink, pa.ipc.new_file(sink, chunks.schema) as writer:
-            writer.write_table(chunks.combine_chunks())  # one record batch: a reader's matrix is a view of the file
-        grams.write(built / grams.GRAMS, chunks.column("text").to_pylist())
-        if codes is not None:
-            write_codes(built / CODES, *codes)
-        # The rows again without vectors, for DuckDB (which reads no Arrow IPC): zstd, about a tenth of chunks.arrow.
-        _write_parquet(chunks.drop_columns(["vector"]), built / f"{CHUNK_TEXT}.parquet", compression="zstd")
-        for name, table in tables.items():
-            _write_parquet(table, built / f"{name}.parquet")
-        card = {"org": [info["org"]], "repo": [info["repo"]], "text": [info["card"]]} if info["card"] else None
-        dim = info["dim"]
-        if card is not None:
-            card["vector"] = vector_column(card_vector.reshape(1, dim), dim)
-        empty = {"org": [], "repo": [], "text": [], "vector": vector_column(np.zeros((0, dim)), dim)}
-        _write_parquet(pa.table(card or empty, schema=cards_schema(dim)), built / CARD)
-        part = PartInfo(part_id=part_id, rows=chunks.num_rows, **info)
-        (built / PART_INFO).write_text(part.to_json(), encoding="utf-8")
+        _part_files(built, info, chunks, tables, card_vector, codes)
+        return _part_info(built, part_id, chunks.num_rows, info)
+
+
+def part_files(
+    info: dict,
+    chunks: pa.Table,
+    tables: dict[str, pa.Table],
+    card_vector: np.ndarray | None,
+    codes: tuple[np.ndarray, str] | None = None,
+) -> dict[str, bytes]:
+    """A part's files but part.json, by name, built in a temporary folder (on a Ray worker: indexer.build.cluster)
+    and read back: what write_part would write."""
+    with tempfile.TemporaryDirectory(prefix="blobdex-part-") as folder:
+        built = Path(folder)
+        _part_files(built, info, chunks, tables, card_vector, codes)
+        return {f.name: f.read_bytes() for f in sorted(built.iterdir())}
+
+
+def place_part(data_dir: Path, *, info: dict, rows: int, files: dict[str, bytes]) -> PartInfo:
+    """Write a part whose files part_files built (elsewhere) aside, with its part.json, then rename it into place."""
+    with _aside(data_dir) as (part_id, built):
+        for name, content in files.items():
+            if Path(name).name != name or name == PART_INFO:  # the worker's word for a name is checked, not trusted
+                raise ValueError(f"a part's file is named {name!r}")
+            (built / name).write_bytes(content)
+        return _part_info(built, part_id, rows, info)
+
+
+def _part_files(built: Path, info: dict, chunks: pa.Table, tables: dict, card_vector, codes) -> None:
+    with pa.OSFile(str(built / CHUNKS_ARROW), "wb") as sink, pa.ipc.new_file(sink, chunks.schema) as writer:
+        writer.write_table(chunks.combine_chunks())  # one record batch: a reader's matrix is a view of the file
+    grams.write(built / grams.GRAMS, chunks.column("text").to_pylist())
+    if codes is not None:
+        write_codes(built / CODES, *codes)
+    # The rows again without vectors, for DuckDB (which reads no Arrow IPC): zstd, about a tenth of chunks.arrow.
+    _write_parquet(chunks.drop_columns(["vector"]), built / f"{CHUNK_TEXT}.parquet", compression="zstd")
+    for name, table in tables.items():
+        _write_parquet(table, built / f"{name}.parquet")
+    card = {"org": [info["org"]], "repo": [info["repo"]], "text": [info["card"]]} if info["card"] else None
+    dim = info["dim"]
+    if card is not None:
+        card["vector"] = vector_column(card_vector.reshape(1, dim), dim)
+    empty = {"org": [], "repo": [], "text": [], "vector": vector_column(np.zeros((0, dim)), dim)}
+    _write_parquet(pa.table(card or empty, schema=cards_schema(dim)), built / CARD)
+
+
+def _part_info(built: Path, part_id: str, rows: int, info: dict) -> PartInfo:
+    part = PartInfo(part_id=part_id, rows=rows, **info)
+    (built / PART_INFO).write_text(part.to_json(), encoding="utf-8")
     return part
 
 
