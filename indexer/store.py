@@ -407,7 +407,7 @@ def sync(store: Store, data_dir: Path, keep: int = 2, select=None) -> Transfer |
     """Bring a replica's data dir to the bucket's newest snapshot: download the objects it lacks, link its files
     into place (parts and the snapshot renamed in whole, as a publish does), then point CURRENT at it. None when
     the data dir holds it already. `select` (a shard's, query.reader.Select): the repos whose chunk parts are
-    downloaded; of the others' only part.json, and no history part."""
+    downloaded; of the others' only part.json and card.parquet, and no history part (_selected)."""
     newest = store.newest()
     if newest is None or current_id(data_dir) == newest:
         return None

@@ -68,9 +68,8 @@ class ShardDown(BlobdexError):
 
 
 class LocalShards:
-    """Shards in this process (query.shard.Shard objects), asked one after another: the transport of the tests of
-    the merge and of a front over shards that fit one process; query.shard_serve carries the same calls over Ray
-    Serve."""
+    """Shards in this process (query.shard.Shard objects), asked one after another: the tests' transport, which
+    checks the merge without Ray; query.shard_serve carries the same calls over Ray Serve."""
 
     def __init__(self, shards: list):
         self.shards = shards
@@ -87,8 +86,6 @@ class Catalog:
     """What the front knows of the snapshot its shards agree on, holding none of its parts: the manifest and the
     snapshot's directory (graph, history), and the languages and files of each org, asked of the shards once. It
     stands where a SnapshotReader stands for the operations that read no rows."""
-
-    damaged = None
 
     def __init__(self, data_dir: Path, snapshot_id: str, shards):
         self.path, self.manifest = open_manifest(data_dir, snapshot_id)
@@ -284,7 +281,7 @@ class FrontService(Service):
         bm25 = self.shards.ask("rank", {i: (sid, replace(req, mode="bm25"), None, CANDIDATES) for i in everyone})
         lexical = _merged([a["bm25"] for a in bm25.values()])
         scored = self.shards.ask("route", {i: (sid, req, vector, lexical) for i in everyone})
-        routes = [r for found, _ in scored.values() for r in found]
+        routes = [r for found in scored.values() for r in found]
         if not routes:
             return sid, []
         files = lambda asked: self._files(reader, embedder, None, asked)  # noqa: E731

@@ -14,6 +14,7 @@ about a snapshot the shard no longer holds gets ShardMismatch."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import zlib
@@ -183,17 +184,17 @@ class Shard:
 
     def route(
         self, snapshot_id: str, req: SearchRequest, vector: np.ndarray, lexical: list[tuple[int, float]]
-    ) -> tuple[list[RepoRoute], list[tuple[int, float]]]:
-        """route_task's scores of this shard's repos (query.route_task.repo_routes) and its best rows by cosine,
-        given the org's BM25 ranking merged over every shard; rows by their positions in the whole snapshot."""
+    ) -> list[RepoRoute]:
+        """route_task's scores of this shard's repos (query.route_task.repo_routes), given the org's BM25 ranking
+        merged over every shard; evidence rows by their positions in the whole snapshot."""
         reader = self.reader(snapshot_id)
         own = _own(reader, [row for row, _ in lexical]).tolist()
-        routes, near = repo_routes(reader, req, vector, row_mask(req, reader), list(zip(own, (s for _, s in lexical))))
+        routes, _ = repo_routes(reader, req, vector, row_mask(req, reader), list(zip(own, (s for _, s in lexical))))
         rows = [e["row"] for r in routes for e in r.evidence]
         at = dict(zip(rows, _whole(reader, rows).tolist()))
         for r in routes:
             r.evidence = [{**e, "row": at[e["row"]]} for e in r.evidence]
-        return routes, list(zip(_whole(reader, [row for row, _ in near]).tolist(), (c for _, c in near)))
+        return routes
 
     def definitions(self, snapshot_id: str, org: str, repo: str, path: str, blob_id: str) -> dict[int, str]:
         return definitions_at(self.reader(snapshot_id), org, repo, path, blob_id)
@@ -239,10 +240,16 @@ def _starts(reader: SnapshotReader) -> np.ndarray:
         at, start = {}, 0
         for repo in reader.manifest.repos:
             for part_id in repo.parts:
-                at[part_id], start = start, start + read_part_info(root / part_id).rows
+                at[part_id], start = start, start + _rows_of(root / part_id)
         return np.asarray([at[p.key] for p in reader.parts], dtype=np.int64)
 
     return reader.cached("shard:starts", load)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _rows_of(part: Path) -> int:
+    """A part's row count, from its part.json: read once (a part never changes), not at every snapshot opened."""
+    return read_part_info(part).rows
 
 
 def _whole(reader: SnapshotReader, rows) -> np.ndarray:
