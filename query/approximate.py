@@ -28,19 +28,22 @@ RESCORE = 500
 
 
 class Approximate:
-    """The IVF-PQ index of a snapshot's parts, built when the snapshot is opened (the codes are copied in: about
-    56 bytes a row of anonymous memory, 560 MB at 10M rows)."""
+    """The IVF-PQ index of a snapshot's parts, built when the snapshot is opened (the codes are copied in: 56 bytes
+    a row of anonymous memory, the code and its id; 560 MB at 10M rows)."""
 
     def __init__(self, codebook: Codebook, parts, offsets: np.ndarray):
         import faiss
 
         self.index = faiss.deserialize_index(np.frombuffer(codebook.blob, dtype=np.uint8))
         self.covered = np.zeros(int(offsets[-1]), dtype=bool)
-        for part, start in zip(parts, offsets.tolist()):
-            codes = part.codes
-            if codes is None or codes[1] != codebook.digest or len(codes[0]) != len(part):
-                continue
-            self.index.add_sa_codes(codes[0], np.arange(start, start + len(part), dtype=np.int64))
+        coded = [
+            (part, start)
+            for part, start in zip(parts, offsets.tolist())
+            if part.codes is not None and part.codes[1] == codebook.digest and len(part.codes[0]) == len(part)
+        ]
+        _reserve(self.index, [part.codes[0] for part, _ in coded])
+        for part, start in coded:
+            self.index.add_sa_codes(part.codes[0], np.arange(start, start + len(part), dtype=np.int64))
             self.covered[start : start + len(part)] = True
         self.digest = codebook.digest
 
@@ -57,6 +60,22 @@ class Approximate:
         params = faiss.SearchParametersIVF(sel=faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap)), nprobe=NPROBE)
         _, found = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k, params=params)
         return np.unique(found[found >= 0])
+
+
+def _reserve(index, codes: list[np.ndarray]) -> None:
+    """Give each inverted list the room its codes take, before they are added: a list grown code by code doubles
+    its room as it fills (82 bytes a row held where 56 are used, measured at 293k rows). A code starts with its
+    list's number, little-endian."""
+    import faiss
+
+    width, counts = index.coarse_code_size(), np.zeros(index.nlist, np.int64)
+    for block in codes:
+        numbers = block[:, :width].astype(np.int64) << (8 * np.arange(width, dtype=np.int64))
+        counts += np.bincount(numbers.sum(axis=1), minlength=index.nlist)
+    lists = faiss.downcast_InvertedLists(index.invlists)
+    for number, count in enumerate(counts.tolist()):
+        lists.resize(number, count)  # a vector's room stays when it is cut back to nothing
+        lists.resize(number, 0)
 
 
 def open_approximate(path, parts, offsets: np.ndarray) -> Approximate | None:

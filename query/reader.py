@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from indexer.languages import category
 from query.approximate import open_approximate
+from query.symbols import NOT_DEFINITIONS, SymbolIndex, name_key
 from indexer.snapshot.ann import read_codes
 from indexer.snapshot.grams import Grams, GramsError
 from indexer.snapshot import (
@@ -47,11 +48,17 @@ Select = Callable[[Manifest], set[tuple[str, str]]]  # the (org, repo) a reader 
 GATHER_SHARE = 4
 
 
+def code_type(values: int) -> type:
+    """The narrowest integer type that numbers `values` distinct values: a snapshot's org, repo, lang and kind take
+    a byte a row (at 10M rows, 10 MB a column where int32 took 40)."""
+    return np.uint8 if values <= 1 << 8 else np.uint16 if values <= 1 << 16 else np.int32
+
+
 class Labels:
-    """A string column as int32 codes into its distinct values. Built once per part: at a million rows it holds
-    4 MB of codes where an object array held a million Python strings (365 MiB for five columns, measured), and
-    a filter is a table lookup per row (`==`, `isin`: a boolean mask). Indexing by a row gives its string; by
-    rows or a mask, an object array of them (references to the distinct values)."""
+    """A string column as integer codes (`code_type`) into its distinct values. Built once per part: at a million
+    rows it holds 1-4 MB of codes where an object array held a million Python strings (365 MiB for five columns,
+    measured), and a filter is a table lookup per row (`==`, `isin`: a boolean mask). Indexing by a row gives its
+    string; by rows or a mask, an object array of them (references to the distinct values)."""
 
     __hash__ = None  # `==` answers with a mask, as numpy's arrays do
 
@@ -63,8 +70,10 @@ class Labels:
         """A column (an Arrow array or chunked array) as codes."""
         array = whole(column) if isinstance(column, pa.ChunkedArray) else column
         encoded = pc.dictionary_encode(array, null_encoding="encode")
-        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-        return cls(codes, np.asarray(encoded.dictionary.to_pylist(), dtype=object))
+        values = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+        if len(values) == 1:  # a part's org and repo: one code, every row (a view, no memory a row)
+            return cls(np.broadcast_to(np.zeros(1, np.uint8), (len(array),)), values)
+        return cls(encoded.indices.to_numpy(zero_copy_only=False).astype(code_type(len(values))), values)
 
     @classmethod
     def joined(cls, parts: list["Labels"]) -> "Labels":
@@ -78,7 +87,9 @@ class Labels:
             codes.append(renumber[labels.codes] if len(labels.values) else labels.codes)
         values = np.empty(len(index), dtype=object)
         values[:] = list(index)
-        return cls(np.concatenate(codes) if codes else np.zeros(0, np.int32), values)
+        if len(values) == 1:
+            return cls(np.broadcast_to(np.zeros(1, np.uint8), (sum(len(c) for c in codes),)), values)
+        return cls(np.concatenate(codes).astype(code_type(len(values))) if codes else np.zeros(0, np.uint8), values)
 
     def mapped(self, fn) -> "Labels":
         """The column of fn(value) for each row (computed once per distinct value)."""
@@ -121,10 +132,9 @@ class PartView:
             raise SnapshotError(f"vectors of part {self.key} have dim {self.vectors.shape[1]}, the manifest says {dim}")
         self.ids = table.column("row").to_numpy()
         self.labels = {name: Labels.of(self.rows.column(name)) for name in LABELLED}
-        self.symbols = SymbolIndex(self.rows.column("symbol"), self.labels["kind"])
+        self.symbols = SymbolIndex(self.rows.column("symbol"), ~self.labels["kind"].isin(NOT_DEFINITIONS))
         self.grams = _grams_of(ref, len(self))
         self.codes = _codes_of(ref, len(self))
-        self._at: dict[tuple[str, str, str], list[int]] | None = None
 
     def __len__(self) -> int:
         return self.rows.num_rows
@@ -133,15 +143,16 @@ class PartView:
         """Which rows a later part of the repo replaces."""
         return self.labels["path"].isin(covered) if covered else np.zeros(len(self), dtype=bool)
 
-    def at(self, key: tuple[str, str, str]) -> list[int]:
-        """Rows of one (org, repo, path), by local number; the index is built on first use."""
-        if self._at is None:
-            index: dict[tuple[str, str, str], list[int]] = {}
-            org, repo, path = (self.labels[c] for c in ("org", "repo", "path"))
-            for i, k in enumerate(zip(org, repo, path)):
-                index.setdefault(k, []).append(i)
-            self._at = index
-        return self._at.get(key, [])
+    def at(self, key: tuple[str, str, str]) -> np.ndarray:
+        """Rows of one (org, repo, path), by local number. Looked up in the codes (a part holds one repo: the
+        others are passed over at once), not in a dict of every row's key, which at 10M rows would hold a
+        Python list entry a row."""
+        org, repo, path = key
+        if org not in self.labels["org"].values or repo not in self.labels["repo"].values:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(
+            (self.labels["org"] == org) & (self.labels["repo"] == repo) & (self.labels["path"] == path)
+        )
 
 
 class Vectors:
@@ -282,7 +293,7 @@ class SnapshotReader:
         """Row id -> position of the live row that has it (-1: none), for the lexical index's documents."""
         ids = [p.ids for p in self.parts]
         size = max((int(i.max()) + 1 for i in ids if len(i)), default=0)
-        positions = np.full(size, -1, dtype=np.int64)
+        positions = np.full(size, -1, dtype=np.int32)  # 4 bytes a row: positions stay below 2**31
         for part_ids, start in zip(ids, self.offsets):
             local = np.arange(start, start + len(part_ids))
             keep = self.live[start : start + len(part_ids)]
@@ -310,8 +321,9 @@ class SnapshotReader:
     def rows_at(self, org: str, repo: str, path: str) -> list[int]:
         """The live rows of one file (every blob of it)."""
         found = []
-        for part, start in zip(self.parts, self.offsets):
-            found += [int(start) + i for i in part.at((org, repo, path)) if self.live[start + i]]
+        for part, start in zip(self.parts, self.offsets.tolist()):
+            rows = part.at((org, repo, path)) + start
+            found += rows[self.live[rows]].tolist()
         return found
 
     @property
@@ -396,10 +408,12 @@ class SymbolRows:
         self.reader = reader
 
     def get(self, name: str, default=()) -> list[int]:
-        found = []
-        for part, start in zip(self.reader.parts, self.reader.offsets):
-            rows = part.symbols.get(name) + start
-            found += rows[self.reader.live[rows]].tolist()
+        found, key = [], name_key(name)
+        for part, start in zip(self.reader.parts, self.reader.offsets.tolist()):
+            rows = part.symbols.get(name, key)
+            if len(rows):
+                rows += start
+                found += rows[self.reader.live[rows]].tolist()
         return found or list(default)
 
 
@@ -419,7 +433,7 @@ def _without(labels: Labels, rows: np.ndarray) -> Labels:
     if not rows.any():
         return labels
     values = np.append(labels.values, np.asarray([None], dtype=object))
-    codes = labels.codes.copy()
+    codes = labels.codes.astype(code_type(len(values)))  # a copy
     codes[rows] = len(values) - 1
     return Labels(codes, values)
 
@@ -443,30 +457,6 @@ def open_kept(
         except SnapshotError as exc:
             log.debug("kept snapshot %s cannot be served either: %s", snapshot_id, exc)
     return None
-
-
-class SymbolIndex:
-    """A part's definitions by lower-cased name: `Command.make_context` under itself and under `make_context`.
-    Held as codes into the distinct names (two Labels), not a dict of row lists: a query looks a few names up,
-    and at a million rows the dict held hundreds of MiB of Python objects."""
-
-    def __init__(self, symbols, kinds: Labels):
-        lower = pc.utf8_lower(whole(symbols))
-        self.full = Labels.of(lower)
-        self.last = Labels.of(pc.replace_substring_regex(lower, r"^.*(\.|::)", ""))
-        named = pc.fill_null(pc.not_equal(lower, ""), False).to_numpy(zero_copy_only=False)
-        self.defines = named & ~kinds.isin(("module", "section", "text"))
-        self._codes: tuple[dict, dict] | None = None
-
-    def get(self, name: str) -> np.ndarray:
-        """Local rows of the definitions named `name` (lower-cased)."""
-        if self._codes is None:
-            self._codes = tuple({v: i for i, v in enumerate(labels.values)} for labels in (self.full, self.last))
-        found = np.zeros(len(self.defines), dtype=bool)
-        for labels, codes in zip((self.full, self.last), self._codes):
-            if name in codes:
-                found |= labels.codes == codes[name]
-        return np.flatnonzero(found & self.defines)
 
 
 def _grams_of(ref: PartRef, rows: int) -> Grams | None:

@@ -22,6 +22,8 @@ commit subjects 0.578 -> 0.594.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import math
 import re
@@ -187,8 +189,19 @@ def prepare_in_thread(reader: SnapshotReader) -> None:
             prepare(reader)
         except Exception as exc:
             log.info("routes of snapshot %s were not prepared: %s", reader.snapshot_id, exc)
+        release_freed()
 
     threading.Thread(target=run, name=f"prepare {reader.snapshot_id}", daemon=True).start()
+
+
+def release_freed() -> None:
+    """Hand the heap's free pages back to the system (glibc's malloc_trim), once a snapshot is open and prepared:
+    what opening it and the snapshot it replaces freed (a third of a server's anonymous memory at 303k chunks,
+    measured) would otherwise stay the process's. A C library without it keeps them."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
 
 
 def route(

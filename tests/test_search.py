@@ -311,7 +311,7 @@ def test_filter_columns_are_codes_that_answer_like_the_strings_they_stand_for(re
     from query.reader import Labels
 
     langs = Labels.of(pa.chunked_array([["go", "python"], ["go", "markdown", "python"]]))
-    assert langs.codes.dtype == np.int32 and len(langs) == 5 and sorted(langs.values) == ["go", "markdown", "python"]
+    assert langs.codes.dtype == np.uint8 and len(langs) == 5 and sorted(langs.values) == ["go", "markdown", "python"]
     assert (langs == "go").tolist() == [True, False, True, False, False]
     assert langs.isin(["python", "rust"]).tolist() == [False, True, False, False, True]
     assert not langs.isin([]).any()
@@ -319,6 +319,14 @@ def test_filter_columns_are_codes_that_answer_like_the_strings_they_stand_for(re
     assert list(langs) == ["go", "python", "go", "markdown", "python"]
     kinds = langs.mapped(lambda v: "doc" if v == "markdown" else "code")  # two values map to one
     assert (kinds == "code").tolist() == [True, True, True, False, True]
+    # Codes take the narrowest type their values fit; one value takes no memory a row; parts join into one column.
+    many = Labels.of(pa.array([f"p{i % 300}" for i in range(600)]))
+    assert many.codes.dtype == np.uint16 and many[299] == "p299" and (many == "p7").sum() == 2
+    one = Labels.of(pa.array(["acme"] * 1000))
+    assert one.codes.strides == (0,) and (one == "acme").all() and not one.isin(["other"]).any()
+    joined = Labels.joined([one, many, Labels.of(pa.array(["acme"] * 3))])
+    assert len(joined) == 1603 and joined.codes.dtype == np.uint16
+    assert list(joined) == ["acme"] * 1000 + [f"p{i % 300}" for i in range(600)] + ["acme"] * 3
     # A snapshot's columns agree with its rows.
     paths = reader.rows.column("path").to_pylist()
     assert list(reader.col["path"]) == paths and reader.col["org"][0] == reader.rows.column("org")[0].as_py()
