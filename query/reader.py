@@ -277,7 +277,11 @@ class SnapshotReader:
         self.rows = pa.concat_tables([p.rows for p in self.parts]) if self.parts else empty
         self.vectors = Vectors([p.vectors for p in self.parts], self.offsets, self.manifest.dim)
         # None: every vector search is exact (`exact`: exact_search in blobdex.toml; or no codebook)
-        self.approximate = None if exact else open_approximate(self.path, self.parts, self.offsets)
+        self.approximate = (
+            None
+            if exact
+            else open_approximate(self.path, self.parts, self.offsets, previous.approximate if previous else None)
+        )
         self.damaged: str | None = None  # why a query failed on damaged bytes (LexicalSearcher)
         self.searcher = LexicalSearcher(self.lexical.searcher(), self)
         self.schema = self.lexical.schema

@@ -113,6 +113,75 @@ def test_a_later_run_keeps_the_codebook_and_a_part_without_codes_is_searched_exa
     assert whole.row(top)["path"] == "pkg/zebra.py"
 
 
+def test_a_swap_adds_only_the_new_parts_codes_and_a_part_no_snapshot_lists_leaves(indexed, tmp_path):
+    import gc
+
+    corpus, files = indexed
+    cfg = private_copy(corpus, tmp_path)
+    moved = tmp_path / "one"
+    shutil.copytree(corpus.root / "src" / "one", moved)
+    gitrepo.commit(Repo(str(moved)), {**files["one"], "pkg/zebra.py": b"def zebra(lights):\n    return lights\n"})
+    first = SnapshotReader(cfg.data_dir)
+    shared = first.approximate.shared
+    assert shared.index.ntotal == len(first.live)
+    run(replace(cfg, repos=(RepoSpec(name="one", url=str(moved)), cfg.repos[1])), show_progress=False)
+    swapped, fresh = SnapshotReader(cfg.data_dir, previous=first), SnapshotReader(cfg.data_dir)
+    assert swapped.approximate.shared is shared and fresh.approximate.shared is not shared
+    added = sum(len(p) for p in swapped.parts if p not in first.parts)  # the run's new part
+    assert added and shared.index.ntotal == len(first.live) + added
+    # The shared index's ids map to this snapshot's positions: every allowed row it holds, for any filter.
+    for repos in ((), ("two",), ("one",)):
+        mask = row_mask(SearchRequest(query="q", org="default", repos=repos), swapped)
+        query = query_vectors_of("lights zebra graph")[None, :]
+        assert swapped.approximate.candidates(query, mask, len(mask)).tolist() == np.flatnonzero(mask).tolist()
+    words = " ".join(t.decode() for t in files["one"].values()).split()
+    for query in [" ".join(random.Random(i).sample(words, 6)) for i in range(10)] + ["def zebra(lights)"]:
+        assert ranks(swapped, query) == ranks(fresh, query)
+    # A snapshot that lists repo one only (as a shard does): once the snapshots listing two are gone, two's codes
+    # leave with the next view.
+    only_one = SnapshotReader(cfg.data_dir, previous=swapped, select=lambda m: {("default", "one")})
+    del first, swapped, fresh
+    gc.collect()
+    again = SnapshotReader(cfg.data_dir, previous=only_one, select=lambda m: {("default", "one")})
+    assert again.approximate.shared is shared and shared.index.ntotal == len(again.live)
+    mask = np.ones(len(again.live), dtype=bool)
+    assert again.approximate.candidates(query_vectors_of("lights")[None, :], mask, len(mask)).tolist() == list(
+        range(len(mask))
+    )
+
+
+def test_a_part_joins_the_shared_index_only_when_no_search_reads_it():
+    import threading
+
+    lock, order = approximate.ReadWriteLock(), []
+    reading, release = threading.Event(), threading.Event()
+
+    def search() -> None:
+        with lock.reading():
+            order.append("search")
+            reading.set()
+            release.wait(5)
+
+    def join() -> None:
+        with lock.writing():
+            order.append("join")
+
+    searcher = threading.Thread(target=search)
+    searcher.start()
+    reading.wait(5)
+    joiner = threading.Thread(target=join)
+    joiner.start()
+    late = threading.Thread(target=search)  # a search that comes while a part waits to join waits after it
+    joiner.join(0.2)
+    late.start()
+    late.join(0.2)
+    assert order == ["search"] and joiner.is_alive() and late.is_alive()
+    release.set()
+    for thread in (searcher, joiner, late):
+        thread.join(5)
+    assert order == ["search", "join", "search"]
+
+
 def test_exact_search_is_a_setting(indexed, tmp_path):
     from indexer.config import load
     from query.service import Service
@@ -146,12 +215,13 @@ def test_recall_on_real_model_vectors():
         codebook = Codebook(ann.train(base))
 
         class Part:
+            key = "part"
             codes = (codebook.encode(base), codebook.digest)
 
             def __len__(self):
                 return len(base)
 
-        index = approximate.Approximate(codebook, [Part()], np.array([0, len(base)]))
+        index = approximate.Shared(codebook).view([Part()], np.array([0, len(base)]))
         for probed in (16, 4):
             patch.setattr(approximate, "NPROBE", probed)
             found = 0
