@@ -91,6 +91,18 @@ class Labels:
             return cls(np.broadcast_to(np.zeros(1, np.uint8), (sum(len(c) for c in codes),)), values)
         return cls(np.concatenate(codes).astype(code_type(len(values))) if codes else np.zeros(0, np.uint8), values)
 
+    @classmethod
+    def stacked(cls, parts: list["Labels"]) -> "Labels":
+        """Parts' labels one after another, each part's values kept as its own (a value two parts hold has two
+        codes): for paths, which are mostly each part's own, where uniting them cost a dict entry a value at
+        every open (about 0.6 s of a swap at 10M rows, on paper from 303k)."""
+        sizes = [len(labels.values) for labels in parts]
+        starts = np.cumsum([0, *sizes])
+        kind = code_type(int(starts[-1]))
+        codes = [labels.codes.astype(kind) + kind(start) for labels, start in zip(parts, starts.tolist())]
+        values = np.concatenate([labels.values for labels in parts]) if parts else np.zeros(0, dtype=object)
+        return cls(np.concatenate(codes) if codes else np.zeros(0, np.uint8), values)
+
     def mapped(self, fn) -> "Labels":
         """The column of fn(value) for each row (computed once per distinct value)."""
         return Labels(self.codes, np.asarray([fn(v) for v in self.values], dtype=object))
@@ -286,7 +298,8 @@ class SnapshotReader:
         self.searcher = LexicalSearcher(self.lexical.searcher(), self)
         self.schema = self.lexical.schema
         # Columns used for filtering, as codes into their distinct values (Labels); a superseded row's org is None.
-        self.col = {name: Labels.joined([p.labels[name] for p in self.parts]) for name in LABELLED}
+        self.col = {name: Labels.joined([p.labels[name] for p in self.parts]) for name in LABELLED if name != "path"}
+        self.col["path"] = Labels.stacked([p.labels["path"] for p in self.parts])
         self.col["org"] = _without(self.col["org"], ~self.live)
         self.col["category"] = self.col["lang"].mapped(category)
         self._positions = self._position_index()

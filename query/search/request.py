@@ -214,18 +214,20 @@ def row_mask(req: SearchRequest, reader: SnapshotReader) -> np.ndarray:
         mask &= col["kind"] == req.kind
     include, ignore = globs(req.paths, "path"), globs(req.ignore, "ignore")
     drop = re2.compile(req.ignore_re) if req.ignore_re else None  # a facade's pattern: linear time, RE2
-    if include or ignore or drop:
+    if include or ignore or drop:  # each path the allowed rows hold is matched once, not each row
         candidates = np.flatnonzero(mask)
-        verdict: dict[str, bool] = {}
-        for i in candidates:
-            p = col["path"][i]
-            if p not in verdict:
-                verdict[p] = (
-                    (include is None or include.match_file(p))
-                    and not (ignore and ignore.match_file(p))
-                    and not (drop and drop.search(p))
-                )
-            mask[i] = verdict[p]
+        codes, at = np.unique(col["path"].codes[candidates], return_inverse=True)
+        verdict = np.fromiter(
+            (
+                (include is None or include.match_file(p))
+                and not (ignore and ignore.match_file(p))
+                and not (drop and drop.search(p))
+                for p in col["path"].values[codes]
+            ),
+            dtype=bool,
+            count=len(codes),
+        )
+        mask[candidates] = verdict[at]
     if req.ref:
         names = frozenset(ref_names(req.ref))
         mask &= reader.cached(f"ref:{sorted(names)}", lambda: reader.ref_rows(names))
