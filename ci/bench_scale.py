@@ -14,6 +14,11 @@ greps in process with and without the parts' trigram indexes, and the first requ
 approximate index's recall@10 against exact is measured on their vectors (a real model's, not hashed). With
 --shards N, each step is also served by a front over N shards on Ray Serve (sharded_figures). Nothing is asserted;
 it prints a table with the issue's goals beside it (and --json writes the figures).
+
+A step adds its copies over runs of at most --run-rows rows (a cold run holds about 10 KB a chunk until it writes:
+one run of 9M new chunks would not fit this machine). With --distinct N, copy k past N repeats copy k % N's texts
+under its own name: their blobs are already chunked, so a run costs fetching, scanning, history and writing, which
+is how a 10M step fits a 2-core machine's evening. A --work that an earlier bench left copies in goes on from them.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from ci.bench import run_index, timed_calls  # noqa: E402
 from ci.bench_repo import default_source  # noqa: E402
 
 STEPS = (100_000, 300_000, 1_000_000)
+RUN_ROWS = 1_000_000  # rows one run adds at most: a cold run holds about 10 KB a chunk until it writes
+DISTINCT = [0]  # --distinct: copies with texts of their own (0: every copy)
 DEFINITION = re.compile(rb"\b(def|class)\s+([A-Za-z_]\w*)")
 QUERIES = [
     "shortest path between two nodes",
@@ -92,11 +99,34 @@ def tree_files(source: Path) -> dict[str, bytes]:
     }
 
 
-def make_copy(files: dict[str, bytes], k: int, dest: Path) -> None:
+def make_copy(files: dict[str, bytes], k: int, dest: Path, distinct: int = 0) -> None:
+    """Copy k of the tree, its definitions renamed `_k<k>`; with `distinct`, copy k holds copy k % distinct's
+    texts (a repo of its own whose blobs an earlier copy's run already chunked)."""
     from tests import gitrepo
 
-    renamed = {path: DEFINITION.sub(rb"\1 \2_k%d" % k, data) for path, data in files.items()}
+    suffix = k % distinct if distinct else k
+    renamed = {path: DEFINITION.sub(rb"\1 \2_k%d" % suffix, data) for path, data in files.items()}
     gitrepo.commit(gitrepo.init(dest), renamed, message=f"copy {k}")
+
+
+def resumed_copies(work: Path) -> tuple[int, int, int] | None:
+    """(copies, chunks of one, commits copy 0 holds) of what an earlier bench (without --real) published in
+    `work`, or None."""
+    from dulwich.repo import Repo
+
+    try:
+        data = work / "data"
+        manifest = json.loads(
+            (data / "snapshots" / (data / "CURRENT").read_text().strip() / "manifest.json").read_text()
+        )
+    except (OSError, ValueError):
+        return None
+    chunks = {r["name"]: r["chunks"] for r in manifest["repos"]}
+    copies = sum(1 for name in chunks if name.startswith("copy"))
+    if not copies or len(chunks) != copies:
+        return None
+    commits = sum(1 for _ in Repo(str(work / "src" / "copy0")).get_walker())
+    return copies, chunks.get("copy1", chunks["copy0"]), commits
 
 
 def real_repos(listing: Path) -> list[tuple[str, Path, str]]:
@@ -187,6 +217,8 @@ def push_runs(work: Path, commits: list[int], n: int) -> dict:
 
 
 def grep_calls(copies: int) -> list[dict]:
+    """Patterns that one copy's texts match (with --distinct, every copy that repeats them)."""
+    copies = min(copies, DISTINCT[0] or copies)
     spread = sorted({0, copies // 3, copies // 2, copies - 1})
     return [
         {"pattern": pattern.format(k=k), "literal": literal, "ignore_case": folded, "limit": 100}
@@ -411,6 +443,19 @@ def main() -> None:
         "with copies of the source tree",
     )
     parser.add_argument(
+        "--distinct",
+        type=int,
+        default=0,
+        help="copies with texts of their own; copy k past them repeats copy k %% N's texts (its blobs already "
+        "chunked: how a 10M step fits this machine's hours); 0: every copy its own",
+    )
+    parser.add_argument(
+        "--run-rows",
+        type=int,
+        default=RUN_ROWS,
+        help="rows one run adds at most: a step adds its copies over as many runs as that takes",
+    )
+    parser.add_argument(
         "--shards",
         type=int,
         default=0,
@@ -425,10 +470,15 @@ def main() -> None:
     paths = sorted(p for p in files if p.endswith(".py"))[:60]
     print(f"bench-scale: copies of {len(files)} files in {work}", file=sys.stderr)
 
-    make_copy(files, 0, work / "src" / "copy0")
-    write_config(work, 1)
-    first, _ = run_index(env, work)
-    per_copy = first["totals"]["chunks"]
+    resumed = resumed_copies(work)
+    if resumed is None:
+        make_copy(files, 0, work / "src" / "copy0")
+        write_config(work, 1)
+        first, _ = run_index(env, work)
+        per_copy = first["totals"]["chunks"]
+    else:  # the copies an earlier bench left in this --work go on serving: a step only adds
+        per_copy = resumed[1]
+        print(f"bench-scale: going on from the {resumed[0]} copies in {work}", file=sys.stderr)
     real = real_repos(args.real) if args.real else []
     real_chunks, cold = 0, None
     if real:  # indexed once, all of them: copies top each step up
@@ -439,15 +489,21 @@ def main() -> None:
         print(f"bench-scale: {len(real)} real repositories: {json.dumps(cold)}", file=sys.stderr)
         if args.real_model:
             cold["model_vectors"] = real_model_recall(work, env, real, args.real_model)
-    copies, commits, rows = 1, [0], []
+    copies, commits, rows = (resumed or (1,))[0], [resumed[2] if resumed else 0], []
+    DISTINCT[0] = args.distinct
     for step in steps:
         want = max(1, math.ceil((step - real_chunks) / per_copy))
-        for k in range(copies, want):
-            make_copy(files, k, work / "src" / f"copy{k}")
-        copies = max(copies, want)
-        write_config(work, copies, real)
-        print(f"bench-scale: {copies} copies and {len(real)} real repositories", file=sys.stderr)
-        added, added_wall = run_index(env, work)
+        added_wall, added = 0.0, {"seconds": {}}
+        while copies < want or not added["seconds"]:  # runs of at most --run-rows rows each
+            upto = min(want, copies + max(1, args.run_rows // per_copy))
+            for k in range(copies, upto):
+                make_copy(files, k, work / "src" / f"copy{k}", args.distinct)
+            copies = max(copies, upto)
+            write_config(work, copies, real)
+            print(f"bench-scale: {copies} copies and {len(real)} real repositories", file=sys.stderr)
+            report, wall = run_index(env, work)
+            added_wall += wall
+            added["seconds"] = {k: added["seconds"].get(k, 0) + t for k, t in report["seconds"].items()}
         _, unchanged_wall = run_index(env, work)
         walls, grown, changed = [], [], None
         for _ in range(args.commits):  # enough runs that a merge of deltas falls among them
