@@ -349,6 +349,7 @@ def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int], c
         }
         status = Path(f"/proc/{proc.pid}/status").read_text()
         out["rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
+        out["anon_mib"] = int(re.search(r"RssAnon:\s+(\d+)", status).group(1)) // 1024  # the rest is mapped files
         commits[0] += 1
         one_commit(work, commits[0])
         run_index(env, work)  # publishes while the server runs: the next request swaps it in
@@ -357,6 +358,7 @@ def serve_figures(work: Path, env: dict, paths: list[str], commits: list[int], c
         out["swap_s"] = round(time.monotonic() - t, 2)
         status = Path(f"/proc/{proc.pid}/status").read_text()
         out["rss_after_swap_mib"] = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024
+        out["anon_after_swap_mib"] = int(re.search(r"RssAnon:\s+(\d+)", status).group(1)) // 1024
         return out
 
 
@@ -558,7 +560,8 @@ def main() -> None:
             f"{r['push']['median_s']} / {r['push']['max_s']} s | {r['no_change_s']} s | "
             f"{r['snapshot_mb']} MB | {r['bytes_added_mb']} / {r['bytes_added_max_mb']} MB | "
             f"{s['ready_s']} s | "
-            f"{s['rss_mib']} MiB | {s['search']['p50_ms']:.0f} / {s['search']['p95_ms']:.0f} ms | "
+            f"{s['rss_mib']} MiB (anonymous {s['anon_mib']}) | "
+            f"{s['search']['p50_ms']:.0f} / {s['search']['p95_ms']:.0f} ms | "
             f"{s['route_task']['p95_ms']:.0f} ms | {s['get_file']['p95_ms']:.1f} ms | "
             f"{s['grep']['p50_ms']:.0f} / {s['grep']['p95_ms']:.0f} ms | "
             f"{g['scan']['p50_ms']:.0f} / {g['scan']['max_ms']:.0f} ms | {g['grams_bytes_per_chunk']} B | "
