@@ -425,8 +425,10 @@ class SymbolRows:
         self.reader = reader
 
     def get(self, name: str, default=()) -> list[int]:
-        found, key = [], name_key(name)
+        found, key = [], int(name_key(name))
         for part, start in zip(self.reader.parts, self.reader.offsets.tolist()):
+            if not part.symbols.may_hold(key):
+                continue
             rows = part.symbols.get(name, key)
             if len(rows):
                 rows += start

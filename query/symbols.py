@@ -38,11 +38,27 @@ class SymbolIndex:
         order = np.argsort(keys, kind="stable")
         self._keys = keys[order]
         self._rows = np.concatenate([rows, rows[differs]])[order]
+        # A filter of about 8 bits a name (a key's low bits): a lookup passes over a part that lacks the name, but
+        # for about one part in eight, with one byte read, where a search of the keys took 5 us a part (4 ms of
+        # every name asked at 10M rows, about 930 parts).
+        bits = 1 << max(6, int(8 * len(keys)).bit_length())
+        self._low = bits - 1
+        seen = np.zeros(bits, dtype=bool)
+        seen[self._keys & np.uint32(self._low)] = True
+        self._filter = np.packbits(seen, bitorder="little").tobytes()
+
+    def may_hold(self, key: int) -> bool:
+        """False when no definition of this part has a name with hash `key`; True for those that do (and a few
+        that do not)."""
+        low = key & self._low
+        return bool(self._filter[low >> 3] >> (low & 7) & 1)
 
     def get(self, name: str, key: np.uint32 | None = None) -> np.ndarray:
         """Local rows of the definitions named `name` (lower-cased), in row order; `key`: its hash (`name_key`),
         worked out once by a caller that asks every part."""
         key = name_key(name) if key is None else key
+        if not self.may_hold(int(key)):
+            return np.zeros(0, np.int64)
         rows = self._rows[np.searchsorted(self._keys, key, "left") : np.searchsorted(self._keys, key, "right")]
         if not len(rows):
             return rows.astype(np.int64)

@@ -45,3 +45,13 @@ def test_names_whose_hashes_collide_find_only_their_own_rows():
     index = SymbolIndex(pa.chunked_array([[first, second, f"Holder.{second}"]]), np.ones(3, dtype=bool))
     assert index.get(first).tolist() == [0]
     assert index.get(second).tolist() == [1, 2]
+
+
+def test_a_part_that_lacks_a_name_is_passed_over_by_its_filter_mostly():
+    names = [f"defined_{i}" for i in range(5000)]
+    index = SymbolIndex(pa.chunked_array([names]), np.ones(len(names), dtype=bool))
+    assert all(index.may_hold(int(key)) for key in name_hashes(pa.array(names)))
+    absent = name_hashes(pa.array([f"absent_{i}" for i in range(5000)]))
+    passed = sum(index.may_hold(int(key)) for key in absent)
+    assert passed < 0.25 * len(absent)  # about 8 bits a name: an eighth or so pass
+    assert index.get("defined_42").tolist() == [42] and index.get("absent_42").tolist() == []
