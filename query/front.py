@@ -182,7 +182,7 @@ class FrontService(Service):
         everyone = {i: (reader.snapshot_id, req, queries, CANDIDATES, shadowed) for i in range(len(self.shards))}
         answers = list(self.shards.ask("rank", everyone).values())
         vec = _merged([a["vector"] for a in answers])
-        lex = _merged([a["bm25"] for a in answers])
+        lex = _merged_bm25([a["bm25"] for a in answers])
         sym = definition_ranks(_named(answers), lex, vec, CANDIDATES) if req.mode == "hybrid" else []
         owners = {k: i for i, a in enumerate(answers) for k in a["similarity"]}
         extra = []
@@ -279,7 +279,7 @@ class FrontService(Service):
         vector = query_vectors(embedder, req.query)
         sid, everyone = reader.snapshot_id, range(len(self.shards))
         bm25 = self.shards.ask("rank", {i: (sid, replace(req, mode="bm25"), None, CANDIDATES) for i in everyone})
-        lexical = _merged([a["bm25"] for a in bm25.values()])
+        lexical = _merged_bm25([a["bm25"] for a in bm25.values()])
         scored = self.shards.ask("route", {i: (sid, req, vector, lexical) for i in everyone})
         routes = [r for found in scored.values() for r in found]
         if not routes:
@@ -312,6 +312,13 @@ class _Agreed:
 def _merged(lists: list[list[tuple[int, float]]], depth: int = CANDIDATES) -> list[tuple[int, float]]:
     """Shards' rankings of one signal as one: the best `depth` by score, equal scores in row order (top_ranks')."""
     return sorted((x for ranked in lists for x in ranked), key=lambda x: (-x[1], x[0]))[:depth]
+
+
+def _merged_bm25(lists: list[list[tuple[int, float, int]]], depth: int = CANDIDATES) -> list[tuple[int, float]]:
+    """Shards' BM25 rankings as one: the best `depth` by score, equal scores by their place in the lexical index
+    (query.search.signals.lexical_hits), as one reader's."""
+    merged = sorted((x for ranked in lists for x in ranked), key=lambda x: (-x[1], x[2]))[:depth]
+    return [(row, score) for row, score, _ in merged]
 
 
 def _named(answers: list[dict]) -> dict:

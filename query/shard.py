@@ -37,7 +37,7 @@ from query.search import (
     SearchRequest,
     chunk_hit,
     defining_files,
-    lexical_ranks,
+    lexical_hits,
     named_rows,
     row_mask,
     similarity,
@@ -151,15 +151,15 @@ class Shard:
         for repo, path in shadowed:
             mask[reader.rows_at(req.org, repo, path)] = False
         vec = vector_ranks(reader, queries, mask, depth) if queries is not None else []
-        lex = lexical_ranks(reader, req, mask, depth) if req.mode != "vector" else []
+        lex = lexical_hits(reader, req, mask, depth) if req.mode != "vector" else []
         named = named_rows(reader, req, mask) if req.mode == "hybrid" else {}
-        rows = sorted({r for r, _ in vec} | {r for r, _ in lex} | {r for d in named.values() for r, _, _ in d or ()})
+        rows = sorted({r for r, _ in vec} | {r for r, _, _ in lex} | {r for d in named.values() for r, _, _ in d or ()})
         cosines = similarity(reader, None, rows, queries) if queries is not None and rows else [0.0] * len(rows)
         at = dict(zip(rows, _whole(reader, rows).tolist()))
         return {
             "snapshot_id": reader.snapshot_id,
             "vector": [(at[r], score) for r, score in vec],
-            "bm25": [(at[r], score) for r, score in lex],
+            "bm25": [(at[r], score, place) for r, score, place in lex],  # merged by (score, place)
             "named": {n: d and [(at[r], repo, path) for r, repo, path in d] for n, d in named.items()},
             "similarity": {at[r]: c for r, c in zip(rows, cosines)},
         }

@@ -435,3 +435,28 @@ def test_a_snippet_is_the_window_of_lines_sharing_most_words_with_the_query():
         window = [sum(scores[i : i + SNIPPET_LINES]) for i in range(len(lines) - SNIPPET_LINES + 1)]
         best = int(np.argmax(window)) if max(window) > 0 else 0
         assert snippet("\n".join(lines), 1, query)[1] == 1 + best
+
+
+def test_bm25_ties_are_cut_in_index_order_so_a_short_fetch_is_a_prefix_of_a_long_one(tmp_path):
+    """Tantivy's best n are the first n by (score, place in the index): lexical_hits fetches no further for ties,
+    and shards' lists merged by (score, place) are one reader's. A Tantivy that cut ties otherwise fails here."""
+    import numpy as np
+
+    from query.reader import SnapshotReader
+    from query.search import SearchRequest, lexical_hits, row_mask
+    from tests.corpus import build_corpus
+
+    same = b"def parse_config(text):\n    return dict(line.split('=') for line in text.splitlines())\n"
+    files = {f"pkg/copy{i}.py": same for i in range(40)} | {"pkg/other.py": b"def parse_other(x):\n    return x\n"}
+    corpus = build_corpus(tmp_path, {"one": files, "two": dict(list(files.items())[::3])})
+    reader = SnapshotReader(corpus.cfg.data_dir)
+    req = SearchRequest(query="parse config text", org="default")
+    mask = row_mask(req, reader)
+    whole = lexical_hits(reader, req, mask, depth=1000)
+    assert len({score for _, score, _ in whole[:30]}) == 1  # a tie far longer than the fetch below
+    assert [place for _, _, place in whole[:30]] == sorted(place for _, _, place in whole[:30])
+    for depth in (1, 5, 12):
+        assert lexical_hits(reader, req, mask, depth=depth) == whole[:depth]
+    only_two = mask & (reader.col["repo"] == "two")  # a filter the query does not carry: the fetch widens for it
+    filtered = [hit for hit in whole if only_two[hit[0]]]
+    assert lexical_hits(reader, req, only_two, depth=5) == filtered[:5] and not np.all(only_two == mask)
