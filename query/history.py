@@ -92,12 +92,16 @@ class History:
         self.parents = self.commits.column("parents").to_pylist()
         self.paths: list[list[tuple]] = [[] for _ in self.keys]
         ch = changes.to_pydict()
+        # One string a distinct path: Arrow gives each change its own copy (a file changed by a hundred commits
+        # was a hundred strings; at 3M bench chunks, 165k changes held about 400 bytes each).
+        known: dict[str, str] = {}
         for i in range(changes.num_rows):
             at = self.row.get((ch["org"][i], ch["repo"][i], ch["commit_id"][i]))
             if at is not None:
-                self.paths[at].append(
-                    (ch["path"][i], ch["old_path"][i], ch["change"][i], ch["added"][i], ch["removed"][i])
-                )
+                path, old, change = ch["path"][i], ch["old_path"][i], ch["change"][i]
+                path, change = known.setdefault(path, path), known.setdefault(change, change)
+                old = old if old is None else known.setdefault(old, old)
+                self.paths[at].append((path, old, change, ch["added"][i], ch["removed"][i]))
         # each commit's vector and its model ("" where its part has none): rows of the query's model are compared
         self.vectors, self.vector_model = read_commit_vectors(reader.path, reader.manifest)
         self.has_vectors = bool(self.vector_model.any())
