@@ -32,6 +32,7 @@ from query.live import LiveSnapshot
 from query.reader import SnapshotReader
 from query.route_task import RepoRoute, located, repo_routes
 from query.search import (
+    BESIDE,
     CANDIDATES,
     Hit,
     SearchRequest,
@@ -150,8 +151,9 @@ class Shard:
         mask = row_mask(req, reader)
         for repo, path in shadowed:
             mask[reader.rows_at(req.org, repo, path)] = False
+        lexical = BESIDE.submit(lexical_hits, reader, req, mask, depth) if req.mode != "vector" else None
         vec = vector_ranks(reader, queries, mask, depth) if queries is not None else []
-        lex = lexical_hits(reader, req, mask, depth) if req.mode != "vector" else []
+        lex = lexical.result() if lexical is not None else []
         named = named_rows(reader, req, mask) if req.mode == "hybrid" else {}
         rows = sorted({r for r, _ in vec} | {r for r, _, _ in lex} | {r for d in named.values() for r, _, _ in d or ()})
         cosines = similarity(reader, None, rows, queries) if queries is not None and rows else [0.0] * len(rows)

@@ -52,6 +52,7 @@ from query.search.signals import (
     defining_files,
     definition_ranks,
     lexical_query,
+    BESIDE,
     lexical_hits,
     lexical_ranks,
     named_rows,
@@ -196,9 +197,13 @@ def rank(
             mask[reader.rows_at(req.org, *key)] = False
     # BM25 alone reads no model: nothing is embedded and a hit's similarity is 0 (a query process that only
     # asks BM25 never loads the embedder).
+    # BM25 runs beside the query's embedding and vector search (Tantivy and faiss let go of the GIL): at 3M
+    # chunks a search's BM25 took 24 ms and its vector signal 20.
+    asked = req.mode != "vector" and not known.get("bm25")
+    lexical = BESIDE.submit(lexical_ranks, reader, req, mask, depth) if asked else None
     vector = query_vectors(embedder, req.query) if req.mode != "bm25" else None
     vec = known.get("vector") or vector_ranks(reader, vector, mask, depth) if vector is not None else []
-    lex = known.get("bm25") or lexical_ranks(reader, req, mask, depth) if req.mode != "vector" else []
+    lex = lexical.result() if lexical is not None else known.get("bm25", []) if req.mode != "vector" else []
     sym = symbol_ranks(reader, req, mask, lex, vec, depth) if req.mode == "hybrid" else []
     extra = []
     if overlay is not None:

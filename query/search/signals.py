@@ -5,6 +5,7 @@ reciprocal-rank fusion (rrf, the one implementation) and the similarity every sc
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -40,6 +41,10 @@ class OverlayKey(NamedTuple):
     """A ranked candidate from a session overlay (its index there); a snapshot candidate is its row, an int."""
 
     index: int
+
+
+# Threads a search runs a signal on beside its own (query.search.rank, query.shard): a few requests at a time.
+BESIDE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="signal")
 
 
 @functools.lru_cache(maxsize=32)  # route_task asks again through file localization, an eval once per mode
