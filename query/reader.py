@@ -189,10 +189,11 @@ class Vectors:
         """(the positions `mask` holds, their best cosines), scored part by part: in place where most of a part
         is asked, gathered where a few rows are."""
         rows, scores = [np.zeros(0, np.int64)], [np.zeros(0, np.float32)]
-        for matrix, start in zip(self.matrices, self.offsets.tolist()):
-            local = np.flatnonzero(mask[start : start + len(matrix)])
-            if not len(local):
-                continue
+        asked = np.flatnonzero(mask)  # one pass: a part's own pass cost 0.3 ms a part, 0.29 s at 934 parts
+        bounds = np.searchsorted(asked, self.offsets)
+        for p in np.flatnonzero(np.diff(bounds)).tolist():
+            matrix, start = self.matrices[p], int(self.offsets[p])
+            local = asked[bounds[p] : bounds[p + 1]] - start
             whole = len(local) * GATHER_SHARE >= len(matrix)
             scores.append((matrix @ queries.T).max(axis=1)[local] if whole else (matrix[local] @ queries.T).max(axis=1))
             rows.append(local + start)
