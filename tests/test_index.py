@@ -318,3 +318,17 @@ def test_a_script_without_an_extension_is_indexed_as_its_shebang_says(tmp_path):
     reader = SnapshotReader(cfg.data_dir)
     rows = [i for i in range(reader.rows.num_rows) if reader.col["path"][i] == "bin/deploy"]
     assert rows and {reader.col["lang"][i] for i in rows} == {"python"}
+
+
+def test_a_runs_peak_memory_is_its_own_not_that_of_the_process_that_started_it():
+    """ru_maxrss keeps the spawning process's mark across fork and exec; the report reads the run's own."""
+    import subprocess
+    import sys
+
+    held = bytearray(400 * 2**20)
+    held[::4096] = b"\1" * len(held[::4096])  # touched: resident
+    code = "from indexer.build.report import peak_rss_mib; print(peak_rss_mib())"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert 0 < int(child.stdout) < 300, child.stdout  # a fresh interpreter, not the 400 MiB its parent holds
+    del held
