@@ -310,7 +310,7 @@ class _Agreed:
 
 
 def _merged(lists: list[list[tuple[int, float]]], depth: int = CANDIDATES) -> list[tuple[int, float]]:
-    """Shards' rankings of one signal as one: the best `depth` by score, equal scores in row order (top_ranks')."""
+    """Shards' vector rankings as one: the best `depth` by score, equal scores in row order (top_ranks')."""
     return sorted((x for ranked in lists for x in ranked), key=lambda x: (-x[1], x[0]))[:depth]
 
 

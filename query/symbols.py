@@ -18,7 +18,7 @@ from indexer.snapshot.read import whole
 NOT_DEFINITIONS = ("module", "section", "text")  # kinds whose symbol names a file or a heading, not a definition
 _LAST = r"^.*(\.|::)"  # what precedes a qualified name's last part
 _MULTIPLIER = np.uint64(0x100000001B3)  # odd: the polynomial hash's base
-_BLOCK = 1 << 16  # names hashed at a time (the per-byte temporaries of one block: a few MiB)
+_BLOCK_BYTES = 1 << 18  # bytes of names hashed at a time: the cached powers and per-byte temporaries stay a few MiB
 
 
 class SymbolIndex:
@@ -78,8 +78,12 @@ def name_hashes(names: pa.Array) -> np.ndarray:
     does. A block's bytes are weighted by P**(place in the block) at once, and each name's sum is brought back to
     its own start by P**-start (P is odd, so it has an inverse modulo 2**64)."""
     out = np.empty(len(names), dtype=np.uint32)
-    for start in range(0, len(names), _BLOCK):
-        out[start : start + _BLOCK] = _hashed(names.slice(start, _BLOCK))
+    offsets = np.frombuffer(names.buffers()[1], dtype=np.int32)[names.offset : names.offset + len(names) + 1]
+    start = 0
+    while start < len(names):  # blocks of about _BLOCK_BYTES, at least one name (a longer one alone)
+        end = max(start + 1, int(np.searchsorted(offsets, offsets[start] + _BLOCK_BYTES, "right")) - 1)
+        out[start:end] = _hashed(names.slice(start, end - start))
+        start = end
     return out
 
 

@@ -29,6 +29,16 @@ def test_a_name_hashes_alike_wherever_it_lies_in_the_array():
     assert len(set(name_hashes(pa.array([f"name{i}" for i in range(1000)])).tolist())) == 1000
 
 
+def test_names_hashed_in_blocks_hash_as_they_do_alone(monkeypatch):
+    from query import symbols
+
+    names = pa.array([f"defined_{i}" * (1 + i % 5) for i in range(500)] + ["y" * 300, "", "last"])
+    whole = name_hashes(names)
+    monkeypatch.setattr(symbols, "_BLOCK_BYTES", 64)  # many blocks, one longer than a block alone
+    assert name_hashes(names).tolist() == whole.tolist()
+    assert name_hashes(names.slice(7, 300)).tolist() == whole[7:307].tolist()
+
+
 def test_definitions_are_found_under_their_whole_and_last_names():
     symbols = pa.chunked_array([["Command.make_context", None, "make_context", "Mod", "ns::Widget", "", "other"]])
     defines = np.array([True, True, True, False, True, True, True])

@@ -5,7 +5,6 @@ Heavy libraries are imported inside them: importing this module stays cheap."""
 from __future__ import annotations
 
 import functools
-
 import json
 from pathlib import Path
 
