@@ -22,17 +22,12 @@ commit subjects 0.578 -> 0.594.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import logging
 import math
 import re
-import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 
 from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
@@ -77,8 +72,6 @@ NOT_SUBSTANCE_RE = re.compile(
     r"(^|/)test_[^/]*$|_test\.\w+$|\.test\.\w+$|\.spec\.\w+$|\.(md|rst|txt)$",
     re.I,
 )
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -168,9 +161,9 @@ def _first_per_group(groups: np.ndarray, n: int) -> np.ndarray:
 
 def prepare(reader: SnapshotReader) -> None:
     """Load now what every route reads of a snapshot whatever the task: the commit history, each org's
-    files and test-tool repos, the repos' cards and the edges. A long-lived server does it in a thread when
-    it opens a snapshot; otherwise the first route after a start or a swap pays it (1.8 s at 1M chunks,
-    the next route 0.12 s)."""
+    files and test-tool repos, the repos' cards and the edges. A long-lived server does it before a new snapshot
+    serves, and in a thread for the first (query.live); otherwise the first route after a start or a swap pays
+    it (1.8 s at 1M chunks, the next route 0.12 s)."""
     _tests_of(reader)
     _cards_and_edges(reader)
     for org in sorted({r.org for r in reader.manifest.repos}):
@@ -178,32 +171,6 @@ def prepare(reader: SnapshotReader) -> None:
     try:
         history_of(reader)
     except DamagedHistory:  # said where history is asked for
-        pass
-
-
-def prepare_in_thread(reader: SnapshotReader) -> None:
-    """prepare, for a snapshot that starts serving, in a thread: requests meanwhile load what they need
-    themselves. What fails is the first route's to say, in its own words."""
-
-    def run() -> None:
-        try:
-            prepare(reader)
-        except Exception as exc:
-            log.info("routes of snapshot %s were not prepared: %s", reader.snapshot_id, exc)
-        release_freed()
-
-    threading.Thread(target=run, name=f"prepare {reader.snapshot_id}", daemon=True).start()
-
-
-def release_freed() -> None:
-    """Hand the free pages of the heap (glibc's malloc_trim) and of Arrow's allocator back to the system, once a
-    snapshot is open and prepared: what opening it, reading its history and leaving the snapshot it replaces freed
-    would otherwise stay the process's (at 303k chunks a third of a server's anonymous memory; at 3M, 56 MiB of
-    Arrow's alone after reading the history, measured). A C library without malloc_trim keeps its pages."""
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
         pass
 
 

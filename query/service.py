@@ -35,7 +35,8 @@ from query import history
 from query.live import LiveSnapshot
 from query.localize import localize
 from query.reader import SnapshotReader
-from query.route_task import RepoRoute, prepare_in_thread, route
+from query.route_task import RepoRoute, route
+from query.route_task import prepare as route_prepare
 from query.overlays.sessions import OverlayError, OverlayStore, SessionNotFound, SessionStatus, SessionSync
 from query.overlays.pushed import PushedStore
 from query.cursor import CursorError
@@ -147,8 +148,9 @@ class Service:
         self._embedder = embedder
         self._fast: Embedder | None = None  # the configured model's static tier, loaded when a snapshot has it
         self._reranker = None
-        opened = prepare_in_thread if prepare else None
-        self.live = LiveSnapshot(cfg.data_dir, self.model_ids, exact=cfg.exact_search, opened=opened)
+        self.live = LiveSnapshot(
+            cfg.data_dir, self.model_ids, exact=cfg.exact_search, prepare=route_prepare if prepare else None
+        )
         self._lock = threading.Lock()  # the stores: opened in a moment
         self._loading = threading.Lock()  # the embedder and the reranker: loading one takes seconds, and a
         # session call must not wait behind it

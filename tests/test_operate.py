@@ -309,6 +309,7 @@ def test_json_logs_and_a_line_when_the_served_snapshot_changes(two_repos, tmp_pa
             gitrepo.commit(api, {**api_files(), "NEW.md": b"# New\n"})
             run(cfg, show_progress=False)
             httpx.post(f"{base}/v1/search", json={"query": "renew"})
+            _wait_swapped(base, current_id(cfg.data_dir))
         finally:
             proc.terminate()
             proc.wait(10)
@@ -345,6 +346,14 @@ def _wait_ready(base: str, proc) -> None:
             pass
         time.sleep(0.1)
     raise AssertionError("the server never became ready")
+
+
+def _wait_swapped(base: str, snapshot_id: str) -> None:
+    """A server opens and prepares a new snapshot in a thread while the old one answers: wait until it serves."""
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{base}/readyz").json()["snapshot_id"] != snapshot_id:
+        assert time.monotonic() < deadline, f"the server never served {snapshot_id}"
+        time.sleep(0.1)
 
 
 def test_the_every_loop_survives_a_failing_repo_and_keeps_one_record_per_quiet_streak(two_repos):

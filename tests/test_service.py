@@ -1,6 +1,7 @@
 """The query facade and the parts it is made of: the clip store, the live snapshot, the one similarity."""
 
 import logging
+import threading
 
 import pytest
 from dulwich.repo import Repo
@@ -127,6 +128,48 @@ def test_the_live_snapshot_refuses_a_bad_current_keeps_serving_and_swaps_to_a_go
     run(built.cfg, show_progress=False)
     second = live.reader()
     assert second.snapshot_id == current_id(data_dir) != first.snapshot_id and live.reader() is second
+
+
+def test_a_long_lived_server_opens_and_prepares_a_new_snapshot_while_the_old_one_answers(tmp_path, caplog):
+    """With `prepare` (a server's), the request that finds CURRENT moved is answered by the old snapshot at
+    once, as every request is until the new one is open and prepared in a thread; then the new one serves,
+    already prepared. One the thread cannot open is refused, logged, and the old one keeps serving."""
+    built = build_corpus(tmp_path, {"api": {"a.py": b"def first():\n    return 1\n"}})
+    data_dir = built.cfg.data_dir
+    release, prepared = threading.Event(), []
+
+    def prepare(reader):
+        if prepared:  # the first snapshot is prepared at once; a swapped-in one waits for the test
+            assert release.wait(60)
+        prepared.append(reader.snapshot_id)
+
+    live = LiveSnapshot(data_dir, lambda: (HASH_MODEL,), prepare=prepare)
+    first = live.reader()
+    _join(f"prepare {first.snapshot_id}")
+    assert prepared == [first.snapshot_id]
+    gitrepo.commit(Repo(str(tmp_path / "src" / "api")), {"a.py": b"def second():\n    return 2\n"})
+    run(built.cfg, show_progress=False)
+    second_id = current_id(data_dir)
+    assert live.reader() is first and live.reader() is first  # opening and preparing in a thread meanwhile
+    assert f"open {second_id}" in {t.name for t in threading.enumerate()}
+    release.set()
+    _join(f"open {second_id}")
+    second = live.reader()
+    assert second.snapshot_id == second_id and prepared == [first.snapshot_id, second_id]
+
+    (data_dir / "CURRENT").write_text("20990101T000000000000Z-000000", encoding="utf-8")
+    with caplog.at_level(logging.ERROR, logger="query.live"):
+        assert live.reader() is second
+        _join("open 20990101T000000000000Z-000000")
+    assert f"keeping snapshot {second_id}: the new one is refused" in caplog.text
+    assert live.reader() is second and prepared == [first.snapshot_id, second_id]  # not retried at once
+
+
+def _join(name: str) -> None:
+    for thread in threading.enumerate():
+        if thread.name == name:
+            thread.join(60)
+            assert not thread.is_alive(), name
 
 
 def test_a_clip_found_again_is_as_fresh_as_a_new_one():
