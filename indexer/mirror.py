@@ -263,11 +263,12 @@ def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
                 repo.refs.set_symbolic_ref(b"HEAD", branches[0])
 
 
-def sweep(data_dir: Path) -> list[str]:
-    """Delete what interrupted fetches left in the mirrors (git lock files, temporary packs, packs without an
-    index); call only under the index lock, which every writer of a mirror holds."""
+def sweep(data_dir: Path, mirrors: list[Path]) -> list[str]:
+    """Delete what interrupted fetches left in `mirrors` (git lock files, temporary packs, packs without an
+    index) before they are fetched again; call only under the index lock, which every writer of a mirror holds.
+    Only the mirrors a run fetches: a push run's one, not the organisation's (0.7 s a run at 923 mirrors)."""
     removed = []
-    for mirror in sorted((data_dir / MIRRORS_DIR).glob("*/*.git")):
+    for mirror in sorted(m for m in mirrors if m.is_dir()):
         removed += [str(p.relative_to(data_dir)) for p in _sweep_locks(mirror)]
         objects = mirror / "objects"
         before = {*objects.glob("tmp_pack_*"), *(objects / "pack").glob("*.pack")}

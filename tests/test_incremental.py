@@ -242,3 +242,32 @@ def test_a_kill_at_any_point_of_an_incremental_publish_leaves_a_snapshot_that_se
         on_disk = {p.name for p in parts_dir(cfg.data_dir).iterdir()}
         assert on_disk == listed_parts(cfg.data_dir)  # nothing half-written or orphaned stays
     assert at > 10 and current_id(cfg.data_dir) != first
+
+
+def test_a_long_lived_indexer_reads_each_parts_info_once_while_its_file_is_unchanged(two_repos, monkeypatch):
+    """Every run that changes an org reads the info (the edge inputs) of every repo's newest part: a process
+    reads each once (1.2 s of a 2.9 s push run at 923 repos), again only when its part.json is another file,
+    and forgets the parts its base no longer lists as newest."""
+    from indexer.build import work
+
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)  # reads the info of the parts it writes
+    _, base = open_manifest(cfg.data_dir)
+    tools, api_base = (parts_dir(cfg.data_dir) / base.repo("default", name).parts[-1] for name in ("tools", "api"))
+    reads = []
+    real = work.read_part_info
+    monkeypatch.setattr(work, "read_part_info", lambda part: reads.append(part.name) or real(part))
+
+    def changed(days: int) -> tuple[list[str], str]:
+        reads.clear()
+        gitrepo.commit(api, {**api_files(), "src/billing/renew.py": RENEW_PY.replace(b"days=30", b"days=%d" % days)})
+        run(cfg, show_progress=False)
+        return sorted(reads), open_manifest(cfg.data_dir)[1].repo("default", "api").parts[-1]
+
+    read, delta = changed(31)
+    assert read == [delta] and tools.name not in read  # only the part this run wrote
+    assert api_base in work._INFOS  # the newest of this run's base ...
+    (tools / "part.json").write_bytes((tools / "part.json").read_bytes() + b"\n")  # another file, the same info
+    read, delta = changed(32)
+    assert read == sorted([delta, tools.name])
+    assert tools in work._INFOS and api_base not in work._INFOS  # ... forgotten once no base lists it as newest

@@ -167,6 +167,8 @@ def test_a_fetch_killed_at_its_ref_update_costs_one_run_not_the_repo(two_repos):
     assert killed.returncode == -9, killed.stderr
     lock = cfg.data_dir / "mirrors" / "default" / "api.git" / "refs" / "heads" / "main.lock"
     assert lock.exists()
+    pushed = run(cfg, show_progress=False, only={("default", "tools")})  # a push run sweeps what it fetches
+    assert lock.exists() and not any("leftover" in n for n in pushed.notes)
     report = run(cfg, show_progress=False)
     assert not report.failed and report.published
     assert [r.status for r in report.repos] == ["ok", "ok"]

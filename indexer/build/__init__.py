@@ -206,7 +206,7 @@ def _run(
                 w.report.refs = [{"ref": r, "commit_id": c} for r, c in w.refs]
                 w.report.status, w.report.error = before.status, before.error
     t0 = time.monotonic()
-    fetch_refs(cfg, [w for w in work if w.fetched])
+    _leftovers(report, fetch_refs(cfg, [w for w in work if w.fetched]))
     report.seconds["mirror"] = time.monotonic() - t0
     if all(not w.ok for w in work):
         _note(
@@ -225,7 +225,7 @@ def _run(
             return report
         _note(report, f"rebuilding: nothing changed upstream, but snapshot {prev.snapshot_id} is damaged ({problem})")
         base, full = None, True  # history too: the damage may be in its parts
-        fetch_refs(cfg, [w for w in work if not w.fetched])  # a rebuild from scratch scans every repo
+        _leftovers(report, fetch_refs(cfg, [w for w in work if not w.fetched]))  # a rebuild scans every repo
     for w in work:
         w.kept = base is not None and w.ok and at_base(base.manifest, w)
     t0 = time.monotonic()
@@ -266,13 +266,16 @@ def _run(
         cache.close()
 
 
-def fetch_refs(cfg: Config, work: list[RepoWork]) -> None:
+def fetch_refs(cfg: Config, work: list[RepoWork]) -> list[str]:
     """The mirror stage: fetch the repos' mirrors and read the commit each configured ref names there
-    (seconds.mirror covers both; "resolve" in a run's report is call resolution)."""
+    (seconds.mirror covers both; "resolve" in a run's report is call resolution). Returns what interrupted
+    fetches had left in those mirrors, deleted first (mirror.sweep)."""
+    removed = mirror.sweep(cfg.data_dir, [mirror.mirror_path(cfg.data_dir, w.spec) for w in work])
     for w in work:
         w.fetched, w.refs, w.report.refs = True, [], []
     _fetch(cfg, work)
     _read_refs(work)
+    return removed
 
 
 def _fetch(cfg: Config, work: list[RepoWork]) -> None:
@@ -337,8 +340,12 @@ def _note(report: Report, sentence: str) -> None:
 
 
 def _sweep(cfg: Config, report: Report) -> None:
-    """Delete what interrupted runs left (under the lock, on every run, changed or not)."""
-    removed = sweep(cfg.data_dir) + mirror.sweep(cfg.data_dir)
+    """Delete what interrupted runs left in the data dir (under the lock, on every run, changed or not); the
+    mirrors' leftovers are deleted as each is fetched (fetch_refs)."""
+    _leftovers(report, sweep(cfg.data_dir))
+
+
+def _leftovers(report: Report, removed: list[str]) -> None:
     if removed:
         _note(report, f"removed {len(removed)} leftover(s) of interrupted runs: {', '.join(removed)}")
 

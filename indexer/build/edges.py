@@ -231,11 +231,18 @@ def _declared_imports(out: list[dict], counts: dict, inputs: dict[str, dict], ke
     by_name: dict[str, list[int]] = defaultdict(list)
     for i, (_, name, _, _, _) in enumerate(owners):
         by_name[name].append(i)
-    for repo in sorted(inputs):
-        for module, (path, line) in inputs[repo].get("modules", {}).items():
+    met: dict[str, list[int]] = {}  # module -> the owners it may meet: most modules are imported by many repos
+
+    def owners_of(module: str) -> list[int]:
+        if module not in met:
             steps = module.split("/")
             named = {module, module.rpartition(".")[0], *("/".join(steps[:k]) for k in range(1, len(steps)))}
-            for i in sorted(i for n in named for i in by_name.get(n, ())):
+            met[module] = sorted(i for n in named for i in by_name.get(n, ()))
+        return met[module]
+
+    for repo in sorted(inputs):
+        for module, (path, line) in inputs[repo].get("modules", {}).items():
+            for i in owners_of(module):
                 kind, name, owner, where, evidence = owners[i]
                 inside = module.rpartition(".")[0] == name if kind == "java" else module.startswith(name + "/")
                 if owner != repo and (module == name or inside) and kept(path) and kept(where):
