@@ -54,11 +54,19 @@ def _peel_to_commit(repo: Repo, object_id: bytes, what: str) -> Commit:
     return obj
 
 
-def resolve_ref(repo: Repo, ref: str | None, repo_name: str, fix: str | None = None) -> tuple[str, str]:
+def resolve_ref(
+    repo: Repo, ref: str | None, repo_name: str, fix: str | None = None, held: frozenset[str] = frozenset()
+) -> tuple[str, str]:
     """(full ref name or pinned commit_id, commit_id) for a branch, tag, full ref, commit id or the default.
     `fix` is what the message tells to do about a ref that is not there: by default the operator's step (the
-    configured ref is wrong); a reader asking for a ref passes its own (`⟦ref⟧`)."""
+    configured ref is wrong); a reader asking for a ref passes its own (`⟦ref⟧`). `held`: commit ids an index
+    run already read as commits (the last snapshot's): a ref that names one is not read again (opening a pack
+    to read each repo's commit was most of a cron run's mirror stage at 923 repos)."""
     fix = fix or f"fix the repo's ref with 'blobdex repo add {repo_name} URL --ref BRANCH --replace'"
+
+    def commit_id(object_id: bytes, what: str) -> str:
+        return object_id.decode() if object_id.decode() in held else _peel_to_commit(repo, object_id, what).id.decode()
+
     if not ref:
         try:
             target = repo.refs.follow(b"HEAD")[0][-1]
@@ -66,16 +74,13 @@ def resolve_ref(repo: Repo, ref: str | None, repo_name: str, fix: str | None = N
             raise ScanError(f"repo {repo_name!r} has no default branch (HEAD) in its mirror; {fix}") from exc
         if target not in repo.refs:
             raise ScanError(f"repo {repo_name!r}: HEAD points at {target.decode()!r}, which does not exist; {fix}")
-        commit = _peel_to_commit(repo, repo.refs[target], f"ref {target.decode()!r} of repo {repo_name!r}")
-        return target.decode(), commit.id.decode()
+        return target.decode(), commit_id(repo.refs[target], f"ref {target.decode()!r} of repo {repo_name!r}")
     if HEX40_RE.match(ref):
-        commit = _peel_to_commit(repo, ref.encode(), f"commit {ref} of repo {repo_name!r}")
-        return ref, commit.id.decode()
+        return ref, commit_id(ref.encode(), f"commit {ref} of repo {repo_name!r}")
     for candidate in (ref, f"refs/heads/{ref}", f"refs/tags/{ref}"):
         name = candidate.encode()
         if candidate.startswith("refs/") and name in repo.refs:
-            commit = _peel_to_commit(repo, repo.refs[name], f"ref {candidate!r} of repo {repo_name!r}")
-            return candidate, commit.id.decode()
+            return candidate, commit_id(repo.refs[name], f"ref {candidate!r} of repo {repo_name!r}")
     branches = sorted(n.decode()[len("refs/heads/") :] for n in repo.refs.keys() if n.startswith(b"refs/heads/"))
     tags = sorted(n.decode()[len("refs/tags/") :] for n in repo.refs.keys() if n.startswith(b"refs/tags/"))
     raise ScanError(

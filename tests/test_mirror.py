@@ -175,3 +175,20 @@ def test_a_fetch_killed_at_its_ref_update_costs_one_run_not_the_repo(two_repos):
     assert report.repos[0].refs == [{"ref": "refs/heads/main", "commit_id": new}]
     assert any("leftover" in n and "api.git/refs/heads/main.lock" in n for n in report.notes)
     assert not lock.exists()
+
+
+def test_a_ref_that_still_names_the_commit_the_last_snapshot_holds_is_not_read_again(two_repos, monkeypatch):
+    """Reading each repo's commit opened a pack a repo: most of a cron run's mirror stage at 923 repos."""
+    from indexer import scan
+
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+    peeled = []
+    real = scan._peel_to_commit
+    monkeypatch.setattr(
+        scan, "_peel_to_commit", lambda repo, oid, what: peeled.append(oid.decode()) or real(repo, oid, what)
+    )
+    assert run(cfg, show_progress=False).unchanged and peeled == []
+    new = gitrepo.commit(api, {**api_files(), "more.py": b"def more():\n    return 1\n"})
+    report = run(cfg, show_progress=False)
+    assert peeled == [new] and report.repos[0].refs == [{"ref": "refs/heads/main", "commit_id": new}]

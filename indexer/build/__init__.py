@@ -34,7 +34,7 @@ from indexer.errors import BlobdexError
 from indexer.scan import ScanError, resolve_ref, scan_commit
 from indexer.snapshot import Manifest
 from indexer.snapshot.publish import prune, sweep
-from indexer.snapshot.verify import check_oldest, open_check
+from indexer.snapshot.verify import check_oldest, open_check, open_check_kept
 from indexer.versions import TOOLS
 
 __all__ = ["Base", "DiskFull", "LockBusy", "RepoWork", "Run", "RunError", "lock", "run"]
@@ -206,7 +206,7 @@ def _run(
                 w.report.refs = [{"ref": r, "commit_id": c} for r, c in w.refs]
                 w.report.status, w.report.error = before.status, before.error
     t0 = time.monotonic()
-    _leftovers(report, fetch_refs(cfg, [w for w in work if w.fetched]))
+    _leftovers(report, fetch_refs(cfg, [w for w in work if w.fetched], prev))
     report.seconds["mirror"] = time.monotonic() - t0
     if all(not w.ok for w in work):
         _note(
@@ -217,7 +217,7 @@ def _run(
         )
         return report
     if not full and prev is not None and _unchanged(cfg, prev, work, model_id):
-        problem = open_check(prev_path, prev) or check_oldest(cfg.data_dir, prev_path, prev)
+        problem = open_check_kept(cfg.data_dir, prev_path, prev) or check_oldest(cfg.data_dir, prev_path, prev)
         if problem is None:
             report.unchanged = True
             report.snapshot_id = prev.snapshot_id
@@ -266,15 +266,16 @@ def _run(
         cache.close()
 
 
-def fetch_refs(cfg: Config, work: list[RepoWork]) -> list[str]:
+def fetch_refs(cfg: Config, work: list[RepoWork], prev: Manifest | None = None) -> list[str]:
     """The mirror stage: fetch the repos' mirrors and read the commit each configured ref names there
-    (seconds.mirror covers both; "resolve" in a run's report is call resolution). Returns what interrupted
-    fetches had left in those mirrors, deleted first (mirror.sweep)."""
+    (seconds.mirror covers both; "resolve" in a run's report is call resolution); a ref that still names the
+    commit `prev` holds is not read again. Returns what interrupted fetches had left in those mirrors, deleted
+    first (mirror.sweep)."""
     removed = mirror.sweep(cfg.data_dir, [mirror.mirror_path(cfg.data_dir, w.spec) for w in work])
     for w in work:
         w.fetched, w.refs, w.report.refs = True, [], []
     _fetch(cfg, work)
-    _read_refs(work)
+    _read_refs(work, prev)
     return removed
 
 
@@ -294,16 +295,18 @@ def _fetch(cfg: Config, work: list[RepoWork]) -> None:
             )
 
 
-def _read_refs(work: list[RepoWork]) -> None:
+def _read_refs(work: list[RepoWork], prev: Manifest | None) -> None:
     """Read the commit every configured ref of each fetched repo names; a repo with a ref that names none is
     marked stale."""
     for w in work:
         if not w.ok:
             continue
+        before = prev.repo(*w.spec.key) if prev else None
+        held = frozenset(r.commit_id for r in before.refs) if before else frozenset()
         try:
             with mirror.open_mirror(w.mirror_path) as repo:
                 for ref in w.spec.refs or (None,):
-                    w.refs.append(resolve_ref(repo, ref, w.spec.name))
+                    w.refs.append(resolve_ref(repo, ref, w.spec.name, held=held))
         except (ScanError, mirror.MirrorError) as exc:
             _mark_stale(w, str(exc))
         except Exception as exc:  # corrupt objects in a mirror: this repo only
