@@ -120,9 +120,18 @@ def _tests_of(reader: SnapshotReader) -> np.ndarray:
     return reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))
 
 
-def _cards_and_edges(reader: SnapshotReader) -> tuple[dict, list[dict]]:
-    """The repos' card vectors and the coupling edges, read once a snapshot."""
-    return reader.cached("route", lambda: (_cards(reader), read_graph(reader.path, "edges").to_pylist()))
+def _cards_and_edges(reader: SnapshotReader) -> tuple[dict, dict[tuple[str, str], list[dict]]]:
+    """The repos' card vectors, and the coupling edges touching each repo by (org, repo), read once a snapshot
+    (each route's repos found theirs in a pass over every edge: repos times edges)."""
+
+    def load() -> tuple[dict, dict]:
+        touching = defaultdict(list)
+        for e in read_graph(reader.path, "edges").to_pylist():
+            for repo in dict.fromkeys((e["from_repo"], e["to_repo"])):
+                touching[e["org"], repo].append(e)
+        return _cards(reader), dict(touching)
+
+    return reader.cached("route", load)
 
 
 def _best_per_group(groups: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
@@ -242,7 +251,7 @@ def repo_routes(
 
 
 def _repo_route(
-    reader: SnapshotReader, org: str, repo: str, cands: list, vector: np.ndarray, cards: dict, edges: list
+    reader: SnapshotReader, org: str, repo: str, cands: list, vector: np.ndarray, cards: dict, edges: dict
 ) -> RepoRoute:
     """One repo's route from its best candidates (row, relevance), best first."""
     scores = [max(s, 0.0) for _, s in cands]
@@ -261,7 +270,7 @@ def _repo_route(
     signals["substance"] = 1.0 if substantial / len(evidence_rows) >= SUBSTANCE_MIN_SHARE else SUBSTANCE_FACTOR
     score *= signals["substance"]
     evidence_files = {reader.col["path"][r] for r in evidence_rows}
-    touching = [e for e in edges if e["org"] == org and repo in (e["from_repo"], e["to_repo"])]
+    touching = edges.get((org, repo), [])
     here = [
         e
         for e in touching

@@ -541,3 +541,27 @@ def test_go_npm_and_java_imports_meet_the_repo_that_declares_them_at_a_path_boun
         ("github.com/acme/lib", "cmd/main.go", "go.mod"),
         ("github.com/acme/lib", "cmd/root.go", "go.mod"),
     ]
+
+
+def test_a_route_carries_the_edges_touching_its_repo_and_those_at_its_evidence(services):
+    """route_task reads the edges once a snapshot, by repo: each route counts every edge of the org touching its
+    repo (either end) and carries, in the graph's order, those whose end in it is a file of its evidence."""
+    from indexer.embed import HashEmbedder
+    from query.reader import SnapshotReader
+    from query.route_task import route
+
+    cfg, _, _, edges = services
+    reader = SnapshotReader(cfg.data_dir)
+    routes = route(reader, HashEmbedder(), "create an order and charge the payment", limit=5)
+    assert routes and any(r.edges for r in routes)
+    for r in routes:
+        touching = [e for e in edges if e["org"] == r.org and r.repo in (e["from_repo"], e["to_repo"])]
+        assert r.edges_total == len(touching) and r.edges == [e for e in touching if e in r.edges]
+        shown = {e["path"] for e in r.evidence}  # the evidence answered: the first of the files edges are kept at
+        at_shown = [
+            e
+            for e in touching
+            if (e["from_repo"] == r.repo and e["from_path"] in shown)
+            or (e["to_repo"] == r.repo and e["to_path"] in shown)
+        ]
+        assert all(e in r.edges for e in at_shown)
