@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from indexer.languages import category
 from query.approximate import open_approximate
+from query.pages import will_need
 from query.symbols import NOT_DEFINITIONS, SymbolIndex, name_key
 from indexer.snapshot.ann import read_codes
 from indexer.snapshot.grams import Grams, GramsError
@@ -191,12 +192,17 @@ class Vectors:
         rows, scores = [np.zeros(0, np.int64)], [np.zeros(0, np.float32)]
         asked = np.flatnonzero(mask)  # one pass: a part's own pass cost 0.3 ms a part, 0.29 s at 934 parts
         bounds = np.searchsorted(asked, self.offsets)
+        each = []  # (part, its rows asked, whether its whole matrix is scored)
         for p in np.flatnonzero(np.diff(bounds)).tolist():
-            matrix, start = self.matrices[p], int(self.offsets[p])
-            local = asked[bounds[p] : bounds[p + 1]] - start
-            whole = len(local) * GATHER_SHARE >= len(matrix)
-            scores.append((matrix @ queries.T).max(axis=1)[local] if whole else (matrix[local] @ queries.T).max(axis=1))
-            rows.append(local + start)
+            local = asked[bounds[p] : bounds[p + 1]] - int(self.offsets[p])
+            each.append((p, local, len(local) * GATHER_SHARE >= len(self.matrices[p])))
+            if not each[-1][2]:  # every gathered part's pages asked for before the first is read (query.pages)
+                will_need(self.matrices[p], local)
+        for p, local, in_full in each:
+            matrix = self.matrices[p]
+            scored = (matrix @ queries.T).max(axis=1)[local] if in_full else (matrix[local] @ queries.T).max(axis=1)
+            scores.append(scored)
+            rows.append(local + int(self.offsets[p]))
         return np.concatenate(rows), np.concatenate(scores).astype(np.float32, copy=False)
 
     def __getitem__(self, rows) -> np.ndarray:
@@ -206,7 +212,11 @@ class Vectors:
         out = np.empty((len(rows), self.dim), dtype=np.float32)
         which = np.searchsorted(self.offsets, rows, side="right") - 1
         order = np.argsort(which, kind="stable")  # the rows of each part together: one slice a part
-        for chosen in np.split(order, np.flatnonzero(np.diff(which[order])) + 1) if len(rows) else ():
+        groups = np.split(order, np.flatnonzero(np.diff(which[order])) + 1) if len(rows) else []
+        for chosen in groups if len(rows) > 1 else ():  # every part's pages asked for before one is read
+            p = which[chosen[0]]
+            will_need(self.matrices[p], rows[chosen] - self.offsets[p])
+        for chosen in groups:
             p = which[chosen[0]]
             out[chosen] = self.matrices[p][rows[chosen] - self.offsets[p]]
         return out

@@ -1,0 +1,51 @@
+"""query.pages: a gather over mapped matrices asks the kernel for every row's pages, page-aligned, before it reads."""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+from query import pages
+from query.reader import Vectors
+
+
+def _mapped(tmp_path, name: str, rows: int, dim: int, seed: int) -> np.ndarray:
+    path = tmp_path / name
+    np.random.default_rng(seed).random((rows, dim), dtype=np.float32).tofile(path)
+    return np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
+
+
+def _covered(asked: list[tuple[int, int]], matrix: np.ndarray, row: int) -> bool:
+    start = matrix.ctypes.data + row * matrix.strides[0]
+    return any(a <= start and start + matrix.strides[0] <= a + n for a, n in asked)
+
+
+def test_every_row_of_a_gather_across_parts_is_asked_for_page_aligned_and_the_rows_are_unchanged(tmp_path, monkeypatch):
+    matrices = [_mapped(tmp_path, f"part{i}.f32", rows, 384, i) for i, rows in enumerate((10, 3000, 2500))]
+    offsets = np.cumsum([0] + [len(m) for m in matrices])
+    vectors = Vectors(matrices, offsets, 384)
+    wanted = np.array([2500, 7, 3100, 10, 5509, 9, 12], dtype=np.int64)  # positions in every part, unsorted
+    expected = np.concatenate(matrices)[wanted]
+
+    asked: list[tuple[int, int]] = []
+    real = pages._MADVISE
+    monkeypatch.setattr(pages, "_MADVISE", lambda start, n, advice: asked.append((start, n)) or real(start, n, advice))
+    assert np.array_equal(vectors[wanted], expected)
+    assert asked and all(start % mmap.PAGESIZE == 0 for start, _ in asked)
+    which = np.searchsorted(offsets, wanted, side="right") - 1
+    for position, p in zip(wanted.tolist(), which.tolist()):
+        assert _covered(asked, matrices[p], position - int(offsets[p])), position
+
+    asked.clear()  # scoring a few rows of each part gathers them too
+    mask = np.zeros(len(vectors), dtype=bool)
+    mask[wanted] = True
+    query = np.ones((1, 384), dtype=np.float32)
+    rows, scores = vectors.scored(query, mask)
+    assert sorted(rows.tolist()) == sorted(wanted.tolist())
+    assert np.allclose(scores, (np.concatenate(matrices)[rows] @ query.T).max(axis=1))
+    gathered = [(position, p) for position, p in zip(wanted.tolist(), which.tolist()) if p]  # part 0: scored whole
+    assert all(_covered(asked, matrices[p], position - int(offsets[p])) for position, p in gathered)
+
+    monkeypatch.setattr(pages, "_MADVISE", None)  # no C library to ask: the same rows
+    assert np.array_equal(vectors[wanted], expected)
