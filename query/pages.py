@@ -32,15 +32,14 @@ def _madvise():
 _MADVISE = _madvise()
 
 
-def will_need(matrix: np.ndarray, rows: np.ndarray) -> None:
-    """Ask for the pages holding `rows` of `matrix` (a C-contiguous array, usually a view of a mapped file) before
-    they are read. A gather over several matrices (a snapshot's parts) asks for every one's rows first: the reads
-    overlap only if none is touched before all are asked for. Without a C library rows fault as they come; the
-    advice never fails a read."""
-    if _MADVISE is None or not len(rows) or not matrix.flags.c_contiguous:
+def will_need(starts: np.ndarray, length: int) -> None:
+    """Ask for the pages holding `length` bytes at each address in `starts` (of a mapped file, usually) before they
+    are read. A gather over several files (a snapshot's parts) asks for all of them at once: reads overlap only if
+    none is touched before every one is asked for. Without a C library rows fault as they come; the advice never
+    fails a read."""
+    if _MADVISE is None or not len(starts):
         return
-    stride = matrix.strides[0]
-    starts = matrix.ctypes.data + np.unique(np.asarray(rows, dtype=np.int64)) * stride
+    starts = np.unique(np.asarray(starts, dtype=np.int64))
     first = starts - starts % mmap.PAGESIZE  # madvise takes page-aligned addresses
-    for start, length in zip(first.tolist(), (starts + stride - first).tolist()):
-        _MADVISE(start, length, MADV_WILLNEED)
+    for start, size in zip(first.tolist(), (starts + length - first).tolist()):
+        _MADVISE(start, size, MADV_WILLNEED)
