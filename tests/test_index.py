@@ -332,3 +332,27 @@ def test_a_runs_peak_memory_is_its_own_not_that_of_the_process_that_started_it()
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert 0 < int(child.stdout) < 300, child.stdout  # a fresh interpreter, not the 400 MiB its parent holds
     del held
+
+
+def test_repos_new_to_the_index_past_run_files_are_built_in_batches_each_a_snapshot(two_repos, tmp_path):
+    """A run holds each new chunk's rows until it writes, so repos no snapshot holds yet are built a batch of
+    about `run_files` files at a time (never fewer than one repo), each batch published: one report says it all,
+    and the last snapshot holds what one run builds."""
+    cfg, _, _ = two_repos
+    report = run(replace(cfg, run_files=1), show_progress=False)
+    first, last = (x["snapshot_id"] for x in report.snapshots)
+    assert report.published and report.snapshot_id == last == current_id(cfg.data_dir) and report.deferred == []
+    assert [r.name for r in open_manifest(cfg.data_dir, first)[1].repos] == ["api"]  # the first batch: one repo
+    assert [r.name for r in open_manifest(cfg.data_dir, last)[1].repos] == ["api", "tools"]
+    assert [r.name for r in report.repos] == ["api", "tools"] and not report.failed
+    assert any("1 left for the next" in n and "run_files = 1" in n for n in report.notes)
+    assert verify(cfg.data_dir, first)[1] == [] and verify(cfg.data_dir, last)[1] == []
+    assert run(replace(cfg, run_files=1), show_progress=False).unchanged
+
+    whole = run(replace(cfg, data_dir=tmp_path / "whole"), show_progress=False)  # the same repos in one run
+    assert len(whole.snapshots) == 1 and whole.chunks == report.chunks
+
+    def rows(data_dir):
+        return sorted(zip(*(SnapshotReader(data_dir).rows.column(c).to_pylist() for c in ("repo", "path", "text"))))
+
+    assert rows(cfg.data_dir) == rows(tmp_path / "whole")

@@ -101,6 +101,10 @@ def run(
         report = Report(model=embedder.model_id if embedder else model_id_for(cfg.model))
         try:
             _run(cfg, full, embedder, show_progress, report, only)
+            while report.deferred and report.published:  # the next batch of repos new to the index
+                earlier, report = report, Report(model=report.model)
+                _run(cfg, False, embedder, show_progress, report, only)
+                report.after(earlier)
             if cfg.store:
                 _upload(cfg, report)
         except BaseException as exc:
@@ -231,6 +235,16 @@ def _run(
     t0 = time.monotonic()
     scan_stage([w for w in work if w.ok and not w.kept])
     report.seconds["scan"] = time.monotonic() - t0
+    later = deferred(cfg, prev, work)
+    if later:
+        work = [w for w in work if w.spec.key not in later]
+        report.repos = [w.report for w in work]
+        report.deferred = [f"{org}/{name}" for org, name in sorted(later)]
+        _note(
+            report,
+            f"{len(work)} repos in this batch, {len(later)} left for the next: the repos new to the index hold more "
+            f"than run_files = {cfg.run_files} files to chunk, and a run holds a new chunk's rows until it writes",
+        )
 
     cache = Cache(cfg.data_dir / "cache")
     cluster = Cluster(cfg.cluster, cfg.cluster_workers) if cfg.cluster else None  # Ray starts on first use
@@ -264,6 +278,20 @@ def _run(
                 f"length) were computed again; nothing damaged was published"
             )
         cache.close()
+
+
+def deferred(cfg: Config, prev: Manifest | None, work: list[RepoWork]) -> set[tuple[str, str]]:
+    """The repos no snapshot holds yet that this run leaves for its next batch: in config order, the first whose
+    files to chunk (distinct blobs) take the batch past `run_files` and every one after it (never the first). A
+    run holds each new chunk's rows until it writes (6-9 KB a chunk measured: one run of a 10M-chunk organisation
+    would need 60-90 GB); a repo the previous snapshot holds is never deferred, so a rebuild stays one snapshot."""
+    new = [w for w in work if w.ok and not w.kept and (prev is None or prev.repo(*w.spec.key) is None)]
+    total = 0
+    for i, w in enumerate(new):
+        total += len({f.blob_id for s in w.scans for f in s.files if f.skip is None})
+        if i and total > cfg.run_files:
+            return {x.spec.key for x in new[i:]}
+    return set()
 
 
 def fetch_refs(cfg: Config, work: list[RepoWork], prev: Manifest | None = None) -> list[str]:

@@ -80,6 +80,19 @@ class Report:
     # Distributed indexing (config `cluster`): the cluster's address and workers and the work it did (blobs
     # prepared, texts embedded); None when the run did all its work here (indexer.build.cluster.Cluster.summary).
     cluster: dict | None = None
+    # Repos ("org/name") not yet in any snapshot that this run left for its next batch (config `run_files`).
+    deferred: list[str] = field(default_factory=list)
+
+    def after(self, earlier: "Report") -> None:
+        """Take in what the batches before this one did (one report for the run): every snapshot they published,
+        their notes, seconds and the work they counted; the totals stay this batch's, the last snapshot's."""
+        self.previous_snapshot_id = earlier.previous_snapshot_id
+        self.snapshots[:0] = earlier.snapshots
+        self.notes[:0] = earlier.notes
+        for stage, seconds in earlier.seconds.items():
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+        for counted in ("blobs", "blobs_new", "chunks_embedded", "commits_read", "calls_resolved_again"):
+            setattr(self, counted, getattr(self, counted) + getattr(earlier, counted))
 
     @property
     def failed(self) -> bool:
@@ -123,6 +136,7 @@ class Report:
             "store": self.store,
             "store_error": self.store_error,
             "cluster": self.cluster,
+            "deferred": self.deferred,
             "notes": self.notes,
         }
 
