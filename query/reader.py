@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from indexer.languages import category
 from query.approximate import open_approximate
-from query.pages import will_need
+from query.pages import Layout, will_need, will_read
 from query.symbols import NOT_DEFINITIONS, SymbolIndex, name_key
 from indexer.snapshot.ann import read_codes
 from indexer.snapshot.grams import Grams, GramsError
@@ -151,6 +151,11 @@ class PartView:
 
     def __len__(self) -> int:
         return self.rows.num_rows
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """Where its rows' values lie in the mapped file, for asking for their pages (query.pages)."""
+        return Layout(self.rows)
 
     def superseded(self, covered: frozenset[str]) -> np.ndarray:
         """Which rows a later part of the repo replaces."""
@@ -405,6 +410,13 @@ class SnapshotReader:
             mask[parents[hit]] = True
             masks.append(mask)
         return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
+
+    def will_read(self, rows) -> None:
+        """Ask for the pages of rows (positions) about to be read one by one, every part's at once (query.pages)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        which = np.searchsorted(self.offsets, rows, side="right") - 1
+        parts = np.unique(which).tolist()
+        will_read([(self.parts[p].layout, (rows[which == p] - self.offsets[p]).tolist()) for p in parts])
 
     def row(self, row: int) -> dict:
         part, _, local = self._locate(row)

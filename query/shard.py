@@ -211,8 +211,9 @@ class Shard:
         """The rows `wanted` as (position in the whole snapshot, fused signals) as hits with their snippets and
         whole texts, in that order; a hit's `row` is the row's id."""
         reader = self.reader(snapshot_id)
-        out = []
-        for (where, signals), position in zip(wanted, _own(reader, [w for w, _ in wanted]).tolist()):
+        out, positions = [], _own(reader, [w for w, _ in wanted])
+        reader.will_read(positions[positions >= 0])
+        for (where, signals), position in zip(wanted, positions.tolist()):
             if position < 0:
                 raise ShardMismatch(f"shard {self.index} of {self.count} holds no row at {where}: ask again")
             hit = snapshot_hit(reader, position, dict(signals), req)

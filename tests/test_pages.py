@@ -49,3 +49,40 @@ def test_every_row_of_a_gather_across_parts_is_asked_for_page_aligned_and_the_ro
 
     monkeypatch.setattr(pages, "_MADVISE", None)  # no C library to ask: the same rows
     assert np.array_equal(vectors[wanted], expected)
+
+
+def test_the_pages_asked_for_a_tables_rows_hold_every_value_those_rows_read(tmp_path, monkeypatch):
+    """Each row's fixed-width values, strings and lists of strings lie in the ranges asked for (read back from
+    those very addresses), asked page-aligned, in rounds: offsets first, then what they point at."""
+    import ctypes
+
+    import pyarrow as pa
+
+    n = 5000
+    table = pa.table(
+        {
+            "row": pa.array(range(n), pa.int64()),
+            "line": pa.array([i % 977 for i in range(n)], pa.int32()),
+            "path": [f"src/pkg{i % 13}/module_{i}.py" for i in range(n)],
+            "refs": [[f"name_{i}_{k}" for k in range(i % 4)] for i in range(n)],
+            "text": [f"def f{i}():\n" + "    return 1\n" * (i % 50) for i in range(n)],
+        }
+    )
+    path = tmp_path / "rows.arrow"
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    mapped = pa.ipc.open_file(pa.memory_map(str(path))).read_all().slice(7)  # a slice: offsets count from it
+    rounds: list[list[tuple[int, int]]] = [[]]
+    real = pages._ask
+    monkeypatch.setattr(pages, "_ask", lambda ranges: rounds.append(list(ranges)) or real(ranges))
+    asked: list[tuple[int, int]] = []
+    monkeypatch.setattr(pages, "_MADVISE", lambda start, size, advice: asked.append((start, size)) or 0)
+    rows = [0, 1, 2500, 4990]
+    pages.will_read([(pages.Layout(mapped), rows)])
+    assert len(rounds) == 4 and all(start % mmap.PAGESIZE == 0 for start, _ in asked)
+    held = b"\0".join(ctypes.string_at(start, size) for start, size in asked)
+    for row in rows:
+        value = mapped.slice(row, 1).to_pylist()[0]
+        assert value["text"].encode() in held and value["path"].encode() in held
+        assert all(ref.encode() in held for ref in value["refs"])
+        assert np.int64(value["row"]).tobytes() in held and np.int32(value["line"]).tobytes() in held

@@ -152,6 +152,7 @@ def candidates(
     best = rank(reader, embedder, req, overlay, mask=mask, known=known)
     if limit is not None:
         best = best[: max(limit, RERANK_POOL) if rerank else limit]
+    reader.will_read([key for key, _ in best if not isinstance(key, OverlayKey)])
     hits = [
         overlay_hit(overlay, key.index, signals, req)
         if isinstance(key, OverlayKey)
