@@ -345,7 +345,8 @@ def test_repos_new_to_the_index_past_run_files_are_built_in_batches_each_a_snaps
     assert [r.name for r in open_manifest(cfg.data_dir, first)[1].repos] == ["api"]  # the first batch: one repo
     assert [r.name for r in open_manifest(cfg.data_dir, last)[1].repos] == ["api", "tools"]
     assert [r.name for r in report.repos] == ["api", "tools"] and not report.failed
-    assert any("1 left for the next" in n and "run_files = 1" in n for n in report.notes)
+    said = "left 1 of the repos new to the index for the next batch"
+    assert any(said in n and "run_files = 1" in n for n in report.notes)
     assert verify(cfg.data_dir, first)[1] == [] and verify(cfg.data_dir, last)[1] == []
     assert run(replace(cfg, run_files=1), show_progress=False).unchanged
 

@@ -235,16 +235,7 @@ def _run(
     t0 = time.monotonic()
     scan_stage([w for w in work if w.ok and not w.kept])
     report.seconds["scan"] = time.monotonic() - t0
-    later = deferred(cfg, prev, work)
-    if later:
-        work = [w for w in work if w.spec.key not in later]
-        report.repos = [w.report for w in work]
-        report.deferred = [f"{org}/{name}" for org, name in sorted(later)]
-        _note(
-            report,
-            f"{len(work)} repos in this batch, {len(later)} left for the next: the repos new to the index hold more "
-            f"than run_files = {cfg.run_files} files to chunk, and a run holds a new chunk's rows until it writes",
-        )
+    work = _this_batch(cfg, prev, work, report)
 
     cache = Cache(cfg.data_dir / "cache")
     cluster = Cluster(cfg.cluster, cfg.cluster_workers) if cfg.cluster else None  # Ray starts on first use
@@ -278,6 +269,22 @@ def _run(
                 f"length) were computed again; nothing damaged was published"
             )
         cache.close()
+
+
+def _this_batch(cfg: Config, prev: Manifest | None, work: list[RepoWork], report: Report) -> list[RepoWork]:
+    """The repos this run builds: all but those `deferred` leaves for the next batch (named in the report)."""
+    later = deferred(cfg, prev, work)
+    if not later:
+        return work
+    report.deferred = [f"{org}/{name}" for org, name in sorted(later)]
+    _note(
+        report,
+        f"left {len(later)} of the repos new to the index for the next batch: together they hold more than "
+        f"run_files = {cfg.run_files} files to chunk, and a run holds a new chunk's rows until it writes",
+    )
+    work = [w for w in work if w.spec.key not in later]
+    report.repos = [w.report for w in work]
+    return work
 
 
 def deferred(cfg: Config, prev: Manifest | None, work: list[RepoWork]) -> set[tuple[str, str]]:
