@@ -4,6 +4,7 @@ exactly what a rebuild from scratch holds; a kill at any point of a publish leav
 from __future__ import annotations
 
 import multiprocessing
+from dataclasses import replace
 import os
 
 import duckdb
@@ -271,3 +272,38 @@ def test_a_long_lived_indexer_reads_each_parts_info_once_while_its_file_is_uncha
     read, delta = changed(32)
     assert read == sorted([delta, tools.name])
     assert tools in work._INFOS and api_base not in work._INFOS  # ... forgotten once no base lists it as newest
+
+
+@pytest.mark.parametrize("share", [1.0, 0.0])
+def test_a_lexical_index_with_many_deleted_documents_is_written_whole(two_repos, tmp_path, monkeypatch, share):
+    """Tantivy counts a deleted document in BM25's document frequencies until it merges the segment: a run whose
+    base index would hold more than LEXICAL_REWRITE_SHARE of deleted documents writes it whole, as a rebuild from
+    scratch would (share 0: always; share 1: never, and the deleted documents stay)."""
+    import json
+
+    import tantivy
+
+    from indexer.build import assemble
+
+    monkeypatch.setattr(assemble, "LEXICAL_REWRITE_SHARE", share)
+    cfg, api, _ = two_repos
+    run(cfg, show_progress=False)
+    gitrepo.commit(api, {**api_files(), "src/billing/renew.py": CHANGED})
+    run(cfg, show_progress=False)
+    fresh = run(replace(cfg, data_dir=tmp_path / "fresh"), show_progress=False)  # the same commits from scratch
+
+    def lexical(data_dir):
+        path = snapshots_dir(data_dir) / current_id(data_dir) / LEXICAL_DIR
+        deleted = sum(
+            (s.get("deletes") or {}).get("num_deleted_docs", 0)
+            for s in json.loads((path / "meta.json").read_text())["segments"]
+        )
+        return deleted, tantivy.Index.open(str(path)).searcher().doc_freq("content", "renew")
+
+    assert lexical(tmp_path / "fresh")[0] == 0 and fresh.published
+    deleted, frequency = lexical(cfg.data_dir)
+    if share == 0.0:
+        assert (deleted, frequency) == lexical(tmp_path / "fresh")
+    else:
+        assert deleted > 0 and frequency > lexical(tmp_path / "fresh")[1]
+    assert verify(cfg.data_dir)[1] == []

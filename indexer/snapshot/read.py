@@ -29,7 +29,7 @@ from indexer.snapshot.format import (
 from indexer.snapshot.ann import CODES
 from indexer.snapshot.grams import GRAMS
 from indexer.snapshot.legacy import read_lance_chunks
-from indexer.snapshot.manifest import HistoryInfo, Manifest, PartInfo, PartRef, open_manifest
+from indexer.snapshot.manifest import HistoryInfo, Manifest, PartInfo, PartRef, RepoState, open_manifest
 from indexer.snapshot.schemas import HISTORY_SCHEMAS, PART_FILES_SCHEMA, TABLE_SCHEMAS, cards_schema, chunk_schema
 
 
@@ -55,10 +55,14 @@ def parts_of(snapshot_dir: Path, manifest: Manifest, repos: set[tuple[str, str]]
     if manifest.format_version < 3:
         return [PartRef(None, snapshot_dir, frozenset())]
     root = parts_dir(data_dir_of(snapshot_dir))
+    return repo_parts(root, [r for r in manifest.repos if repos is None or (r.org, r.name) in repos])
+
+
+def repo_parts(root: Path, states: list[RepoState]) -> list[PartRef]:
+    """The parts of `states` under the parts folder `root`, as parts_of lists them (a run's, before its
+    manifest is written)."""
     refs = []
-    for repo in manifest.repos:
-        if repos is not None and (repo.org, repo.name) not in repos:
-            continue
+    for repo in states:
         covered: frozenset[str] = frozenset()
         found = []
         for part_id in reversed(repo.parts):

@@ -4,10 +4,11 @@ views."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -146,12 +147,17 @@ def _aside(data_dir: Path) -> Iterator[tuple[str, Path]]:
 
 
 def write_lexical(
-    built: Path, base: Path | None, drop_rows: list[int], drop_repos: list[tuple[str, str]], add: pa.Table, progress
+    built: Path,
+    base: Path | None,
+    drop_rows: list[int],
+    drop_repos: list[tuple[str, str]],
+    add: pa.Table | Iterable[pa.Table],
+    progress,
 ) -> None:
     """The snapshot's Tantivy index: `base`'s (another snapshot's lexical/) copied by hard links, its documents of
-    `drop_rows` and of `drop_repos` deleted and `add`'s rows (row, org, repo, path, symbol, text) added; or, with
-    no base, a new index of `add`. Tantivy writes new segment and deletion files and replaces meta.json by
-    rename, so the base's files are never changed."""
+    `drop_rows` and of `drop_repos` deleted and `add`'s rows (row, org, repo, path, symbol, text; a table, or
+    tables read one at a time) added; or, with no base, a new index of `add`. Tantivy writes new segment and
+    deletion files and replaces meta.json by rename, so the base's files are never changed."""
     index = _index_from(built / LEXICAL_DIR, lexical_schema(), base)
     writer = index.writer(heap_size=TANTIVY_HEAP_BYTES, num_threads=1)
     schema = index.schema
@@ -159,9 +165,20 @@ def write_lexical(
         ids = drop_rows[start : start + DELETE_BATCH]
         writer.delete_documents_by_query(tantivy.Query.term_set_query(schema, "row", ids))
     _drop_repos(writer, schema, drop_repos)
-    _add_documents(writer, add, progress)
+    for table in [add] if isinstance(add, pa.Table) else add:
+        _add_documents(writer, table, progress)
     writer.commit()
     writer.wait_merging_threads()
+
+
+def deleted_share(lexical: Path, dropping: int, adding: int) -> float:
+    """The share of a Tantivy index's documents that would be deleted ones once `dropping` more are deleted and
+    `adding` added: a deleted document stays in its segment (its postings walked, its term counted in BM25's
+    document frequencies) until Tantivy merges the segment, which tantivy-py cannot ask for."""
+    segments = json.loads((lexical / "meta.json").read_text(encoding="utf-8"))["segments"]
+    held = sum(s["max_doc"] for s in segments)
+    deleted = sum((s.get("deletes") or {}).get("num_deleted_docs", 0) for s in segments)
+    return (deleted + dropping) / max(held + adding, 1)
 
 
 def _index_from(path: Path, schema, base: Path | None):
