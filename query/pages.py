@@ -3,7 +3,7 @@
 A page fault in a memory-mapped file reads ahead a window meant for sequential reads, and waits for it: a gather
 of rows scattered over a large file that the page cache does not hold pays one such read a row, one after another.
 Gathering 1,000 float vectors at random from the 15 GB of a 10M-chunk snapshot took 3.9 s with a cold page cache
-on this project's 2-core VM, and 17 ms when the rows' pages were asked for first (the kernel reads just those
+on this project's 2-core VM, and 26-34 ms when the rows' pages were asked for first (the kernel reads just those
 pages, all at once). For pages already in memory the advice costs its system call, about 2 µs a row.
 """
 
@@ -78,8 +78,8 @@ def will_read(parts: list[tuple[Layout, list[int]]]) -> None:
     """Ask for the pages of rows of mapped Arrow tables (each part's layout, and its rows) before they are read one
     by one (a search's hits), in three rounds that each ask for every part's at once: each fixed-width value and
     the offsets of each string and list of strings; then the offsets of those lists' strings; then every string's
-    bytes. 100 rows of a 10M-chunk snapshot with a cold page cache: 570 ms read as they came, about 35 ms asked
-    for first; with their pages in memory already, a few ms. Columns of other types fault as they come."""
+    bytes. 100 rows of a 10M-chunk snapshot with a cold page cache: 570 ms read as they came, about 25 ms asked
+    for first; with their pages in memory already, about 4.5 ms. Columns of other types fault as they come."""
     if _MADVISE is None:
         return
     first: list[tuple[int, int]] = []  # (address, bytes) asked for in each round
