@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,16 +105,28 @@ def client_for(url: str, **credentials):
     return client, path
 
 
+_QUIET = {"fetches": 0, "level": logging.NOTSET}  # fetches under way, and urllib3's level before the first
+_QUIET_LOCK = threading.Lock()
+_REPACKING = threading.Lock()  # one repack at a time: each reads a mirror's packs into memory
+
+
 @contextmanager
 def quiet_retries():
-    """urllib3 logs what it retries as warnings: while talking to a remote, only its errors reach the log."""
+    """urllib3 logs what it retries as warnings: while talking to a remote, only its errors reach the log. Fetches
+    run side by side (indexer/build: FETCH_THREADS), so the first to start quiets it and the last to end restores."""
     pool = logging.getLogger("urllib3.connectionpool")
-    level = pool.level
-    pool.setLevel(logging.ERROR)
+    with _QUIET_LOCK:
+        if not _QUIET["fetches"]:
+            _QUIET["level"] = pool.level
+            pool.setLevel(logging.ERROR)
+        _QUIET["fetches"] += 1
     try:
         yield
     finally:
-        pool.setLevel(level)
+        with _QUIET_LOCK:
+            _QUIET["fetches"] -= 1
+            if not _QUIET["fetches"]:
+                pool.setLevel(_QUIET["level"])
 
 
 def fetch(data_dir: Path, spec: RepoSpec) -> Path:
@@ -227,7 +240,8 @@ def _repack_if_needed(path: Path) -> None:
                 )
                 return
             started = time.monotonic()
-            objects = repo.object_store.repack()
+            with _REPACKING:
+                objects = repo.object_store.repack()
             log.info(
                 "repacked mirror %s: %d packs, %d objects, %.1f s", path, packs, objects, time.monotonic() - started
             )

@@ -192,3 +192,48 @@ def test_a_ref_that_still_names_the_commit_the_last_snapshot_holds_is_not_read_a
     new = gitrepo.commit(api, {**api_files(), "more.py": b"def more():\n    return 1\n"})
     report = run(cfg, show_progress=False)
     assert peeled == [new] and report.repos[0].refs == [{"ref": "refs/heads/main", "commit_id": new}]
+
+
+def test_a_run_fetches_several_remotes_at_once(tmp_path):
+    """A cron run over an organisation's remotes waited on each in turn; FETCH_THREADS fetch side by side (the
+    server sees requests overlap) and every mirror ends at its remote's commit."""
+    import threading
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIServer, make_server
+
+    from dulwich.server import DictBackend
+    from dulwich.web import make_wsgi_chain
+
+    from tests.corpus import write_config
+    from tests.servers import QuietHandler
+
+    upstreams, commits = {}, []
+    for i in range(4):
+        upstreams[f"/r{i}"] = gitrepo.init(tmp_path / f"up{i}", bare=True)
+        commits.append(gitrepo.commit(upstreams[f"/r{i}"], {"a.py": b"def f%d():\n    return %d\n" % (i, i)}))
+    app, lock, seen = make_wsgi_chain(DictBackend(upstreams)), threading.Lock(), {"now": 0, "most": 0}
+
+    def slow(environ, start_response):  # each request lasts a remote's round trip, so fetches at once overlap
+        with lock:
+            seen["now"] += 1
+            seen["most"] = max(seen["most"], seen["now"])
+        try:
+            threading.Event().wait(0.2)
+            return list(app(environ, start_response))
+        finally:
+            with lock:
+                seen["now"] -= 1
+
+    class Threading(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    server = make_server("127.0.0.1", 0, slow, server_class=Threading, handler_class=QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        cfg = write_config(tmp_path, [RepoSpec(name=f"r{i}", url=f"{base}/r{i}") for i in range(4)])
+        report = run(cfg, show_progress=False)
+    finally:
+        server.shutdown()
+    assert not report.failed and [r.refs[0]["commit_id"] for r in report.repos] == commits
+    assert seen["most"] > 1

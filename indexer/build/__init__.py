@@ -15,6 +15,7 @@ import logging
 import shutil
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,6 +60,9 @@ class DiskFull(RunError):
 
 
 LOCK_POLL_SECONDS = 0.2  # how often --wait tries the lock again
+# Mirrors fetched at once: a fetch mostly waits on the network (a few round trips a repo even when nothing moved),
+# so a cron run over an organisation's hundreds of remotes waited for each in turn.
+FETCH_THREADS = 8
 
 
 @contextmanager
@@ -315,19 +319,32 @@ def fetch_refs(cfg: Config, work: list[RepoWork], prev: Manifest | None = None) 
 
 
 def _fetch(cfg: Config, work: list[RepoWork]) -> None:
-    """Fetch every repo's mirror; a repo that cannot be fetched is marked stale, the others go on."""
-    for w in work:
-        try:
-            w.mirror_path = mirror.fetch(cfg.data_dir, w.spec)
-        except mirror.MirrorError as exc:
-            _mark_stale(w, str(exc))
-        except Exception as exc:  # a hostile or broken remote must not stop the other repos
-            log.debug("fetch of %s failed", w.spec.name, exc_info=True)
-            _mark_stale(
-                w,
-                f"cannot fetch repo {w.spec.name!r} from {w.report.url}: unexpected "
-                f"{type(exc).__name__}: {exc}; run 'blobdex -v index' for details",
-            )
+    """Fetch every repo's mirror, those from a network FETCH_THREADS at a time (a local path's fetch is all CPU:
+    side by side they were slower, 0.36 s against 0.23 for 70 local repos); a repo that cannot be fetched is
+    marked stale, the others go on."""
+    remote = [w for w in work if not mirror.is_local(w.spec.url)]
+    pooled = {id(w): w for w in remote} if len(remote) > 1 else {}
+    with ThreadPoolExecutor(max_workers=FETCH_THREADS, thread_name_prefix="fetch") as pool:
+        fetched = pool.map(lambda w: _fetch_one(cfg, w), pooled.values())  # the network's; this thread the rest
+        for w in work:
+            if id(w) not in pooled:  # a local path's, or the only remote's
+                _fetch_one(cfg, w)
+        for _ in fetched:
+            pass
+
+
+def _fetch_one(cfg: Config, w: RepoWork) -> None:
+    try:
+        w.mirror_path = mirror.fetch(cfg.data_dir, w.spec)
+    except mirror.MirrorError as exc:
+        _mark_stale(w, str(exc))
+    except Exception as exc:  # a hostile or broken remote must not stop the other repos
+        log.debug("fetch of %s failed", w.spec.name, exc_info=True)
+        _mark_stale(
+            w,
+            f"cannot fetch repo {w.spec.name!r} from {w.report.url}: unexpected "
+            f"{type(exc).__name__}: {exc}; run 'blobdex -v index' for details",
+        )
 
 
 def _read_refs(work: list[RepoWork], prev: Manifest | None) -> None:
