@@ -78,6 +78,7 @@ bench-history: install
 # Shards too (a front over N shards on Ray Serve, beside one server): make bench-scale ARGS="--steps 100000 --shards 3"
 # Ten million chunks in an evening (copies past 93 repeat texts; runs of 1M rows; a --work goes on from its copies):
 #   make bench-scale ARGS="--steps 1000000,3000000,10000000 --commits 2 --distinct 93 --work /tmp/bs"
+# The server alone on what that left (no bench process beside it): make bench-scale ARGS="--serve-only --distinct 93 --work /tmp/bs"
 bench-scale: install-torch  # the default corpus copies networkx, which the torch extra installs
 	$(BIN)/python ci/bench_scale.py $(ARGS)
 

@@ -16,6 +16,8 @@ against exact is measured on their vectors (a real model's, not hashed). With --
 by a front over N shards on Ray Serve (sharded_figures). Nothing is asserted; it prints a
 table with the issue's goals beside it (and --json writes the figures).
 
+--serve-only serves what an earlier bench left in --work alone, without the bench's own memory beside the server.
+
 A step adds its copies over runs of at most --run-rows rows (a cold run holds about 10 KB a chunk until it writes:
 one run of 9M new chunks would not fit this machine). With --distinct N, copy k past N repeats copy k % N's texts
 under its own name: their blobs are already chunked, so a run costs fetching, scanning, history and writing, which
@@ -445,6 +447,21 @@ def _pids_of(needle: bytes) -> list[int]:
     return pids
 
 
+def serve_alone(args) -> None:
+    """--serve-only: `serve_figures` on --work's snapshot (its swap after one more commit to copy 0)."""
+    resumed = resumed_copies(args.work) if args.work else None
+    if resumed is None:
+        sys.exit(f"bench-scale: --serve-only needs a --work an earlier bench left copies in, not {args.work}")
+    DISTINCT[0] = args.distinct
+    files = tree_files(args.source or default_source())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
+    paths = sorted(p for p in files if p.endswith(".py"))[:60]
+    figures = serve_figures(args.work, env, paths, [resumed[2]], resumed[0])
+    print(json.dumps(figures))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default=",".join(map(str, STEPS)), help="chunk counts, comma-separated")
@@ -482,7 +499,16 @@ def main() -> None:
         default=0,
         help="also serve each step from this many shards on Ray Serve (blobdex serve --shards) and time it",
     )
+    parser.add_argument(
+        "--serve-only",
+        action="store_true",
+        help="serve the snapshot an earlier bench left in --work alone (no runs, no bench process beside the "
+        "server) and print its figures: what a serve costs without the bench's own memory",
+    )
     args = parser.parse_args()
+    if args.serve_only:
+        serve_alone(args)
+        return
     steps = [int(s) for s in args.steps.split(",") if s.strip()]
     work = args.work or Path(tempfile.mkdtemp(prefix="blobdex-bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
