@@ -148,9 +148,17 @@ class PartView:
         self.symbols = SymbolIndex(self.rows.column("symbol"), ~self.labels["kind"].isin(NOT_DEFINITIONS))
         self.grams = _grams_of(ref, len(self))
         self.codes = _codes_of(ref, len(self))
+        self._cache: dict = {}
 
     def __len__(self) -> int:
         return self.rows.num_rows
+
+    def cached(self, name: str, load):
+        """Something derived from this part, loaded on first use: a part never changes, and the readers of later
+        snapshots that list it take it over with it (a swap then works out only its new parts')."""
+        if name not in self._cache:
+            self._cache[name] = load()
+        return self._cache[name]
 
     @functools.cached_property
     def layout(self) -> Layout:

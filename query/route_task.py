@@ -116,8 +116,14 @@ def _test_rows(paths: Labels) -> np.ndarray:
 
 
 def _tests_of(reader: SnapshotReader) -> np.ndarray:
-    """_test_rows of a snapshot's rows, worked out once a snapshot."""
-    return reader.cached("test_rows", lambda: _test_rows(reader.col["path"]))
+    """_test_rows of a snapshot's rows, worked out once a part (2.2 s for 10M rows' 513k paths: a swap that
+    worked them all out again spent that on the 922 parts of 923 it shared with the snapshot before)."""
+
+    def load() -> np.ndarray:
+        tests = [part.cached("test_rows", lambda p=part: _test_rows(p.labels["path"])) for part in reader.parts]
+        return np.concatenate(tests) if tests else np.zeros(0, dtype=bool)
+
+    return reader.cached("test_rows", load)
 
 
 def _cards_and_edges(reader: SnapshotReader) -> tuple[dict, dict[tuple[str, str], list[dict]]]:
