@@ -447,15 +447,20 @@ def _pids_of(needle: bytes) -> list[int]:
     return pids
 
 
+def _setting(args) -> tuple[dict, dict, list[str]]:
+    """The runs' environment (no BLOBDEX_ variable of this shell), the tree copied, and the paths get_file asks."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
+    files = tree_files(args.source or default_source())
+    return env, files, sorted(p for p in files if p.endswith(".py"))[:60]
+
+
 def serve_alone(args) -> None:
     """--serve-only: `serve_figures` on --work's snapshot (its swap after one more commit to copy 0)."""
     resumed = resumed_copies(args.work) if args.work else None
     if resumed is None:
         sys.exit(f"bench-scale: --serve-only needs a --work an earlier bench left copies in, not {args.work}")
     DISTINCT[0] = args.distinct
-    files = tree_files(args.source or default_source())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
-    paths = sorted(p for p in files if p.endswith(".py"))[:60]
+    env, files, paths = _setting(args)
     figures = serve_figures(args.work, env, paths, [resumed[2]], resumed[0])
     print(json.dumps(figures))
     if args.json:
@@ -512,9 +517,7 @@ def main() -> None:
     steps = [int(s) for s in args.steps.split(",") if s.strip()]
     work = args.work or Path(tempfile.mkdtemp(prefix="blobdex-bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBDEX_")}
-    files = tree_files(args.source or default_source())
-    paths = sorted(p for p in files if p.endswith(".py"))[:60]
+    env, files, paths = _setting(args)
     print(f"bench-scale: copies of {len(files)} files in {work}", file=sys.stderr)
 
     resumed = resumed_copies(work)

@@ -41,7 +41,8 @@ def will_need(starts: np.ndarray, lengths) -> None:
     if _MADVISE is None or not len(starts):
         return
     starts = np.asarray(starts, dtype=np.int64)
-    ends = starts + np.asarray(lengths, dtype=np.int64)
+    lengths = np.broadcast_to(np.asarray(lengths, dtype=np.int64), starts.shape)
+    starts, ends = starts[lengths > 0], (starts + lengths)[lengths > 0]  # an empty string asks for nothing
     first = starts - starts % mmap.PAGESIZE  # madvise takes page-aligned addresses
     for start, size in zip(first.tolist(), (ends - first).tolist()):
         _MADVISE(start, size, MADV_WILLNEED)
@@ -108,7 +109,7 @@ def will_read(parts: list[tuple[Layout, list[int]]]) -> None:
 
 
 def _ask(ranges: list[tuple[int, int]]) -> None:
-    for address, size in ranges:
-        start = address - address % mmap.PAGESIZE  # madvise takes page-aligned addresses
-        if size > 0:
-            _MADVISE(start, address + size - start, MADV_WILLNEED)
+    """One round of will_read: its (address, bytes) asked for at once."""
+    if ranges:
+        starts, sizes = zip(*ranges)
+        will_need(np.asarray(starts, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
