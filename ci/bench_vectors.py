@@ -112,8 +112,12 @@ def main() -> None:
     ip = faiss.METRIC_INNER_PRODUCT
     for label, make in (
         (
-            f"faiss ivf-pq m={subquantizers(dim)}",
-            lambda: faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, subquantizers(dim), 8, ip),
+            f"faiss ivf-pq m={dim // 8} 8-bit",
+            lambda: faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, dim // 8, 8, ip),
+        ),
+        (
+            f"faiss ivf-pq fast-scan m={subquantizers(dim)} 4-bit",
+            lambda: faiss.IndexIVFPQFastScan(faiss.IndexFlatIP(dim), dim, nlist, subquantizers(dim), 4, ip),
         ),
         ("faiss ivf-sq8", lambda: faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, nlist, SQ8, ip)),
         ("faiss hnsw sq8 M=16", lambda: faiss.IndexHNSWSQ(dim, SQ8, 16, ip)),

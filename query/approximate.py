@@ -26,23 +26,29 @@ from indexer.snapshot.ann import CODEBOOK, Codebook, digest
 log = logging.getLogger(__name__)
 
 EXACT_ROWS = 100_000
-# Lists searched of the codebook's 1,024, and candidates per query passage rescored exactly. Measured on real
-# vectors (54 real repositories, 161,665 chunks, the default model's static tier, 220 queries; bench-scale
-# --real-model): recall@10 0.909 at 32 / 200, 0.949 at 64 / 500, 0.960 at 96 / 500, 0.973 at 128 / 500 (another
-# sample of 220: 0.954 at 96, 0.959 at 128); at 1M hashed chunks the vector signal took 5.1, 6.9, 5.3 and 9.5 ms
-# (p50). The issue's floor is 0.95.
-NPROBE = 96
-RESCORE = 500
+# Lists searched of the codebook's 1,024, and candidates per query passage rescored exactly. 8-bit codes (the
+# codebooks trained before 4-bit ones), measured on real vectors (54 real repositories, 161,665 chunks, the
+# default model's static tier, 220 queries; bench-scale --real-model): recall@10 0.909 at 32 / 200, 0.949 at
+# 64 / 500, 0.960 at 96 / 500, 0.973 at 128 / 500. 4-bit fast-scan codes against 8-bit ones on a harder corpus
+# (200,006 chunks of the Python packages this project installs, the same model, 320 queries): 8-bit 0.928 at
+# 96 / 500 and 0.946 at 128 / 1,000; 4-bit 0.902 at 96 / 500, 0.948 at 192 / 1,000, 0.954 at 256 / 1,000 and
+# 0.964 at 384 / 1,000. A passage at 10M codes: 8-bit 22-26 ms over 96 lists, 4-bit 4.3 over 192 (one thread).
+# The issue's floor is 0.95.
+NPROBE, RESCORE = 256, 1_000
+NPROBE_8BIT, RESCORE_8BIT = 96, 500
+JOIN_ROWS = 1_000_000  # codes packed into a fast-scan index at a time: a start-up holds two copies of this many
 
 
 class Shared:
     """One codebook's IVF-PQ index, shared by the snapshots a server opens in turn. Each part's codes hold the ids
     [base, base + rows) given when they joined; a snapshot's view maps them to its positions. The codes are copied
-    in: 56 bytes a row of anonymous memory (the code and its id), 560 MB at 10M rows."""
+    in: 56 bytes a row of anonymous memory (the code and its id), 560 MB at 10M rows (608 MiB measured for 4-bit
+    codes, whose block lists round their room up)."""
 
     def __init__(self, codebook: Codebook):
         self.index = codebook.index  # empty and trained: what the codes join
-        self.digest = codebook.digest
+        self.digest, self.fast = codebook.digest, codebook.fast
+        self.nprobe, self.rescore = (NPROBE, RESCORE) if codebook.fast else (NPROBE_8BIT, RESCORE_8BIT)
         self.bases: dict[str, tuple[int, int]] = {}  # part key -> (first id, rows)
         self.users: collections.Counter[str] = collections.Counter()  # part key -> views listing it
         self.next_id = 0
@@ -54,13 +60,22 @@ class Shared:
         coded = [(p, s) for p, s in zip(parts, offsets.tolist()) if self._usable(p)]
         with self.lock.writing():
             joining = [p for p, _ in coded if p.key not in self.bases]
-            _reserve(self.index, [p.codes[0] for p in joining])
+            if not self.fast:
+                _reserve(self.index, [p.codes[0] for p in joining])
+            batch: list[tuple[np.ndarray, np.ndarray]] = []
             for part in joining:
-                self.index.add_sa_codes(
-                    part.codes[0], np.arange(self.next_id, self.next_id + len(part), dtype=np.int64)
-                )
+                ids = np.arange(self.next_id, self.next_id + len(part), dtype=np.int64)
+                if self.fast:
+                    batch.append((part.codes[0], ids))
+                    if sum(len(c) for c, _ in batch) >= JOIN_ROWS:
+                        join_blocks(self.index, *map(np.concatenate, zip(*batch)))
+                        batch = []
+                else:
+                    self.index.add_sa_codes(part.codes[0], ids)
                 self.bases[part.key] = (self.next_id, len(part))
                 self.next_id += len(part)
+            if batch:
+                join_blocks(self.index, *map(np.concatenate, zip(*batch)))
             keys = tuple(p.key for p, _ in coded)
             self.users.update(keys)
             self._remove_unlisted()
@@ -115,10 +130,13 @@ class Approximate:
         """Whether a search over `allowed` rows uses this index (below EXACT_ROWS, exact is as fast)."""
         return allowed >= EXACT_ROWS
 
-    def candidates(self, queries: np.ndarray, mask: np.ndarray, k: int = RESCORE) -> np.ndarray:
-        """The positions the index finds near any of the query's passages (`k` each) among the `mask`ed rows,
-        sorted. Rows it holds no codes of (`covered` is False) are never among them: callers score those."""
+    def candidates(self, queries: np.ndarray, mask: np.ndarray, k: int | None = None) -> np.ndarray:
+        """The positions the index finds near any of the query's passages (`k` each, the codebook's RESCORE by
+        default) among the `mask`ed rows, sorted. Rows it holds no codes of (`covered` is False) are never among
+        them: callers score those."""
         import faiss
+
+        k = k or self.shared.rescore
 
         if not len(self._runs):
             return np.zeros(0, np.int64)
@@ -128,7 +146,7 @@ class Approximate:
             selected[base : base + count] = mask[start : start + count]
         bitmap = np.packbits(selected, bitorder="little")  # bit i of byte i // 8 is id i, as faiss reads it
         params = faiss.SearchParametersIVF(
-            sel=faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap)), nprobe=NPROBE
+            sel=faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap)), nprobe=self.shared.nprobe
         )
         with self.shared.lock.reading():
             _, found = self.shared.index.search(np.ascontiguousarray(queries, dtype=np.float32), k, params=params)
@@ -186,16 +204,63 @@ class _Held:
         self._release()
 
 
-def _reserve(index, codes: list[np.ndarray]) -> None:
-    """Give each inverted list the room the codes joining it take, before they are added: a list grown code by code
-    doubles its room as it fills (82 bytes a row held where 56 are used, measured at 293k rows). A code starts with
-    its list's number, little-endian."""
+def join_blocks(index, codes: np.ndarray, ids: np.ndarray) -> None:
+    """Add codes (as a codebook encodes them) to a fast-scan index, whose lists hold them packed 32 to a block.
+    faiss packs them: into a plain 4-bit IVF-PQ index first, which it converts whole, and that into `index`.
+
+    The merge adds each list's codes with BlockInvertedLists::add_entries, which (faiss 1.15) copies whole blocks
+    where a list's size in codes is a multiple of its block size in bytes: right for an empty list, and past the
+    end of any other (the copy is as long as the list, from where the list ends; heap corruption, measured as a
+    crash at 10M codes). So a list at such a size gives back its last code or two first, which are added again
+    after the merge, at a size that is not one (j codes taken from o: the merge starts at o - j, ends at
+    o - j + n, and n = j mod the block size is avoided by taking two where n = 1)."""
     import faiss
 
-    width, counts = index.coarse_code_size(), np.zeros(index.nlist, np.int64)
+    flat = faiss.IndexIVFPQ(index.quantizer, index.d, index.nlist, index.pq.M, index.pq.nbits, index.metric_type)
+    flat.pq, flat.by_residual, flat.is_trained = index.pq, index.by_residual, True
+    flat.add_sa_codes(codes, ids)
+    packed = faiss.IndexIVFPQFastScan(flat)
+    del flat
+    lists = faiss.downcast_InvertedLists(index.invlists)
+    block = lists.block_size
+    incoming = np.bincount(list_numbers(index, codes), minlength=index.nlist)
+    sizes = np.array([lists.list_size(number) for number in range(index.nlist)])
+    risky = np.flatnonzero((sizes > 0) & (sizes % block == 0) & (incoming > 0))
+    taken = [_take_last(lists, number, 2 if incoming[number] % block == 1 else 1) for number in risky.tolist()]
+    index.merge_from(packed, 0)
+    for number, last_ids, last_codes in taken:
+        lists.add_entries(number, len(last_ids), faiss.swig_ptr(last_ids), faiss.swig_ptr(last_codes))
+
+
+def _take_last(lists, number: int, count: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """Cut a block list's last `count` codes off: (its number, their ids, them packed in a block of their own)."""
+    import faiss
+
+    size, packer = lists.list_size(number), lists.packer
+    ids = faiss.rev_swig_ptr(lists.get_ids(number), size)[size - count :].copy()
+    packed, code = np.zeros(lists.block_size, np.uint8), np.zeros(packer.code_size, np.uint8)
+    for i in range(count):
+        packer.unpack_1_c(lists.get_codes(number), size - count + i, faiss.swig_ptr(code))
+        packer.pack_1_c(faiss.swig_ptr(code), i, faiss.swig_ptr(packed))
+    lists.resize(number, size - count)
+    return number, ids, packed
+
+
+def list_numbers(index, codes: np.ndarray) -> np.ndarray:
+    """Each code's inverted list: its first bytes, little-endian."""
+    width = index.coarse_code_size()
+    return (codes[:, :width].astype(np.int64) << (8 * np.arange(width, dtype=np.int64))).sum(axis=1)
+
+
+def _reserve(index, codes: list[np.ndarray]) -> None:
+    """Give each inverted list of an 8-bit codebook's index the room the codes joining it take, before they are
+    added: a list grown code by code doubles its room as it fills (82 bytes a row held where 56 are used, measured
+    at 293k rows). A fast-scan index's block lists round their room up to a power of two whatever is done."""
+    import faiss
+
+    counts = np.zeros(index.nlist, np.int64)
     for block in codes:
-        numbers = block[:, :width].astype(np.int64) << (8 * np.arange(width, dtype=np.int64))
-        counts += np.bincount(numbers.sum(axis=1), minlength=index.nlist)
+        counts += np.bincount(list_numbers(index, block), minlength=index.nlist)
     lists = faiss.downcast_InvertedLists(index.invlists)
     for number, count in enumerate(counts.tolist()):
         if count:

@@ -13,7 +13,7 @@ from indexer.mirror import MirrorError, mirror_path, open_mirror, redact
 from indexer.scan import ScanError, resolve_ref
 from indexer.runs import read_backfill
 from indexer.snapshot import Manifest, SnapshotError, current_id, open_manifest, read_graph, snapshots_dir
-from indexer.snapshot.ann import CODEBOOK
+from indexer.snapshot.ann import CODEBOOK, is_fast
 from query import approximate
 
 
@@ -128,9 +128,14 @@ def _search(cfg: Config, manifest: Manifest) -> str:
     codebook = snapshots_dir(cfg.data_dir) / manifest.snapshot_id / CODEBOOK
     if cfg.exact_search or not codebook.exists():
         return "exact" + (" (exact_search = true)" if cfg.exact_search else "")
+    fast = is_fast(codebook)
+    probed, rescored = (
+        (approximate.NPROBE, approximate.RESCORE) if fast else (approximate.NPROBE_8BIT, approximate.RESCORE_8BIT)
+    )
+    codes = "4-bit codes, fast-scan" if fast else "8-bit codes"
     return (
-        f"approximate past {approximate.EXACT_ROWS:,} allowed chunks: IVF-PQ, {approximate.NPROBE} lists probed, "
-        f"{approximate.RESCORE} candidates a passage rescored exactly (exact_search = true turns it off)"
+        f"approximate past {approximate.EXACT_ROWS:,} allowed chunks: IVF-PQ ({codes}), "
+        f"{probed} lists probed, {rescored} candidates a passage rescored exactly (exact_search = true turns it off)"
     )
 
 

@@ -132,8 +132,7 @@ def test_a_swap_adds_only_the_new_parts_codes_and_a_part_no_snapshot_lists_leave
     # The shared index's ids map to this snapshot's positions: every allowed row it holds, for any filter.
     for repos in ((), ("two",), ("one",)):
         mask = row_mask(SearchRequest(query="q", org="default", repos=repos), swapped)
-        query = query_vectors_of("lights zebra graph")[None, :]
-        assert swapped.approximate.candidates(query, mask, len(mask)).tolist() == np.flatnonzero(mask).tolist()
+        assert found(swapped, mask).tolist() == np.flatnonzero(mask).tolist()
     words = " ".join(t.decode() for t in files["one"].values()).split()
     for query in [" ".join(random.Random(i).sample(words, 6)) for i in range(10)] + ["def zebra(lights)"]:
         assert ranks(swapped, query) == ranks(fresh, query)
@@ -144,10 +143,15 @@ def test_a_swap_adds_only_the_new_parts_codes_and_a_part_no_snapshot_lists_leave
     gc.collect()
     again = SnapshotReader(cfg.data_dir, previous=only_one, select=lambda m: {("default", "one")})
     assert again.approximate.shared is shared and shared.index.ntotal == len(again.live)
-    mask = np.ones(len(again.live), dtype=bool)
-    assert again.approximate.candidates(query_vectors_of("lights")[None, :], mask, len(mask)).tolist() == list(
-        range(len(mask))
-    )
+    assert found(again, np.ones(len(again.live), dtype=bool)).tolist() == list(range(len(again.live)))
+
+
+def found(reader, mask: np.ndarray) -> np.ndarray:
+    """Every position the approximate index returns among the `mask`ed rows, asked with each row's own vector (a
+    row is its own nearest: the fast-scan kernel leaves out rows at the worst distance it can count, which one
+    query of the sparse hashed vectors has by the dozen)."""
+    every = np.arange(len(mask))
+    return reader.approximate.candidates(np.asarray(reader.vectors[every], dtype=np.float32), mask, len(mask))
 
 
 def test_a_part_joins_the_shared_index_only_when_no_search_reads_it():
@@ -223,7 +227,7 @@ def test_recall_on_real_model_vectors():
 
         index = approximate.Shared(codebook).view([Part()], np.array([0, len(base)]))
         for probed in (16, 4):
-            patch.setattr(approximate, "NPROBE", probed)
+            index.shared.nprobe = probed
             found = 0
             for q in queries:
                 nth = np.sort(base @ q)[-10]
@@ -231,6 +235,71 @@ def test_recall_on_real_model_vectors():
                 found += int(np.sum(np.sort(base[near] @ q)[-10:] >= nth - 1e-6))
             recall[probed] = found / (10 * len(queries))
     assert recall[16] >= 0.99 and recall[4] >= 0.8, recall
+
+
+def test_codes_join_a_fast_scan_index_whole_where_a_list_fills_its_blocks_exactly():
+    """faiss's block lists copy past their end when codes join a list whose size is a multiple of its block size
+    in bytes (join_blocks); codes joining such lists keep every id and every code, whatever the sizes met."""
+    import faiss
+
+    rng = np.random.default_rng(5)
+    sample = rng.standard_normal((600, 16)).astype(np.float32)
+    sample /= np.linalg.norm(sample, axis=1, keepdims=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ann, "LISTS", 4)
+        codebook = Codebook(ann.train(sample))
+    assert codebook.fast
+    index, held = codebook.index, {}
+    lists = faiss.downcast_InvertedLists(index.invlists)
+    block = lists.block_size  # 32 codes of 2 bytes: 64
+    next_id = 0
+    # list 0 at 64 (a block's bytes), then 65 after one more (two codes taken back), 128, then 133 after five
+    for count in (block, 1, block - 1, 5, 3 * block):
+        codes = codebook.encode(sample[rng.integers(0, len(sample), count)])
+        codes[:, 0] = 0  # every code in list 0 (4 lists: a one-byte list number)
+        ids = np.arange(next_id, next_id + count, dtype=np.int64)
+        approximate.join_blocks(index, codes, ids)
+        held.update(zip(ids.tolist(), codes[:, 1:]))
+        next_id += count
+        size = lists.list_size(0)
+        assert size == len(held) == index.ntotal
+        stored = faiss.rev_swig_ptr(lists.get_ids(0), size).copy()
+        assert sorted(stored.tolist()) == sorted(held)
+        code = np.zeros(lists.packer.code_size, np.uint8)
+        for i, found_id in enumerate(stored.tolist()):
+            lists.packer.unpack_1_c(lists.get_codes(0), i, faiss.swig_ptr(code))
+            assert code.tolist() == held[found_id].tolist()
+
+
+def test_an_8bit_codebook_trained_before_still_serves_at_its_own_settings(tmp_path):
+    """Codebooks were 8-bit IndexIVFPQ until 4-bit fast-scan ones: a data dir that holds one is searched through it
+    (96 lists, 500 candidates) until `blobdex index --full` trains a new one; status names which."""
+    import faiss
+
+    rng = np.random.default_rng(6)
+    base = rng.standard_normal((2_000, 32)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    old = faiss.IndexIVFPQ(faiss.IndexFlatIP(32), 32, 8, 4, 8, faiss.METRIC_INNER_PRODUCT)
+    old.cp.min_points_per_centroid = old.pq.cp.min_points_per_centroid = 1
+    old.train(base)
+    blob = faiss.serialize_index(old).tobytes()
+    (tmp_path / CODEBOOK).write_bytes(blob)
+    codebook = Codebook.read(tmp_path / CODEBOOK)
+    assert not codebook.fast and not ann.is_fast(tmp_path / CODEBOOK)
+
+    class Part:
+        key = "part"
+        codes = (codebook.encode(base), codebook.digest)
+
+        def __len__(self):
+            return len(base)
+
+    view = approximate.Shared(codebook).view([Part()], np.array([0, len(base)]))
+    assert (view.shared.nprobe, view.shared.rescore) == (approximate.NPROBE_8BIT, approximate.RESCORE_8BIT)
+    mask = np.ones(len(base), dtype=bool)
+    mask[::2] = False
+    near = view.candidates(base[1:2], mask, 5)
+    assert 1 in near.tolist() and not (near % 2 == 0).any()
 
 
 def test_verify_names_a_damaged_codebook_or_codes_and_search_stays_exact(indexed, tmp_path, caplog):

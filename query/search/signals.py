@@ -14,7 +14,6 @@ import tantivy
 from indexer.embed import Embedder, embed_text
 from indexer.languages import category
 from indexer.tokenize import tokens
-from query.approximate import RESCORE
 from query.query_text import STOPWORDS, named_definitions, passages
 from query.reader import GATHER_SHARE, SnapshotReader
 from query.search.request import Overlay, SearchRequest, globs
@@ -74,9 +73,10 @@ def vector_ranks(
     return top_ranks(*scored_rows(reader, vector, mask), depth)
 
 
-def scored_rows(reader: SnapshotReader, queries: np.ndarray, mask: np.ndarray, pool: int = RESCORE):
+def scored_rows(reader: SnapshotReader, queries: np.ndarray, mask: np.ndarray, pool: int | None = None):
     """(rows, their cosines), rows sorted: every allowed row, or, where the snapshot's approximate index answers
-    (query.approximate), the `pool` it finds nearest each passage and the allowed rows it holds no codes of."""
+    (query.approximate), the `pool` it finds nearest each passage (its codebook's RESCORE unless given) and the
+    allowed rows it holds no codes of."""
     approximate = reader.approximate
     if approximate is None or not approximate.asked(int(np.count_nonzero(mask))):
         allowed = np.flatnonzero(mask)
