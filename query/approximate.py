@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 
 from indexer.snapshot.ann import CODEBOOK, Codebook, digest
+from query.pages import release_freed
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class Shared:
             self._remove_unlisted()
             view = Approximate(self, [(self.bases[p.key][0], start, len(p)) for p, start in coded], int(offsets[-1]))
         weakref.finalize(view, self.left.append, keys)  # any thread, any moment: only queued
+        if joining:
+            release_freed()
         return view
 
     def joining_rows(self, parts) -> int:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
-
 from indexer.snapshot import SnapshotError, current_id
+from query.pages import release_freed
 from query.reader import Select, SnapshotReader, open_kept
 
 log = logging.getLogger(__name__)
@@ -188,15 +185,3 @@ class LiveSnapshot:
             self.prepare(reader)
         except Exception as exc:
             log.info("snapshot %s was not prepared: %s", reader.snapshot_id, exc)
-
-
-def release_freed() -> None:
-    """Hand the free pages of the heap (glibc's malloc_trim) and of Arrow's allocator back to the system, once a
-    snapshot is open and prepared: what opening it, reading its history and leaving the snapshot it replaces freed
-    would otherwise stay the process's (at 303k chunks a third of a server's anonymous memory; at 3M, 56 MiB of
-    Arrow's alone after reading the history, measured). A C library without malloc_trim keeps its pages."""
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
-        pass

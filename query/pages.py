@@ -1,4 +1,5 @@
-"""Asking the kernel, before a gather, for the pages of a mapped file it will touch (madvise MADV_WILLNEED).
+"""The process's pages: asking the kernel, before a gather, for the pages of a mapped file it will touch (madvise
+MADV_WILLNEED), and giving the heap's freed pages back (release_freed).
 
 A page fault in a memory-mapped file reads ahead a window meant for sequential reads, and waits for it: a gather
 of rows scattered over a large file that the page cache does not hold pays one such read a row, one after another.
@@ -113,3 +114,16 @@ def _ask(ranges: list[tuple[int, int]]) -> None:
     if ranges:
         starts, sizes = zip(*ranges)
         will_need(np.asarray(starts, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
+
+
+def release_freed() -> None:
+    """Hand the free pages of the heap (glibc's malloc_trim) and of Arrow's allocator back to the system, once a
+    snapshot is open and prepared or codes joined its approximate index: what opening it, reading its history,
+    packing codes and leaving the snapshot it replaces freed would otherwise stay the process's (at 303k chunks a
+    third of a server's anonymous memory; at 3M, 56 MiB of Arrow's alone after reading the history; at 10M, 230
+    MiB after codes joined, measured). A C library without malloc_trim keeps its pages."""
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
