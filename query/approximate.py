@@ -5,7 +5,9 @@ from the float vectors, so every score a caller sees is the exact cosine.
 A server keeps one such index across the snapshots it serves (`Shared`): a part's codes join it when the first
 snapshot listing the part opens, under ids of their own, and leave it once no open snapshot lists the part, so a
 swap adds only the new parts' codes. Rebuilding it at every open was two thirds of a swap (35 of 53 ms at 303k
-rows; about 1.2 s at 10M).
+rows; about 1.2 s at 10M). A 4-bit codebook's lists are kept in a mapped file (query/mapped_lists.py), where
+codes that leave stay, never selected, until they pass a quarter of the index and the next snapshot builds its
+own.
 
 A search over fewer than EXACT_ROWS allowed rows is exact (about 10 ms there, and a narrow filter leaves an IVF
 search few candidates); so is a server configured with `exact_search = true`. Rows of parts without codes
@@ -18,10 +20,12 @@ import collections
 import logging
 import threading
 import weakref
+from pathlib import Path
 
 import numpy as np
 
 from indexer.snapshot.ann import CODEBOOK, Codebook, digest
+from query.mapped_lists import MappedLists
 from query.pages import release_freed
 
 log = logging.getLogger(__name__)
@@ -37,19 +41,22 @@ EXACT_ROWS = 100_000
 # The issue's floor is 0.95.
 NPROBE, RESCORE = 256, 1_000
 NPROBE_8BIT, RESCORE_8BIT = 96, 500
-JOIN_ROWS = 1_000_000  # codes packed into a fast-scan index at a time: a start-up holds two copies of this many
+JOIN_ROWS = 1_000_000  # codes packed for the mapped lists at a time: a start-up holds two copies of this many
+LEFTOVER_SHARE = 0.25  # codes of parts no snapshot lists, of those the index holds, past which it is rebuilt
 
 
 class Shared:
     """One codebook's IVF-PQ index, shared by the snapshots a server opens in turn. Each part's codes hold the ids
-    [base, base + rows) given when they joined; a snapshot's view maps them to its positions. The codes are copied
-    in: 56 bytes a row of anonymous memory (the code and its id), 560 MB at 10M rows (608 MiB measured for 4-bit
-    codes, whose block lists round their room up)."""
+    [base, base + rows) given when they joined; a snapshot's view maps them to its positions. The codes and their
+    ids take 56 bytes a row: of a mapped file (`folder`: where to make it) for a 4-bit codebook, of the heap for an
+    8-bit one (560 MB of anonymous memory at 10M rows)."""
 
-    def __init__(self, codebook: Codebook):
+    def __init__(self, codebook: Codebook, folder: Path):
         self.index = codebook.index  # empty and trained: what the codes join
-        self.digest, self.fast = codebook.digest, codebook.fast
+        self.digest = codebook.digest
         self.nprobe, self.rescore = (NPROBE, RESCORE) if codebook.fast else (NPROBE_8BIT, RESCORE_8BIT)
+        self.mapped = MappedLists(self.index, folder) if codebook.fast else None
+        self.leftover = 0  # rows of the mapped lists no view lists any more
         self.bases: dict[str, tuple[int, int]] = {}  # part key -> (first id, rows)
         self.users: collections.Counter[str] = collections.Counter()  # part key -> views listing it
         self.next_id = 0
@@ -61,22 +68,12 @@ class Shared:
         coded = [(p, s) for p, s in zip(parts, offsets.tolist()) if self._usable(p)]
         with self.lock.writing():
             joining = [p for p, _ in coded if p.key not in self.bases]
-            if not self.fast:
-                _reserve(self.index, [p.codes[0] for p in joining])
-            batch: list[tuple[np.ndarray, np.ndarray]] = []
+            ids = []
             for part in joining:
-                ids = np.arange(self.next_id, self.next_id + len(part), dtype=np.int64)
-                if self.fast:
-                    batch.append((part.codes[0], ids))
-                    if sum(len(c) for c, _ in batch) >= JOIN_ROWS:
-                        join_blocks(self.index, *map(np.concatenate, zip(*batch)))
-                        batch = []
-                else:
-                    self.index.add_sa_codes(part.codes[0], ids)
+                ids.append(np.arange(self.next_id, self.next_id + len(part), dtype=np.int64))
                 self.bases[part.key] = (self.next_id, len(part))
                 self.next_id += len(part)
-            if batch:
-                join_blocks(self.index, *map(np.concatenate, zip(*batch)))
+            self._add([p.codes[0] for p in joining], ids)
             keys = tuple(p.key for p, _ in coded)
             self.users.update(keys)
             self._remove_unlisted()
@@ -85,6 +82,28 @@ class Shared:
         if joining:
             release_freed()
         return view
+
+    def _add(self, codes: list[np.ndarray], ids: list[np.ndarray]) -> None:
+        """Add parts' codes under their ids (under the write lock): to the mapped lists JOIN_ROWS at a time, with
+        room made for all of them first, or to an 8-bit index's lists one part at a time."""
+        numbers = [list_numbers(self.index, block) for block in codes]
+        counts = sum((np.bincount(n, minlength=self.index.nlist) for n in numbers), np.zeros(self.index.nlist, int))
+        if self.mapped is None:
+            _reserve(self.index, counts)
+            for block, block_ids in zip(codes, ids):
+                self.index.add_sa_codes(block, block_ids)
+            return
+        self.mapped.reserve(counts)
+        first, rows = 0, 0
+        for i, block in enumerate(codes):
+            rows += len(block)
+            if rows >= JOIN_ROWS or i == len(codes) - 1:
+                self.mapped.add(*(np.concatenate(x[first : i + 1]) for x in (codes, ids, numbers)))
+                first, rows = i + 1, 0
+
+    def held(self) -> int:
+        """Rows of the parts a view lists."""
+        return sum(rows for _, rows in self.bases.values())
 
     def joining_rows(self, parts) -> int:
         """Rows of `parts` whose codes are not in the index yet."""
@@ -107,6 +126,9 @@ class Shared:
             base, rows = self.bases.pop(key)
             unlisted[base : base + rows] = True
             del self.users[key]
+        if self.mapped is not None:  # never selected again; the index is rebuilt past LEFTOVER_SHARE
+            self.leftover += int(np.count_nonzero(unlisted))
+            return
         bitmap = np.packbits(unlisted, bitorder="little")
         self.index.remove_ids(faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap)))
 
@@ -207,63 +229,18 @@ class _Held:
         self._release()
 
 
-def join_blocks(index, codes: np.ndarray, ids: np.ndarray) -> None:
-    """Add codes (as a codebook encodes them) to a fast-scan index, whose lists hold them packed 32 to a block.
-    faiss packs them: into a plain 4-bit IVF-PQ index first, which it converts whole, and that into `index`.
-
-    The merge adds each list's codes with BlockInvertedLists::add_entries, which (faiss 1.15) copies whole blocks
-    where a list's size in codes is a multiple of its block size in bytes: right for an empty list, and past the
-    end of any other (the copy is as long as the list, from where the list ends; heap corruption, measured as a
-    crash at 10M codes). So a list at such a size gives back its last code or two first, which are added again
-    after the merge, at a size that is not one (j codes taken from o: the merge starts at o - j, ends at
-    o - j + n, and n = j mod the block size is avoided by taking two where n = 1)."""
-    import faiss
-
-    flat = faiss.IndexIVFPQ(index.quantizer, index.d, index.nlist, index.pq.M, index.pq.nbits, index.metric_type)
-    flat.pq, flat.by_residual, flat.is_trained = index.pq, index.by_residual, True
-    flat.add_sa_codes(codes, ids)
-    packed = faiss.IndexIVFPQFastScan(flat)
-    del flat
-    lists = faiss.downcast_InvertedLists(index.invlists)
-    block = lists.block_size
-    incoming = np.bincount(list_numbers(index, codes), minlength=index.nlist)
-    sizes = np.array([lists.list_size(number) for number in range(index.nlist)])
-    risky = np.flatnonzero((sizes > 0) & (sizes % block == 0) & (incoming > 0))
-    taken = [_take_last(lists, number, 2 if incoming[number] % block == 1 else 1) for number in risky.tolist()]
-    index.merge_from(packed, 0)
-    for number, last_ids, last_codes in taken:
-        lists.add_entries(number, len(last_ids), faiss.swig_ptr(last_ids), faiss.swig_ptr(last_codes))
-
-
-def _take_last(lists, number: int, count: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """Cut a block list's last `count` codes off: (its number, their ids, them packed in a block of their own)."""
-    import faiss
-
-    size, packer = lists.list_size(number), lists.packer
-    ids = faiss.rev_swig_ptr(lists.get_ids(number), size)[size - count :].copy()
-    packed, code = np.zeros(lists.block_size, np.uint8), np.zeros(packer.code_size, np.uint8)
-    for i in range(count):
-        packer.unpack_1_c(lists.get_codes(number), size - count + i, faiss.swig_ptr(code))
-        packer.pack_1_c(faiss.swig_ptr(code), i, faiss.swig_ptr(packed))
-    lists.resize(number, size - count)
-    return number, ids, packed
-
-
 def list_numbers(index, codes: np.ndarray) -> np.ndarray:
     """Each code's inverted list: its first bytes, little-endian."""
     width = index.coarse_code_size()
     return (codes[:, :width].astype(np.int64) << (8 * np.arange(width, dtype=np.int64))).sum(axis=1)
 
 
-def _reserve(index, codes: list[np.ndarray]) -> None:
-    """Give each inverted list of an 8-bit codebook's index the room the codes joining it take, before they are
-    added: a list grown code by code doubles its room as it fills (82 bytes a row held where 56 are used, measured
-    at 293k rows). A fast-scan index's block lists round their room up to a power of two whatever is done."""
+def _reserve(index, counts: np.ndarray) -> None:
+    """Give each inverted list of an 8-bit codebook's index the room of the `counts` codes joining it, before they
+    are added: a list grown code by code doubles its room as it fills (82 bytes a row held where 56 are used,
+    measured at 293k rows)."""
     import faiss
 
-    counts = np.zeros(index.nlist, np.int64)
-    for block in codes:
-        counts += np.bincount(list_numbers(index, block), minlength=index.nlist)
     lists = faiss.downcast_InvertedLists(index.invlists)
     for number, count in enumerate(counts.tolist()):
         if count:
@@ -276,16 +253,18 @@ def open_approximate(path, parts, offsets: np.ndarray, previous: Approximate | N
     """The snapshot's view of an approximate index, or None: it has no codebook (a small corpus), or the codebook
     does not read (then search is exact, and `blobdex verify` names the file). `previous`: the view of the
     snapshot served before, whose index this one joins when it has the same codebook and shares most of its rows
-    (a snapshot rewritten whole starts its own, so that the old codes leave with the old snapshot)."""
+    (a snapshot rewritten whole, or one that would leave too many codes behind, starts its own, so that the old
+    codes leave with the old snapshot)."""
     try:
         blob = (path / CODEBOOK).read_bytes() if (path / CODEBOOK).exists() else None
         if blob is None:
             return None
         if previous is not None and digest(blob) == previous.digest:
             shared = previous.shared
-            if shared.joining_rows(parts) <= shared.index.ntotal // 2:
+            held = shared.held()
+            if shared.joining_rows(parts) <= held // 2 and shared.leftover <= LEFTOVER_SHARE * held:
                 return shared.view(parts, offsets)
-        shared = Shared(Codebook(blob))
+        shared = Shared(Codebook(blob), path.parent.parent)  # the data dir: the mapped lists' disk
     except (OSError, ValueError, RuntimeError) as exc:
         log.warning("snapshot %s: its codebook is unusable (%s); vector search is exact", path.name, exc)
         return None

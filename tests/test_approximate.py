@@ -137,13 +137,19 @@ def test_a_swap_adds_only_the_new_parts_codes_and_a_part_no_snapshot_lists_leave
     for query in [" ".join(random.Random(i).sample(words, 6)) for i in range(10)] + ["def zebra(lights)"]:
         assert ranks(swapped, query) == ranks(fresh, query)
     # A snapshot that lists repo one only (as a shard does): once the snapshots listing two are gone, two's codes
-    # leave with the next view.
+    # leave with the next view: never found again, and left in the mapped lists until they pass a quarter of them.
     only_one = SnapshotReader(cfg.data_dir, previous=swapped, select=lambda m: {("default", "one")})
+    two = sum(rows for key, (_, rows) in shared.bases.items() if key not in {p.key for p in only_one.parts})
     del first, swapped, fresh
     gc.collect()
     again = SnapshotReader(cfg.data_dir, previous=only_one, select=lambda m: {("default", "one")})
-    assert again.approximate.shared is shared and shared.index.ntotal == len(again.live)
+    assert again.approximate.shared is shared and shared.held() == len(again.live)
+    assert shared.leftover == two and shared.index.ntotal == len(again.live) + two
     assert found(again, np.ones(len(again.live), dtype=bool)).tolist() == list(range(len(again.live)))
+    assert two > approximate.LEFTOVER_SHARE * len(again.live)
+    rebuilt = SnapshotReader(cfg.data_dir, previous=again, select=lambda m: {("default", "one")})
+    assert rebuilt.approximate.shared is not shared and rebuilt.approximate.shared.index.ntotal == len(rebuilt.live)
+    assert found(rebuilt, np.ones(len(rebuilt.live), dtype=bool)).tolist() == list(range(len(rebuilt.live)))
 
 
 def found(reader, mask: np.ndarray) -> np.ndarray:
@@ -201,7 +207,20 @@ def test_exact_search_is_a_setting(indexed, tmp_path):
     assert approximate_one.status("default").vectors["search"].startswith("approximate past 0 allowed chunks")
 
 
-def test_recall_on_real_model_vectors():
+def one_part_view(codebook: Codebook, base: np.ndarray, folder: Path):
+    """A view of a shared index of one part holding `base`'s codes."""
+
+    class Part:
+        key = "part"
+        codes = (codebook.encode(base), codebook.digest)
+
+        def __len__(self):
+            return len(base)
+
+    return approximate.Shared(codebook, folder).view([Part()], np.array([0, len(base)]))
+
+
+def test_recall_on_real_model_vectors(tmp_path):
     """This repository's own code embedded by the default model (int8): with every list probed, PQ codes rank
     well enough that the exactly rescored candidates hold the exact top 10; with a quarter probed, most of it.
     (At a realistic size, 1,024 lists and 32 probed, ci/bench_vectors.py measures 0.967 on 25k real vectors;
@@ -218,14 +237,7 @@ def test_recall_on_real_model_vectors():
         patch.setattr(ann, "LISTS", 16)
         codebook = Codebook(ann.train(base))
 
-        class Part:
-            key = "part"
-            codes = (codebook.encode(base), codebook.digest)
-
-            def __len__(self):
-                return len(base)
-
-        index = approximate.Shared(codebook).view([Part()], np.array([0, len(base)]))
+        index = one_part_view(codebook, base, tmp_path)
         for probed in (16, 4):
             index.shared.nprobe = probed
             found = 0
@@ -237,38 +249,52 @@ def test_recall_on_real_model_vectors():
     assert recall[16] >= 0.99 and recall[4] >= 0.8, recall
 
 
-def test_codes_join_a_fast_scan_index_whole_where_a_list_fills_its_blocks_exactly():
-    """faiss's block lists copy past their end when codes join a list whose size is a multiple of its block size
-    in bytes (join_blocks); codes joining such lists keep every id and every code, whatever the sizes met."""
+def test_mapped_lists_hold_what_faiss_packs_and_answer_as_its_own_lists_do(tmp_path):
+    """A 4-bit index's lists live in a mapped file that blobdex writes (query/mapped_lists.py): joined a few codes
+    at a time (partly filled blocks packed again, lists moved as they outgrow their room), they hold the very ids
+    and packed bytes faiss's own lists hold for the same codes added at once, and searches answer the same."""
     import faiss
 
+    from query.mapped_lists import MappedLists, plain_index
+
     rng = np.random.default_rng(5)
-    sample = rng.standard_normal((600, 16)).astype(np.float32)
+    sample = rng.standard_normal((3_000, 16)).astype(np.float32)
     sample /= np.linalg.norm(sample, axis=1, keepdims=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ann, "LISTS", 4)
         codebook = Codebook(ann.train(sample))
-    assert codebook.fast
-    index, held = codebook.index, {}
-    lists = faiss.downcast_InvertedLists(index.invlists)
-    block = lists.block_size  # 32 codes of 2 bytes: 64
-    next_id = 0
-    # list 0 at 64 (a block's bytes), then 65 after one more (two codes taken back), 128, then 133 after five
-    for count in (block, 1, block - 1, 5, 3 * block):
+    lists = MappedLists(codebook.index, tmp_path)
+    assert isinstance(faiss.downcast_InvertedLists(codebook.index.invlists), faiss.OnDiskInvertedLists)
+    assert not list(tmp_path.iterdir())  # the file has no name
+    added, moved = [], set()
+    for count in (40, 1, 23, 64, 300, 5, 31, 1_000):  # blocks of 32: partly filled, filled, many at once
         codes = codebook.encode(sample[rng.integers(0, len(sample), count)])
-        codes[:, 0] = 0  # every code in list 0 (4 lists: a one-byte list number)
-        ids = np.arange(next_id, next_id + count, dtype=np.int64)
-        approximate.join_blocks(index, codes, ids)
-        held.update(zip(ids.tolist(), codes[:, 1:]))
-        next_id += count
-        size = lists.list_size(0)
-        assert size == len(held) == index.ntotal
-        stored = faiss.rev_swig_ptr(lists.get_ids(0), size).copy()
-        assert sorted(stored.tolist()) == sorted(held)
-        code = np.zeros(lists.packer.code_size, np.uint8)
-        for i, found_id in enumerate(stored.tolist()):
-            lists.packer.unpack_1_c(lists.get_codes(0), i, faiss.swig_ptr(code))
-            assert code.tolist() == held[found_id].tolist()
+        ids = np.arange(sum(len(c) for c in added), sum(len(c) for c in added) + count, dtype=np.int64)
+        before = lists.offset.copy()
+        lists.add(codes, ids, approximate.list_numbers(codebook.index, codes))
+        moved.update(np.flatnonzero(lists.offset != before).tolist())
+        added.append(codes)
+        whole = np.concatenate(added)
+        plain = plain_index(codebook.index)
+        plain.add_sa_codes(whole, np.arange(len(whole), dtype=np.int64))
+        reference = faiss.IndexIVFPQFastScan(plain)
+        theirs, ours = faiss.downcast_InvertedLists(reference.invlists), lists.lists
+        for number in range(4):
+            size = theirs.list_size(number)
+            assert ours.list_size(number) == size
+            assert (
+                faiss.rev_swig_ptr(ours.get_ids(number), size) == faiss.rev_swig_ptr(theirs.get_ids(number), size)
+            ).all()
+            packed = -(-size // 32) * lists.block
+            assert (
+                faiss.rev_swig_ptr(ours.get_codes(number), packed)
+                == faiss.rev_swig_ptr(theirs.get_codes(number), packed)
+            ).all()
+        queries, params = sample[:5], faiss.SearchParametersIVF(nprobe=4)
+        assert [a.tolist() for a in codebook.index.search(queries, 50, params=params)] == [
+            a.tolist() for a in reference.search(queries, 50, params=params)
+        ]
+    assert moved  # lists outgrew their room and moved to the file's end
 
 
 def test_an_8bit_codebook_trained_before_still_serves_at_its_own_settings(tmp_path):
@@ -287,14 +313,7 @@ def test_an_8bit_codebook_trained_before_still_serves_at_its_own_settings(tmp_pa
     codebook = Codebook.read(tmp_path / CODEBOOK)
     assert not codebook.fast and not ann.is_fast(tmp_path / CODEBOOK)
 
-    class Part:
-        key = "part"
-        codes = (codebook.encode(base), codebook.digest)
-
-        def __len__(self):
-            return len(base)
-
-    view = approximate.Shared(codebook).view([Part()], np.array([0, len(base)]))
+    view = one_part_view(codebook, base, tmp_path)
     assert (view.shared.nprobe, view.shared.rescore) == (approximate.NPROBE_8BIT, approximate.RESCORE_8BIT)
     mask = np.ones(len(base), dtype=bool)
     mask[::2] = False
