@@ -69,11 +69,16 @@ class Shared:
         with self.lock.writing():
             joining = [p for p, _ in coded if p.key not in self.bases]
             ids = []
-            for part in joining:
+            for part in joining:  # never given again, even where the codes fail to join: those are left over
                 ids.append(np.arange(self.next_id, self.next_id + len(part), dtype=np.int64))
-                self.bases[part.key] = (self.next_id, len(part))
                 self.next_id += len(part)
-            self._add([p.codes[0] for p in joining], ids)
+            try:
+                self._add([p.codes[0] for p in joining], ids)
+            except BaseException:
+                self.leftover += sum(len(p) for p in joining)
+                raise
+            for part, part_ids in zip(joining, ids):
+                self.bases[part.key] = (int(part_ids[0]), len(part))
             keys = tuple(p.key for p, _ in coded)
             self.users.update(keys)
             self._remove_unlisted()
@@ -104,6 +109,12 @@ class Shared:
     def held(self) -> int:
         """Rows of the parts a view lists."""
         return sum(rows for _, rows in self.bases.values())
+
+    def takes(self, parts) -> bool:
+        """Whether a snapshot of `parts` joins this index: it shares most of its rows, and the codes no snapshot
+        lists are not too many of them (else it starts its own, so that the old codes leave with the old one)."""
+        held = self.held()
+        return self.joining_rows(parts) <= held // 2 and self.leftover <= LEFTOVER_SHARE * held
 
     def joining_rows(self, parts) -> int:
         """Rows of `parts` whose codes are not in the index yet."""
@@ -253,19 +264,20 @@ def open_approximate(path, parts, offsets: np.ndarray, previous: Approximate | N
     """The snapshot's view of an approximate index, or None: it has no codebook (a small corpus), or the codebook
     does not read (then search is exact, and `blobdex verify` names the file). `previous`: the view of the
     snapshot served before, whose index this one joins when it has the same codebook and shares most of its rows
-    (a snapshot rewritten whole, or one that would leave too many codes behind, starts its own, so that the old
-    codes leave with the old snapshot)."""
+    (Shared.takes). An index that cannot be built (its mapped lists find the disk full) leaves search exact."""
+    kept = previous.shared if previous is not None else None
     try:
         blob = (path / CODEBOOK).read_bytes() if (path / CODEBOOK).exists() else None
         if blob is None:
             return None
-        if previous is not None and digest(blob) == previous.digest:
-            shared = previous.shared
-            held = shared.held()
-            if shared.joining_rows(parts) <= held // 2 and shared.leftover <= LEFTOVER_SHARE * held:
-                return shared.view(parts, offsets)
-        shared = Shared(Codebook(blob), path.parent.parent)  # the data dir: the mapped lists' disk
+        joins = kept is not None and digest(blob) == kept.digest and kept.takes(parts)
+        codebook = None if joins else Codebook(blob)
     except (OSError, ValueError, RuntimeError) as exc:
         log.warning("snapshot %s: its codebook is unusable (%s); vector search is exact", path.name, exc)
         return None
-    return shared.view(parts, offsets)
+    try:
+        shared = kept if codebook is None else Shared(codebook, path.parent.parent)  # the data dir: the lists' disk
+        return shared.view(parts, offsets)
+    except (OSError, RuntimeError) as exc:  # a full disk, say: the next snapshot opened tries again
+        log.warning("snapshot %s: its approximate index cannot be built (%s); vector search is exact", path.name, exc)
+        return None

@@ -117,11 +117,12 @@ class MappedLists:
         )
 
     def _extend(self, size: int) -> None:
-        """Make the file (and the map) at least `size` bytes: holes until written."""
+        """Make the file (and the map) at least `size` bytes, its blocks allocated."""
         if self.map is not None and len(self.map) >= size:
             return
         size = max(size, int(len(self.map) * 1.5) if self.map is not None else 0, mmap.PAGESIZE)
-        os.ftruncate(self.file.fileno(), size)
+        # Blocks taken now: a write through the map to a full disk would be SIGBUS, this is an OSError.
+        os.posix_fallocate(self.file.fileno(), 0, size)
         self.bytes = np.zeros(0, np.uint8)  # no view may outlive the map it is of
         if self.map is not None:
             self.map.close()

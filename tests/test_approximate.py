@@ -152,6 +152,40 @@ def test_a_swap_adds_only_the_new_parts_codes_and_a_part_no_snapshot_lists_leave
     assert found(rebuilt, np.ones(len(rebuilt.live), dtype=bool)).tolist() == list(range(len(rebuilt.live)))
 
 
+def test_a_disk_too_full_for_the_lists_leaves_search_exact_and_the_old_snapshot_answering(indexed, tmp_path, caplog):
+    """The mapped lists take their disk blocks before writing (a write through a map to a full disk is SIGBUS):
+    a full disk is an OSError, the snapshot being opened searches exactly, the one serving keeps its index, and
+    the next open joins the codes that failed to (they were not counted as joined)."""
+    import errno
+
+    import query.mapped_lists as mapped
+
+    corpus, files = indexed
+    cfg = private_copy(corpus, tmp_path)
+    moved = tmp_path / "one"
+    shutil.copytree(corpus.root / "src" / "one", moved)
+    gitrepo.commit(Repo(str(moved)), {**files["one"], "pkg/zebra.py": b"def zebra(lights):\n    return lights\n"})
+    first = SnapshotReader(cfg.data_dir)
+    before = ranks(first, "def zebra(lights)")
+    run(replace(cfg, repos=(RepoSpec(name="one", url=str(moved)), cfg.repos[1])), show_progress=False)
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mapped.os, "posix_fallocate", full)
+        fresh = SnapshotReader(cfg.data_dir)  # its own index: the file's first blocks
+        patch.setattr(mapped.MappedLists, "reserve", full)
+        swapped = SnapshotReader(cfg.data_dir, previous=first)  # joining the serving one's
+    assert fresh.approximate is None and swapped.approximate is None
+    assert "its approximate index cannot be built (" in caplog.text and "No space left on device" in caplog.text
+    assert ranks(swapped, "def zebra(lights)")[0][0] == swapped.rows_at("default", "one", "pkg/zebra.py")[0]
+    assert ranks(first, "def zebra(lights)") == before  # the serving snapshot's index is as it was
+    again = SnapshotReader(cfg.data_dir, previous=first)
+    assert again.approximate is not None and again.approximate.shared is first.approximate.shared
+    assert found(again, np.ones(len(again.live), dtype=bool)).tolist() == list(range(len(again.live)))
+
+
 def found(reader, mask: np.ndarray) -> np.ndarray:
     """Every position the approximate index returns among the `mask`ed rows, asked with each row's own vector (a
     row is its own nearest: the fast-scan kernel leaves out rows at the worst distance it can count, which one
