@@ -105,6 +105,7 @@ class Shared:
             if rows >= JOIN_ROWS or i == len(codes) - 1:
                 self.mapped.add(*(np.concatenate(x[first : i + 1]) for x in (codes, ids, numbers)))
                 first, rows = i + 1, 0
+        self.mapped.write_back()
 
     def held(self) -> int:
         """Rows of the parts a view lists."""

@@ -71,6 +71,11 @@ class MappedLists:
         self.index.ntotal += len(codes)
         self._publish()
 
+    def write_back(self) -> None:
+        """Write what joined to the disk now, before the index serves: left to the kernel, 0.56 GB of a 10M start
+        was written back 30 s later, in the middle of the requests it then slowed (search p95 85 -> 132 ms)."""
+        os.fsync(self.file.fileno())
+
     def reserve(self, incoming: np.ndarray) -> None:
         """Room for `incoming` more codes in each list: a list without it moves to the file's end."""
         need = self.size + incoming
