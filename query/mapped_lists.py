@@ -4,8 +4,9 @@ not the server's own memory. faiss reads them through OnDiskInvertedLists (each 
 offset of one file); blobdex writes them, each list's codes packed 32 to a block as the fast-scan kernel reads
 them, packed by faiss's own conversion of a plain 4-bit index (query.approximate.Shared).
 
-The file has no name: made in the snapshots' folder (on the snapshot's disk, not a tmpfs) and unlinked at once,
-faiss maps it through /proc/self/fd; it goes with the process or the index. A list that outgrows its room moves to
+The file has no name: made in the data dir (on the snapshot's disk, not a tmpfs) and unlinked at once, faiss maps
+it through /proc/self/fd; it goes with the process or the index. Its blocks are taken before they are written
+(a write through the map to a full disk would be SIGBUS), and what joined is written back before it serves. A list that outgrows its room moves to
 the file's end with a quarter more (its old room is left unused: disk, never memory); codes of parts that leave
 stay, never selected, until the index is rebuilt (query.approximate.open_approximate)."""
 

@@ -113,18 +113,27 @@ def test_a_later_run_keeps_the_codebook_and_a_part_without_codes_is_searched_exa
     assert whole.row(top)["path"] == "pkg/zebra.py"
 
 
-def test_a_swap_adds_only_the_new_parts_codes_and_a_part_no_snapshot_lists_leaves(indexed, tmp_path):
-    import gc
-
+def zebra_copy(indexed, tmp_path: Path):
+    """A private copy of the corpus, and what publishes its next snapshot: repo one with pkg/zebra.py added."""
     corpus, files = indexed
     cfg = private_copy(corpus, tmp_path)
     moved = tmp_path / "one"
     shutil.copytree(corpus.root / "src" / "one", moved)
     gitrepo.commit(Repo(str(moved)), {**files["one"], "pkg/zebra.py": b"def zebra(lights):\n    return lights\n"})
+    return cfg, lambda: run(
+        replace(cfg, repos=(RepoSpec(name="one", url=str(moved)), cfg.repos[1])), show_progress=False
+    )
+
+
+def test_a_swap_adds_only_the_new_parts_codes_and_a_part_no_snapshot_lists_leaves(indexed, tmp_path):
+    import gc
+
+    _, files = indexed
+    cfg, publish = zebra_copy(indexed, tmp_path)
     first = SnapshotReader(cfg.data_dir)
     shared = first.approximate.shared
     assert shared.index.ntotal == len(first.live)
-    run(replace(cfg, repos=(RepoSpec(name="one", url=str(moved)), cfg.repos[1])), show_progress=False)
+    publish()
     swapped, fresh = SnapshotReader(cfg.data_dir, previous=first), SnapshotReader(cfg.data_dir)
     assert swapped.approximate.shared is shared and fresh.approximate.shared is not shared
     added = sum(len(p) for p in swapped.parts if p not in first.parts)  # the run's new part
@@ -160,14 +169,10 @@ def test_a_disk_too_full_for_the_lists_leaves_search_exact_and_the_old_snapshot_
 
     import query.mapped_lists as mapped
 
-    corpus, files = indexed
-    cfg = private_copy(corpus, tmp_path)
-    moved = tmp_path / "one"
-    shutil.copytree(corpus.root / "src" / "one", moved)
-    gitrepo.commit(Repo(str(moved)), {**files["one"], "pkg/zebra.py": b"def zebra(lights):\n    return lights\n"})
+    cfg, publish = zebra_copy(indexed, tmp_path)
     first = SnapshotReader(cfg.data_dir)
     before = ranks(first, "def zebra(lights)")
-    run(replace(cfg, repos=(RepoSpec(name="one", url=str(moved)), cfg.repos[1])), show_progress=False)
+    publish()
 
     def full(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
