@@ -1,4 +1,4 @@
-# blobdex: make install | install-torch | run | lint | test | docs | bench | bench-scale | bench-precision | bench-history | clean. The venv lives in .venv; the CLI is .venv/bin/blobdex.
+# blobdex: make install | install-torch | run | lint | test | docs | bench | bench-scale | bench-recall | bench-precision | bench-history | clean. The venv lives in .venv; the CLI is .venv/bin/blobdex.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -22,7 +22,7 @@ CONFIG ?= blobdex.toml
 SYMBOLS ?= get
 PORT ?= 8765
 
-.PHONY: install install-torch run lint test docs bench bench-scale bench-precision bench-history clean
+.PHONY: install install-torch run lint test docs bench bench-scale bench-recall bench-precision bench-history clean
 
 install: $(VENV)/.installed
 
@@ -81,6 +81,11 @@ bench-history: install
 # The server alone on what that left (no bench process beside it): make bench-scale ARGS="--serve-only --distinct 93 --work /tmp/bs"
 bench-scale: install-torch  # the default corpus copies networkx, which the torch extra installs
 	$(BIN)/python ci/bench_scale.py $(ARGS)
+
+# Recall of approximate vector search on a real model's vectors of up to 1M chunks of the installed packages' code:
+#   make bench-recall ARGS="--rows 1000000 --work /tmp/recall"
+bench-recall: install
+	$(BIN)/python ci/bench_recall.py $(ARGS)
 
 # Call resolution against scip-python on the Python repos of an index: make bench-precision CONFIG=blobdex.toml
 bench-precision: install .tools/.installed

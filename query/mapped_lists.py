@@ -6,9 +6,10 @@ them, packed by faiss's own conversion of a plain 4-bit index (query.approximate
 
 The file has no name: made in the data dir (on the snapshot's disk, not a tmpfs) and unlinked at once, faiss maps
 it through /proc/self/fd; it goes with the process or the index. Its blocks are taken before they are written
-(a write through the map to a full disk would be SIGBUS), and what joined is written back before it serves. A list that outgrows its room moves to
-the file's end with a quarter more (its old room is left unused: disk, never memory); codes of parts that leave
-stay, never selected, until the index is rebuilt (query.approximate.open_approximate)."""
+(a write through the map to a full disk would be SIGBUS), and what joined is written back before it serves. A
+list that outgrows its room moves to the file's end with a quarter more (its old room is left unused: disk,
+never memory); codes of parts that leave stay, never selected, until the index is rebuilt
+(query.approximate.open_approximate)."""
 
 from __future__ import annotations
 
