@@ -52,7 +52,7 @@ TASKS = [
     "log a warning message",
     "connect to a database",
 ]
-SETTINGS_4BIT = [(256, 1_500), (96, 500), (256, 1_000), (384, 1_000), (256, 2_000)]  # the default first
+SETTINGS_4BIT = [(256, 2_000), (96, 500), (256, 1_000), (384, 1_000), (256, 1_500)]  # the default first
 SETTINGS_8BIT = [(96, 500), (192, 1_000)]
 MAX_FILE_BYTES = 200_000
 BATCH = 4_096

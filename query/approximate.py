@@ -37,11 +37,13 @@ EXACT_ROWS = 100_000
 # 64 / 500, 0.960 at 96 / 500, 0.973 at 128 / 500. 4-bit fast-scan codes against 8-bit ones on a harder corpus
 # (200,006 chunks of the Python packages this project installs, the same model, 320 queries): 8-bit 0.928 at
 # 96 / 500 and 0.946 at 128 / 1,000; 4-bit 0.902 at 96 / 500, 0.948 at 192 / 1,000, 0.954 at 256 / 1,000 and
-# 0.964 at 384 / 1,000. At 587,010 chunks of them (make bench-recall): 8-bit 0.932 at 96 / 500; 4-bit 0.946 at
-# 256 / 1,000, 0.955 at 384 / 1,000, 0.962 at 256 / 1,500 and 0.966 at 256 / 2,000: more candidates cost less
-# recall for the time than more lists. A passage at 10M codes: 8-bit 22-26 ms over 96 lists, 4-bit 4.3 over 192
-# (one thread). The issue's floor is 0.95.
-NPROBE, RESCORE = 256, 1_500
+# 0.964 at 384 / 1,000. At 1,000,000 real chunks (make bench-recall: the installed packages' Python, their
+# JavaScript and C headers): 8-bit 0.919 at 96 / 500 and 0.955 at 192 / 1,000 (5.1 ms); 4-bit 0.925 at
+# 256 / 1,000, 0.929 at 384 / 1,000, 0.945 at 256 / 1,500 and 0.955 at 256 / 2,000 (2.0 ms): more candidates buy
+# recall cheaper than more lists. Their cost is reading their float vectors: at 10M chunks on a machine whose page
+# cache holds half of them, search p50 / p95 went from 73 / 85-94 ms at 1,000 to 94-96 / 119-139 at 2,000. A
+# passage at 10M codes: 8-bit 22-26 ms over 96 lists, 4-bit 4.3 over 192 (one thread). The issue's floor is 0.95.
+NPROBE, RESCORE = 256, 2_000
 NPROBE_8BIT, RESCORE_8BIT = 96, 500
 JOIN_ROWS = 1_000_000  # codes packed for the mapped lists at a time: a start-up holds two copies of this many
 LEFTOVER_SHARE = 0.25  # codes of parts no snapshot lists, of those the index holds, past which it is rebuilt

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import mmap
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,56 @@ def _madvise():
 
 _MADVISE = _madvise()
 
+SYS_PROCESS_MADVISE = 440  # the same on x86-64 and arm64 (the generic system call table)
+UIO_MAXIOV = 1024  # ranges one call takes
+
+
+class _Batched:
+    """process_madvise(2) on this process (Linux 5.10+): up to UIO_MAXIOV ranges advised in one system call. A
+    gather's rows are each a range of their own; one madvise a row cost about 2 µs, two thirds of gathering 2,000
+    rows whose pages were in memory already (4.5 ms; 1.3 ms without the advice)."""
+
+    def __init__(self, syscall):
+        self.syscall, self.pid, self.fd = syscall, -1, -1
+
+    def __call__(self, ranges: np.ndarray) -> bool:
+        """Advise (start, size) ranges; False where the kernel refused (the caller advises them one by one)."""
+        if self.pid != os.getpid():  # a forked child asks for its own pages
+            self.fd, self.pid = os.pidfd_open(os.getpid()), os.getpid()
+        vectors = np.ascontiguousarray(ranges, dtype=np.uint64)
+        for at in range(0, len(vectors), UIO_MAXIOV):
+            batch = vectors[at : at + UIO_MAXIOV]
+            if self.syscall(SYS_PROCESS_MADVISE, self.fd, batch.ctypes.data, len(batch), MADV_WILLNEED, 0) < 0:
+                return False
+        return True
+
+
+def _batched() -> _Batched | None:
+    """process_madvise where this kernel and process may call it (tried once on a page of its own), else None."""
+    try:
+        syscall = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).syscall
+        syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint]
+        syscall.restype = ctypes.c_long
+        batched = _Batched(syscall)
+        page = mmap.mmap(-1, mmap.PAGESIZE)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+        works = batched(np.array([[address, mmap.PAGESIZE]], dtype=np.uint64))
+        return batched if works else None
+    except (OSError, AttributeError, TypeError, ValueError):  # not Linux, no pidfd, no C library
+        return None
+
+
+_BATCHED = _batched()
+
+
+def advise(ranges: np.ndarray) -> None:
+    """MADV_WILLNEED over page-aligned (start, size) ranges: in batches where the kernel takes them, else one call
+    a range."""
+    if _BATCHED is not None and _BATCHED(ranges):
+        return
+    for start, size in ranges.tolist():
+        _MADVISE(start, size, MADV_WILLNEED)
+
 
 def will_need(starts: np.ndarray, lengths) -> None:
     """Ask for the pages holding `lengths` bytes (one for all, or one each) at each address in `starts` (of a mapped
@@ -45,8 +96,7 @@ def will_need(starts: np.ndarray, lengths) -> None:
     lengths = np.broadcast_to(np.asarray(lengths, dtype=np.int64), starts.shape)
     starts, ends = starts[lengths > 0], (starts + lengths)[lengths > 0]  # an empty string asks for nothing
     first = starts - starts % mmap.PAGESIZE  # madvise takes page-aligned addresses
-    for start, size in zip(first.tolist(), (ends - first).tolist()):
-        _MADVISE(start, size, MADV_WILLNEED)
+    advise(np.stack([first, ends - first], axis=1))
 
 
 class Layout:
