@@ -49,7 +49,10 @@ class _Batched:
     def __call__(self, ranges: np.ndarray) -> bool:
         """Advise (start, size) ranges; False where the kernel refused (the caller advises them one by one)."""
         if self.pid != os.getpid():  # a forked child asks for its own pages
-            self.fd, self.pid = os.pidfd_open(os.getpid()), os.getpid()
+            try:
+                self.fd, self.pid = os.pidfd_open(os.getpid()), os.getpid()
+            except OSError:
+                return False
         vectors = np.ascontiguousarray(ranges, dtype=np.uint64)
         for at in range(0, len(vectors), UIO_MAXIOV):
             batch = vectors[at : at + UIO_MAXIOV]
