@@ -91,8 +91,12 @@ def corpus(sources: list[Path], rows: int, embedder, seed: int = 0) -> tuple[np.
             print(f"bench-recall: {done:,} chunks embedded, {time.monotonic() - started:.0f} s", file=sys.stderr)
     if texts:
         vectors.append(np.asarray(embedder.embed(texts), dtype=np.float32))
+    if taken < 1_000:
+        shown = ", ".join(map(str, sources))
+        sys.exit(f"bench-recall: {taken} chunks under {shown}; give --source trees of code blobdex chunks")
     rng = random.Random(seed + 1)
-    names = rng.sample(sorted({n for n in names if len(n) > 6}), 150)
+    named = sorted({n for n in names if len(n) > 6})
+    names = rng.sample(named, min(len(named), 150))
     lines = [line for line in rng.sample(lines, min(len(lines), 600)) if len(line) > 20][:150]
     return np.concatenate(vectors), names, lines
 
