@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from dulwich.client import HTTPUnauthorized, get_transport_and_path
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
+from dulwich.refs import SYMREF, DiskRefsContainer
 from dulwich.repo import Repo
 
 from indexer import credentials
@@ -37,6 +38,9 @@ class MirrorError(BlobdexError):
 
 
 MIRRORS_DIR = "mirrors"  # under the data dir: <org>/<name>.git
+# In a mirror: nothing was left by an interrupted write since the last sweep. A fetch deletes it before it writes
+# and puts it back once its write is done; a sweep passes over a mirror that has it.
+CLEAN = "blobdex-clean"
 
 
 def mirrors_dir(data_dir: Path, org: str) -> Path:
@@ -140,7 +144,7 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
     if spec.credential:
         kwargs["password"] = resolve_credential(spec.credential)
         kwargs["username"] = spec.username or "git"
-    url = spec.url
+    url, local = spec.url, None
     if is_local(url):
         local = url[len("file://") :] if url.startswith("file://") else url
         if not Path(local).exists():
@@ -153,14 +157,16 @@ def fetch(data_dir: Path, spec: RepoSpec) -> Path:
                 f"cannot fetch repo {spec.name!r}: local path {local!r} lies inside the data dir, whose mirrors are "
                 f"copies blobdex keeps; point its url at the repo's own source"
             )
+    if local is not None and _holds_refs_of(path, Path(local)):
+        return path
     last: Exception | None = None
     for attempt in range(FETCH_ATTEMPTS):
         if attempt:
             time.sleep(FETCH_BACKOFF_SECONDS[attempt - 1])
         try:
-            with quiet_retries():
+            with quiet_retries(), _writing(path):
                 _fetch_once(path, url, kwargs)
-            _repack_if_needed(path)
+                _repack_if_needed(path)
             return path
         except HTTPUnauthorized as exc:
             raise MirrorError(
@@ -224,6 +230,37 @@ def network_reason(exc: BaseException | None) -> str:
     return f"{type(exc).__name__}: {first[:120]}"
 
 
+@contextmanager
+def _writing(path: Path):
+    """A write of a mirror: CLEAN goes before it and comes back only when it is done, so that whatever a killed
+    or failed write leaves is swept before the next."""
+    (path / CLEAN).unlink(missing_ok=True)
+    yield
+    (path / CLEAN).touch()
+
+
+def _holds_refs_of(path: Path, source: Path) -> bool:
+    """Whether the mirror already holds every ref of a local source at the same object, and its default branch:
+    nothing to fetch. Read from both repos' ref files alone: a fetch through dulwich opens both and looks up
+    each ref's object (2 ms a repo, 1.8 s of a cron run over 923 local repos that had not moved). A source git
+    reaches some other way (a worktree's `.git` file) is fetched."""
+    if (source / ".git").is_dir():
+        source = source / ".git"
+    if (source / "commondir").exists() or not all(
+        (d / "objects").is_dir() and (d / "refs").is_dir() and (d / "HEAD").is_file() for d in (source, path)
+    ):
+        return False
+    try:
+        theirs, ours = DiskRefsContainer(str(source)), DiskRefsContainer(str(path))
+        head = theirs.read_ref(b"HEAD")
+        if not head or not head.startswith(SYMREF) or ours.read_ref(b"HEAD") != head:
+            return False
+        remote = {n: sha for n, sha in theirs.as_dict().items() if n != b"HEAD"}
+        return head[len(SYMREF) :] in remote and remote == {n: s for n, s in ours.as_dict().items() if n != b"HEAD"}
+    except (OSError, ValueError, KeyError):  # unreadable refs: the fetch says what is wrong
+        return False
+
+
 def _repack_if_needed(path: Path) -> None:
     with open_mirror(path) as repo:
         packs = repo.object_store.count_pack_files()
@@ -280,9 +317,10 @@ def _fetch_once(path: Path, url: str, kwargs: dict) -> None:
 def sweep(data_dir: Path, mirrors: list[Path]) -> list[str]:
     """Delete what interrupted fetches left in `mirrors` (git lock files, temporary packs, packs without an
     index) before they are fetched again; call only under the index lock, which every writer of a mirror holds.
-    Only the mirrors a run fetches: a push run's one, not the organisation's (0.7 s a run at 923 mirrors)."""
+    Only the mirrors a run fetches (a push run's one, not the organisation's), and of those only the ones
+    without CLEAN: walking and pruning each took 0.35 s of every cron run at 923 mirrors."""
     removed = []
-    for mirror in sorted(m for m in mirrors if m.is_dir()):
+    for mirror in sorted(m for m in mirrors if m.is_dir() and not (m / CLEAN).exists()):
         removed += [str(p.relative_to(data_dir)) for p in _sweep_locks(mirror)]
         objects = mirror / "objects"
         before = {*objects.glob("tmp_pack_*"), *(objects / "pack").glob("*.pack")}
@@ -292,6 +330,7 @@ def sweep(data_dir: Path, mirrors: list[Path]) -> list[str]:
         except MirrorError:
             continue  # the fetch reports a broken mirror, with advice
         removed += [str(p.relative_to(data_dir)) for p in sorted(before) if not p.exists()]
+        (mirror / CLEAN).touch()
     return removed
 
 

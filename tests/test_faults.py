@@ -18,6 +18,7 @@ from indexer.build import parts
 from indexer.build.cache import Cache
 from indexer.embed import HashEmbedder
 from indexer.build import DiskFull, run
+from indexer.mirror import CLEAN
 from indexer.snapshot.publish import sweep
 from indexer.snapshot import SnapshotError, current_id, open_manifest
 from indexer.snapshot.verify import verify
@@ -333,8 +334,10 @@ def test_every_run_sweeps_leftovers_of_killed_runs_but_keeps_what_a_server_may_r
         leftover.mkdir()
         (leftover / "part").write_text("x")
     (cfg.data_dir / ".CURRENT.tmp").write_text("20991231T000000000000Z-orphan")
-    pack = cfg.data_dir / "mirrors" / "default" / "api.git" / "objects" / "pack" / "tmp1zjuwadt.pack"
+    mirror = cfg.data_dir / "mirrors" / "default" / "api.git"
+    pack = mirror / "objects" / "pack" / "tmp1zjuwadt.pack"
     pack.write_bytes(b"")
+    (mirror / CLEAN).unlink()  # as a fetch does before it writes: killed, it never put it back
     held = sorted(p.name for p in snapshot.parts_dir(cfg.data_dir).iterdir())  # what older and live list
     stray = snapshot.parts_dir(cfg.data_dir) / "20991231T000000000002Z-stray0"  # renamed in, never listed
     shutil.copytree(snapshot.parts_dir(cfg.data_dir) / held[0], stray)

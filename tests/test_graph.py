@@ -5,6 +5,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from dulwich.repo import Repo
 
 from indexer.chunk import chunk_and_parse
 from indexer.extract import extract
@@ -15,6 +16,7 @@ from indexer.snapshot.verify import verify
 from query.expand_context import ContextError, context
 from query.sql import SqlError
 from query.sql import run as run_sql
+from tests import gitrepo
 from tests.corpus import build_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,6 +282,43 @@ def test_context_finds_definitions_and_callers_in_every_repo(services):
         ("payments", "charge", "name_only"),
     ]
     assert loose["callers_total"] == 1  # the total counts callers; name-only rows are counted apart
+
+
+def test_a_run_keeps_an_orgs_edges_while_no_repo_changes_its_facts_and_makes_them_anew_when_one_does(
+    tmp_path, monkeypatch
+):
+    """Every run wrote every org's edges from every repo's facts (1.0 s of a cron run at 923 repos); a commit that
+    changes no route, URL, task, env key, model or import keeps the base's edges without reading one repo's
+    facts beyond the changed repo's, and one that does makes them again; both as a run from scratch makes them."""
+    from indexer.build import run, work
+    from indexer.snapshot import read_edge_facts
+    from tests.corpus import fresh_copy
+
+    built = build_corpus(tmp_path, SERVICES)
+    cfg = built.cfg
+    read = []
+    monkeypatch.setattr(work, "read_edge_facts", lambda part: read.append(part.name) or read_edge_facts(part))
+    work._FACTS.clear()
+    orders = Repo(str(tmp_path / "src" / "orders"))
+    body = SERVICES["orders"]["orders/app.py"].replace(b'return {"id": order_id}', b'return {"id": order_id, "ok": 1}')
+    gitrepo.commit(orders, {**SERVICES["orders"], "orders/app.py": body})
+    kept = run(cfg, show_progress=False)
+    assert kept.published and len(read) == 2  # the changed repo's facts, before and after
+    path, _ = open_manifest(cfg.data_dir)
+    assert _rows(path / GRAPH_DIR / "edges.parquet") == _rows(_newest(fresh_copy(cfg, tmp_path / "a")))
+    gone = body.replace(b'@app.route("/api/orders/<int:order_id>", methods=["GET"])\n', b"")
+    gitrepo.commit(orders, {**SERVICES["orders"], "orders/app.py": gone})
+    read.clear()
+    anew = run(cfg, show_progress=False)
+    assert anew.published and len(read) == len(SERVICES) + 1  # the route went: every repo's facts
+    path, _ = open_manifest(cfg.data_dir)
+    edges = _rows(path / GRAPH_DIR / "edges.parquet")
+    assert edges == _rows(_newest(fresh_copy(cfg, tmp_path / "b")))
+    assert not [e for e in edges if e["kind"] == "http_call" and e["to_repo"] == "orders"]
+
+
+def _newest(cfg) -> Path:
+    return open_manifest(cfg.data_dir)[0] / GRAPH_DIR / "edges.parquet"
 
 
 def test_context_of_a_route_handler_lists_route_env_and_edges(services):

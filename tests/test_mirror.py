@@ -8,7 +8,8 @@ from dulwich.repo import Repo
 
 from indexer.build import run
 from indexer.config import RepoSpec
-from indexer.mirror import MirrorError, fetch, redact, resolve_credential
+from indexer import mirror as mirrors
+from indexer.mirror import CLEAN, MirrorError, fetch, redact, resolve_credential, sweep
 from tests import gitrepo
 from tests.corpus import api_files
 from tests.servers import TOKEN
@@ -54,6 +55,66 @@ def test_a_fetch_writes_only_the_refs_that_moved(tmp_path):
     assert mirror.refs[b"refs/heads/main"].decode() == moved == mirror.refs[b"refs/tags/new"].decode()
     assert b"refs/tags/v0" not in mirror.refs and mirror.refs[b"refs/tags/v1"].decode() == head
     assert sum(stamps[p] != p.stat().st_mtime_ns for p in stamps if p.exists()) == 1  # main alone
+
+
+def test_a_local_source_whose_refs_have_not_moved_is_not_fetched(tmp_path, monkeypatch):
+    """A local source is compared with its mirror by their ref files alone (dulwich's fetch opened both repos
+    and looked up every ref's object: 1.8 s of a cron run over 923 local repos); anything that moved, a branch,
+    a tag, the default branch, is fetched as before."""
+    fetched = []
+    real = mirrors._fetch_once
+    monkeypatch.setattr(mirrors, "_fetch_once", lambda path, url, kw: fetched.append(url) or real(path, url, kw))
+    src = gitrepo.init(tmp_path / "src")
+    head = gitrepo.commit(src, {"x.md": b"# x\n"})
+    src.refs[b"refs/tags/v1"] = head.encode()
+    spec = RepoSpec(name="x", url=str(tmp_path / "src"))
+    path = fetch(tmp_path / "data", spec)
+    assert len(fetched) == 1 and (path / CLEAN).exists()
+    fetch(tmp_path / "data", spec)
+    assert len(fetched) == 1
+    moves = [
+        lambda: gitrepo.commit(src, {"x.md": b"# y\n"}),
+        lambda: src.refs.__setitem__(b"refs/tags/v2", src.refs[b"refs/heads/main"]),
+        lambda: src.refs.__delitem__(b"refs/tags/v1"),
+        lambda: src.refs.__setitem__(b"refs/heads/dev", src.refs[b"refs/heads/main"]),
+        lambda: src.refs.set_symbolic_ref(b"HEAD", b"refs/heads/dev"),
+    ]
+    for i, move in enumerate(moves):
+        move()
+        fetch(tmp_path / "data", spec)
+        assert len(fetched) == 2 + i
+        fetch(tmp_path / "data", spec)
+        assert len(fetched) == 2 + i
+    held = Repo(str(path))
+    assert {n: s for n, s in held.refs.as_dict().items()} == src.refs.as_dict()
+    assert held.refs.get_symrefs()[b"HEAD"] == b"refs/heads/dev"
+
+
+def test_a_sweep_passes_over_a_clean_mirror_and_a_failed_fetch_leaves_it_to_the_next(tmp_path, monkeypatch):
+    """A fetch takes CLEAN away before it writes and puts it back when done; the sweep walks and prunes only a
+    mirror without it (0.35 s of every cron run at 923 mirrors), then marks it clean."""
+    src = gitrepo.init(tmp_path / "src")
+    gitrepo.commit(src, {"x.md": b"# x\n"})
+    spec = RepoSpec(name="x", url=str(tmp_path / "src"))
+    path = fetch(tmp_path / "data", spec)
+    lock = path / "refs" / "heads" / "main.lock"
+    lock.write_text("left by a writer of another kind")
+    assert sweep(tmp_path / "data", [path]) == []  # clean: not walked
+    (path / CLEAN).unlink()
+    assert sweep(tmp_path / "data", [path]) == ["mirrors/default/x.git/refs/heads/main.lock"]
+    assert (path / CLEAN).exists()
+    gitrepo.commit(src, {"x.md": b"# y\n"})
+    monkeypatch.setattr(mirrors, "FETCH_BACKOFF_SECONDS", (0.0, 0.0))
+
+    def dies(path, url, kw):
+        (path / "objects" / "tmp_pack_half").write_bytes(b"PACK")
+        raise OSError("the connection was reset")
+
+    monkeypatch.setattr(mirrors, "_fetch_once", dies)
+    with pytest.raises(MirrorError, match="after 3 attempts"):
+        fetch(tmp_path / "data", spec)
+    assert not (path / CLEAN).exists()
+    assert sweep(tmp_path / "data", [path]) == ["mirrors/default/x.git/objects/tmp_pack_half"]
 
 
 def test_wrong_credentials_are_refused_with_advice(http_remote, tmp_path, monkeypatch):

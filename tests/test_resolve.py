@@ -691,7 +691,7 @@ def test_a_run_reads_the_calls_of_only_the_repos_its_change_reaches(tmp_path):
     read all the same."""
     built = build_corpus(tmp_path, {"lib": LIB, "app": APP, "other": OTHER})
     info = read_part_info(parts_of(*open_manifest(built.cfg.data_dir), {("default", "app")})[-1].dir)
-    assert {"get", "Session", "lib"} <= set(info.edge_inputs["reach"]["names"])
+    assert {"get", "Session", "lib"} <= set(info.edge_inputs["reach"]["names"].split("\n"))
     assert info.edge_inputs["reach"]["into"] == {"lib": ["src/lib/api.py", "src/lib/sessions.py"]}
     repo = Repo(str(tmp_path / "src" / "lib"))
     unrelated = {**LIB, "src/lib/cli.py": LIB["src/lib/cli.py"] + b"\n\ndef unrelated():\n    return 0\n"}
@@ -710,6 +710,16 @@ def test_a_run_reads_the_calls_of_only_the_repos_its_change_reaches(tmp_path):
     older = {k: v for k, v in info.edge_inputs.items() if k != "reach"}
     assert Moved(frozenset({"nothing_calls_this"}), frozenset()).reaches(older)
     assert not Moved(frozenset({"nothing_calls_this"}), frozenset()).reaches(info.edge_inputs)
+    reach = info.edge_inputs["reach"]
+    listed = {**info.edge_inputs, "reach": {**reach, "names": reach["names"].split("\n")}}  # as parts had them
+    many = frozenset({f"n{i}" for i in range(40)})  # a set of the names at once, rather than a search a name
+    for inputs in (info.edge_inputs, listed):
+        assert Moved(frozenset({"Session"}), frozenset()).reaches(inputs) and Moved(
+            many | {"get"}, frozenset()
+        ).reaches(inputs)
+        assert not Moved(frozenset({"Sess", "ession"}), frozenset()).reaches(inputs) and not Moved(
+            many, frozenset()
+        ).reaches(inputs)
 
 
 def test_find_references_answers_alike_on_mcp_http_and_the_cli(python_org, blobdex):

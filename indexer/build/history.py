@@ -83,13 +83,14 @@ def _repo_history(run: Run, w: RepoWork, full: bool) -> RepoHistory:
         return RepoHistory(drop=bool(held))
     same = not full and held and before.history_as == settings.recorded
     heads = sorted({commit_id for _, commit_id in w.refs})
+    infos = [read_history_info(parts_dir(run.cfg.data_dir) / p) for p in held] if same else []
+    # parts with another model's vectors (or none) are read again: the cache has what that model embedded
+    current = bool(infos) and all(i.model_id == run.model_id for i in infos)
+    if current and sorted(set(infos[-1].heads)) == heads:
+        return RepoHistory(parts=held, settings=settings.recorded)  # nothing new: the mirror is not opened
     with mirror.open_mirror(w.mirror_path) as repo:
-        infos = [read_history_info(parts_dir(run.cfg.data_dir) / p) for p in held] if same else []
-        # parts with another model's vectors (or none) are read again: the cache has what that model embedded
-        if infos and all(i.model_id == run.model_id for i in infos):
+        if current:
             last = infos[-1]
-            if sorted(set(last.heads)) == heads:
-                return RepoHistory(parts=held, settings=settings.recorded)
             forward = all(any(history.is_ancestor(repo, h, n) for n in heads) for h in last.heads)
             delta = _read(run, w, repo, heads, last.heads, base=False) if forward and len(held) < MAX_PARTS else None
             if delta is not None:

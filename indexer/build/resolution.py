@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexer import snapshot
-from indexer.calls.code import last_name
+from indexer.calls.code import last_name, names_any
 from indexer.calls.declared import declared, java_packages, python_packages
 from indexer.build.parts import RepoLive, inside, outside
 from indexer.calls.rules import Code, Declared, Resolver, World, resolve_calls
@@ -49,7 +49,7 @@ class Moved:
         reach = inputs.get("reach")
         if self.names is None or reach is None:
             return True
-        return not self.names.isdisjoint(reach["names"]) or any(p in reach["into"].get(r, ()) for r, p in self.paths)
+        return names_any(reach, self.names) or any(p in reach["into"].get(r, ()) for r, p in self.paths)
 
     def touches(self, calls: pa.Table, imports: pa.Table) -> pa.Array | None:
         """Which call rows (of a repo whose `imports` rows, path, module and name, these are) may resolve
@@ -335,7 +335,7 @@ class _Wide:
     def _imports(self, state: RepoState) -> bool:
         """Whether the repo imports a module a changed or removed repo declares (asked twice a repo: remembered)."""
         if state.name not in self._importing:
-            modules = self.run.part_info(state).edge_inputs.get("modules", [])
+            modules = self.run.edge_facts(state).get("modules", [])
             self._importing[state.name] = any(_names(self.changed, m) for m in modules)
         return self._importing[state.name]
 
@@ -345,7 +345,7 @@ class _Wide:
         reach = self.run.part_info(state).edge_inputs.get("reach")
         if reach is None or self._imports(state):
             return True
-        return not self.repos.isdisjoint(reach["into"]) or not self.defined.isdisjoint(reach["names"])
+        return not self.repos.isdisjoint(reach["into"]) or names_any(reach, self.defined)
 
     def paths(self, state: RepoState, live: RepoLive) -> set[str]:
         found = set()

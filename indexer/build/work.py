@@ -16,7 +16,7 @@ from indexer.build.report import RepoReport, Report
 from indexer.config import Config, RepoSpec
 from indexer.embed import Embedder, configured_embedder
 from indexer.scan import RefScan
-from indexer.snapshot import PART_INFO, Manifest, PartInfo, RepoState, parts_dir, read_part_info
+from indexer.snapshot import PART_INFO, Manifest, PartInfo, RepoState, parts_dir, read_edge_facts, read_part_info
 
 if TYPE_CHECKING:
     from indexer.build.cluster import Cluster
@@ -73,6 +73,7 @@ class Change:
 # index --every`, a queue's drain) so reads each part's once, and holds the infos of the base's newest parts
 # between runs (0.4 MB a repo of networkx's size); a run forgets those its base no longer lists.
 _INFOS: dict[Path, tuple[tuple[int, int, int], PartInfo]] = {}
+_FACTS: dict[Path, tuple[PartInfo, dict]] = {}  # a part's path -> (the info read with them, its edge facts)
 
 
 @dataclass(kw_only=True)
@@ -99,8 +100,9 @@ class Run:
     def __post_init__(self) -> None:
         repos = self.base.manifest.repos if self.base else []
         newest = {parts_dir(self.cfg.data_dir) / r.parts[-1] for r in repos if r.parts}
-        for gone in set(_INFOS) - newest:
-            del _INFOS[gone]
+        for cache in (_INFOS, _FACTS):
+            for gone in set(cache) - newest:
+                del cache[gone]
 
     def part_info(self, state: RepoState) -> PartInfo:
         """The info of a repo's newest part, which speaks for the repo as a whole: read once a process while
@@ -111,6 +113,15 @@ class Run:
         if part not in _INFOS or _INFOS[part][0] != seen:
             _INFOS[part] = (seen, read_part_info(part))
         return _INFOS[part][1]
+
+    def edge_facts(self, state: RepoState) -> dict:
+        """Every coupling fact of a repo's newest part, what `edges` reads: part.json's edge inputs with the
+        facts beside it (EDGE_FACTS), read once a process like the info."""
+        part = parts_dir(self.cfg.data_dir) / state.parts[-1]
+        info = self.part_info(state)
+        if part not in _FACTS or _FACTS[part][0] is not info:
+            _FACTS[part] = (info, {**info.edge_inputs, **read_edge_facts(part)})
+        return _FACTS[part][1]
 
     def removed(self) -> list[tuple[str, str]]:
         """The repos the base holds that the config no longer names: the run leaves them out."""

@@ -118,7 +118,8 @@ def reach(calls: pa.Table, imports: pa.Table) -> dict | None:
     """What a change elsewhere must name to move a repo's stored calls (build.resolution.Moved.touches), kept
     with the repo's part so that a run reads the calls of only the repos its changes can reach: every name
     the repo's calls call and its imports bind or reach a module by, and, per other repo, the paths its calls
-    resolved into. None for calls not resolved yet (nothing can be ruled out)."""
+    resolved into. None for calls not resolved yet (nothing can be ruled out). The names are one string, a name
+    a line (names_any): a run reads every repo's, and as a JSON list they were 0.3 s of a cron run at 923 repos."""
     if "resolved_repo" not in calls.column_names:
         return None
     names = set(pc.unique(calls["callee"]).to_pylist()) | set(pc.unique(imports["name"]).to_pylist())
@@ -129,4 +130,15 @@ def reach(calls: pa.Table, imports: pa.Table) -> dict | None:
     into: dict[str, set[str]] = defaultdict(set)
     for repo, path in zip(away["resolved_repo"].to_pylist(), away["resolved_path"].to_pylist()):
         into[repo].add(path)
-    return {"names": sorted(names - {"", None}), "into": {r: sorted(p) for r, p in sorted(into.items())}}
+    return {"names": "\n".join(sorted(names - {"", None})), "into": {r: sorted(p) for r, p in sorted(into.items())}}
+
+
+def names_any(reach: dict, names: set[str] | frozenset[str]) -> bool:
+    """Whether `reach` (above) holds any of `names`; a part written before holds them as a list."""
+    held = reach["names"]
+    if isinstance(held, list):
+        return not names.isdisjoint(held)
+    if len(names) > 32:  # one set, rather than a search of the string a name
+        return not names.isdisjoint(held.split("\n"))
+    lines = f"\n{held}\n"
+    return any(f"\n{n}\n" in lines for n in names)

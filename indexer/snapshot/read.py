@@ -19,6 +19,7 @@ from indexer.snapshot.format import (
     COMMIT_VECTORS,
     HISTORY_INFO,
     LEXICAL_DIR,
+    EDGE_FACTS,
     PART_INFO,
     PATHS,
     VECTORS_DIR,
@@ -47,6 +48,15 @@ def part_file(ref: PartRef, table: str) -> Path:
 
 def read_part_info(part: Path) -> PartInfo:
     return PartInfo(**json.loads((part / PART_INFO).read_text(encoding="utf-8")))
+
+
+def read_edge_facts(part: Path) -> dict:
+    """A part's coupling facts beside part.json (EDGE_FACTS); {} for a part written before, whose part.json holds
+    them."""
+    try:
+        return json.loads((part / EDGE_FACTS).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
 
 
 def parts_of(snapshot_dir: Path, manifest: Manifest, repos: set[tuple[str, str]] | None = None) -> list[PartRef]:

@@ -32,7 +32,9 @@ from indexer.snapshot import (
     COMMIT_VECTORS,
     HISTORY_SCHEMAS,
     LEXICAL_DIR,
+    EDGE_FACTS,
     PART_INFO,
+    PART_INPUTS,
     CHUNK_TEXT,
     PARTS_DIR,
     PATHS,
@@ -102,7 +104,7 @@ def place_part(data_dir: Path, *, info: dict, rows: int, files: dict[str, bytes]
     """Write a part whose files part_files built (elsewhere) aside, with its part.json, then rename it into place."""
     with _aside(data_dir) as (part_id, built):
         for name, content in files.items():
-            if Path(name).name != name or name == PART_INFO:  # the worker's word for a name is checked, not trusted
+            if Path(name).name != name or name in (PART_INFO, EDGE_FACTS):  # a worker's names are checked, not trusted
                 raise ValueError(f"a part's file is named {name!r}")
             (built / name).write_bytes(content)
         return _part_info(built, part_id, rows, info)
@@ -127,7 +129,13 @@ def _part_files(built: Path, info: dict, chunks: pa.Table, tables: dict, card_ve
 
 
 def _part_info(built: Path, part_id: str, rows: int, info: dict) -> PartInfo:
-    part = PartInfo(part_id=part_id, rows=rows, **info)
+    """part.json, and the edge inputs but PART_INPUTS in EDGE_FACTS beside it."""
+    inputs = info["edge_inputs"]
+    part = PartInfo(
+        part_id=part_id, rows=rows, **{**info, "edge_inputs": {k: v for k, v in inputs.items() if k in PART_INPUTS}}
+    )
+    facts = {k: v for k, v in inputs.items() if k not in PART_INPUTS}
+    (built / EDGE_FACTS).write_text(json.dumps(facts, sort_keys=True), encoding="utf-8")
     (built / PART_INFO).write_text(part.to_json(), encoding="utf-8")
     return part
 
@@ -272,10 +280,13 @@ def _add_documents(writer, table: pa.Table, progress) -> None:
             progress.advance(512)
 
 
-def write_edges(built: Path, rows: list[dict]) -> None:
+def edges_table(rows: list[dict]) -> pa.Table:
+    return pa.table({name: [r[name] for r in rows] for name in EDGES_SCHEMA.names}, schema=EDGES_SCHEMA)
+
+
+def write_edges(built: Path, edges: pa.Table) -> None:
     (built / GRAPH_DIR).mkdir()
-    columns = {name: [r[name] for r in rows] for name in EDGES_SCHEMA.names}
-    _write_parquet(pa.table(columns, schema=EDGES_SCHEMA), graph_path(built, "edges"))
+    _write_parquet(edges, graph_path(built, "edges"))
 
 
 def write_views(built: Path, manifest: Manifest) -> None:
