@@ -96,6 +96,27 @@ def open_mirror(path: Path) -> Repo:
         ) from exc
 
 
+class RefsFirst:
+    """A mirror read for its refs (scan.resolve_ref): they come from its ref files, and the repo is opened only
+    when an object is read, to peel a commit the last snapshot does not hold. Opening each mirror was 0.15 s of
+    every cron run at 923 repos, for refs the fetch had just compared."""
+
+    def __init__(self, path: Path):
+        self.path, self.refs, self._repo = path, DiskRefsContainer(str(path)), None
+
+    def __getitem__(self, object_id: bytes):
+        if self._repo is None:
+            self._repo = open_mirror(self.path)
+        return self._repo[object_id]
+
+    def __enter__(self) -> RefsFirst:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._repo is not None:
+            self._repo.close()
+
+
 def client_for(url: str, **credentials):
     """dulwich's client for `url` with blobdex's one retry policy: urllib3 would retry a connection three more
     times inside each of our attempts (twelve connections for one unreachable URL), so it is told not to;

@@ -57,7 +57,8 @@ def _peel_to_commit(repo: Repo, object_id: bytes, what: str) -> Commit:
 def resolve_ref(
     repo: Repo, ref: str | None, repo_name: str, fix: str | None = None, held: frozenset[str] = frozenset()
 ) -> tuple[str, str]:
-    """(full ref name or pinned commit_id, commit_id) for a branch, tag, full ref, commit id or the default.
+    """(full ref name or pinned commit_id, commit_id) for a branch, tag, full ref, commit id or the default; `repo`
+    is read for its refs and, to peel, its objects (a Repo, or mirror.RefsFirst).
     `fix` is what the message tells to do about a ref that is not there: by default the operator's step (the
     configured ref is wrong); a reader asking for a ref passes its own (`⟦ref⟧`). `held`: commit ids an index
     run already read as commits (the last snapshot's): a ref that names one is not read again (opening a pack

@@ -356,7 +356,7 @@ def _read_refs(work: list[RepoWork], prev: Manifest | None) -> None:
         before = prev.repo(*w.spec.key) if prev else None
         held = frozenset(r.commit_id for r in before.refs) if before else frozenset()
         try:
-            with mirror.open_mirror(w.mirror_path) as repo:
+            with mirror.RefsFirst(w.mirror_path) as repo:
                 for ref in w.spec.refs or (None,):
                     w.refs.append(resolve_ref(repo, ref, w.spec.name, held=held))
         except (ScanError, mirror.MirrorError) as exc:
