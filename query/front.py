@@ -101,6 +101,9 @@ class Catalog:
             self._cache[name] = load()
         return self._cache[name]
 
+    def of_part(self, part_id: str, what: str, read):
+        return self.cached(f"{what}:{part_id}", read)
+
     def _union(self, method: str, org: str) -> frozenset:
         asked = self._shards.ask(method, {i: (self.snapshot_id, org) for i in range(len(self._shards))})
         return frozenset(x for found in asked.values() for x in found)
@@ -110,6 +113,12 @@ class Catalog:
 
     def files(self, org: str) -> frozenset[tuple[str, str]]:
         return self.cached(f"files:{org}", lambda: self._union("files", org))
+
+    def files_where(self, org: str, name: str, keep) -> frozenset[tuple[str, str]]:
+        return self.cached(f"{name}:{org}", lambda: frozenset(f for f in self.files(org) if keep(f[1])))
+
+    def has_file(self, org: str, repo: str, path: str) -> bool:
+        return (repo, path) in self.files(org)
 
     def repo_names(self, org: str) -> list[str]:
         return sorted(r.name for r in self.manifest.repos if r.org == org)

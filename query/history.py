@@ -14,6 +14,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import tantivy
@@ -21,7 +22,14 @@ import tantivy
 from indexer.embed import Embedder
 from indexer.errors import BlobdexError
 from indexer.history import when
-from indexer.snapshot import open_history_lexical, read_commit_vectors, read_history, store_error
+from indexer.snapshot import (
+    data_dir_of,
+    open_history_lexical,
+    read_commit_vectors,
+    read_history,
+    store_error,
+)
+from indexer.snapshot.read import read_history_parts
 from indexer.tokenize import path_tokens, tokens
 from query.cursor import encode as cursor_encode
 from query.cursor import offset as cursor_offset
@@ -76,13 +84,9 @@ class History:
     """One snapshot's history tables, loaded once: commits by key, the paths each changed, parents."""
 
     def __init__(self, reader: SnapshotReader):
-        self.commits = read_history(reader.path, reader.manifest, "commits")
-        changes = read_history(
-            reader.path,
-            reader.manifest,
-            "commit_changes",
-            columns=["org", "repo", "commit_id", "path", "old_path", "change", "added", "removed"],
-        )
+        # Each part's tables and paths as read for the snapshot before, where it listed the part: a swap reads
+        # only its new parts' (SnapshotReader.of_part; every part's again was 3.5 s of a swap at 923 repos).
+        self.commits = read_history(reader.path, reader.manifest, "commits", of_part=reader.of_part)
         c = self.commits.select(["org", "repo", "commit_id"]).to_pydict()
         self.keys = list(zip(c["org"], c["repo"], c["commit_id"]))
         self.row = {key: i for i, key in enumerate(self.keys)}
@@ -90,20 +94,12 @@ class History:
         self.org = np.array(c["org"], dtype=object)
         self.repo = np.array(c["repo"], dtype=object)
         self.parents = self.commits.column("parents").to_pylist()
-        self.paths: list[list[tuple]] = [[] for _ in self.keys]
-        ch = changes.to_pydict()
-        # One string a distinct path: Arrow gives each change its own copy (a file changed by a hundred commits
-        # was a hundred strings; at 3M bench chunks, 165k changes held about 400 bytes each).
-        known: dict[str, str] = {}
-        for i in range(changes.num_rows):
-            at = self.row.get((ch["org"][i], ch["repo"][i], ch["commit_id"][i]))
-            if at is not None:
-                path, old, change = ch["path"][i], ch["old_path"][i], ch["change"][i]
-                path, change = known.setdefault(path, path), known.setdefault(change, change)
-                old = old if old is None else known.setdefault(old, old)
-                self.paths[at].append((path, old, change, ch["added"][i], ch["removed"][i]))
+        self.paths: list[list[tuple]] = []  # what each commit changed: (path, old path, change, added, removed)
+        data_dir = data_dir_of(reader.path)
+        for part_id in (p for r in reader.manifest.repos for p in r.history):
+            self.paths += reader.of_part(part_id, "commit paths", lambda p=part_id: _commit_paths(data_dir, p))
         # each commit's vector and its model ("" where its part has none): rows of the query's model are compared
-        self.vectors, self.vector_model = read_commit_vectors(reader.path, reader.manifest)
+        self.vectors, self.vector_model = read_commit_vectors(reader.path, reader.manifest, reader.of_part)
         self.has_vectors = bool(self.vector_model.any())
         self._of_model: dict[str, np.ndarray] = {}
         index = open_history_lexical(reader.path)
@@ -224,6 +220,28 @@ _SHOWN = (
     "added",
     "removed",
 )
+
+
+def _commit_paths(data_dir: Path, part_id: str) -> list[list[tuple]]:
+    """What each commit of a history part changed, in the order of its commits table."""
+    commits = read_history_parts(data_dir, [part_id], "commits", columns=["commit_id"])
+    changes = read_history_parts(
+        data_dir, [part_id], "commit_changes", columns=["commit_id", "path", "old_path", "change", "added", "removed"]
+    )
+    row = {commit_id: i for i, commit_id in enumerate(commits.column("commit_id").to_pylist())}
+    paths: list[list[tuple]] = [[] for _ in range(commits.num_rows)]
+    ch = changes.to_pydict()
+    # One string a distinct path: Arrow gives each change its own copy (a file changed by a hundred commits
+    # was a hundred strings; at 3M bench chunks, 165k changes held about 400 bytes each).
+    known: dict[str, str] = {}
+    for i in range(changes.num_rows):
+        at = row.get(ch["commit_id"][i])
+        if at is not None:
+            path, old, change = ch["path"][i], ch["old_path"][i], ch["change"][i]
+            path, change = known.setdefault(path, path), known.setdefault(change, change)
+            old = old if old is None else known.setdefault(old, old)
+            paths[at].append((path, old, change, ch["added"][i], ch["removed"][i]))
+    return paths
 
 
 def history_of(reader: SnapshotReader) -> History:
@@ -534,7 +552,6 @@ def file_votes(
         return []
     hist, best = history_of(reader), ranked[0][1] or 1.0
     newest = reader.cached("history:newest", lambda: _newest(hist))
-    live = reader.files(org)
     votes: dict[tuple[str, str], float] = {}
     for at, score in ranked:
         changed = [p for p, _, change, _, _ in hist.paths[at] if change != "delete"]
@@ -544,7 +561,7 @@ def file_votes(
         age = (newest[(org, repo)] - int(hist.time[at])) / 86400
         weight = (score / best) * 0.5 ** (age / HALF_LIFE_DAYS) / len(changed)
         for path in changed:
-            if (repo, path) in live:
+            if reader.has_file(org, repo, path):
                 votes[(repo, path)] = votes.get((repo, path), 0.0) + weight
     return sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))
 

@@ -142,10 +142,10 @@ def runner_repos(reader: SnapshotReader, org: str) -> frozenset[str]:
 
     def load() -> frozenset[str]:
         found = {r.name for r in reader.manifest.repos if r.org == org and TEST_TOOL_NAME_RE.match(r.name)}
-        for repo, path in reader.files(org):
-            if repo not in found and TEST_TOOL_PATH_RE.match(path) and not is_test_file(path):
-                found.add(repo)
-        return frozenset(found)
+        tools = reader.files_where(
+            org, "test tool paths", lambda p: bool(TEST_TOOL_PATH_RE.match(p)) and not is_test_file(p)
+        )
+        return frozenset(found | {repo for repo, _ in tools})
 
     return reader.cached(f"runners:{org}", load)
 

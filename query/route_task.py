@@ -87,7 +87,7 @@ class RepoRoute:
 
 
 def _cards(reader: SnapshotReader) -> dict[tuple[str, str], np.ndarray]:
-    table = read_cards(reader.path)
+    table = read_cards(reader.path, reader.of_part)
     if table is None:
         return {}
     vectors = vector_matrix(table)

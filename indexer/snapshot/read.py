@@ -174,9 +174,10 @@ def _with_commits(files: pa.Table, manifest: Manifest) -> pa.Table:
     return files.append_column("commit_id", commits)
 
 
-def read_cards(snapshot_dir: Path, **options) -> pa.Table | None:
+def read_cards(snapshot_dir: Path, of_part=None, **options) -> pa.Table | None:
     """The repo cards (org, repo, text, vector): each repo's newest part has its card. None in a snapshot that
-    has none."""
+    has none. `of_part(part_id, what, read)`: a server's memo of what it read of each part (a swap reads only
+    its new parts' cards)."""
     import pyarrow.parquet as pq
 
     _, manifest = open_manifest(data_dir_of(snapshot_dir), snapshot_dir.name)
@@ -184,7 +185,11 @@ def read_cards(snapshot_dir: Path, **options) -> pa.Table | None:
         path = snapshot_dir / CARDS
         return pq.read_table(path, **options) if path.exists() else None
     root = parts_dir(data_dir_of(snapshot_dir))
-    cards = [pq.read_table(root / r.parts[-1] / CARD, **options) for r in manifest.repos if r.parts]
+    of_part = of_part or (lambda part_id, what, read: read())
+    cards = [
+        of_part(p, "card", lambda p=p: pq.read_table(root / p / CARD, **options))
+        for p in (r.parts[-1] for r in manifest.repos if r.parts)
+    ]
     return pa.concat_tables(cards) if cards else cards_schema(manifest.dim).empty_table()
 
 
@@ -230,44 +235,54 @@ def read_history_info(part: Path) -> HistoryInfo:
 
 
 def read_history(
-    snapshot_dir: Path, manifest: Manifest, table: str, repos: set[tuple[str, str]] | None = None, **options
+    snapshot_dir: Path,
+    manifest: Manifest,
+    table: str,
+    repos: set[tuple[str, str]] | None = None,
+    of_part=None,
+    **options,
 ) -> pa.Table:
     """A history table (`commits` or `commit_changes`) of every repo (or of `repos`) the snapshot holds history
-    of: each repo's history parts in order (a base first, so nothing is superseded), as HISTORY_SCHEMAS types it."""
+    of: each repo's history parts in order (a base first, so nothing is superseded), as HISTORY_SCHEMAS types it.
+    `of_part`: a server's memo of what it read of each part (read_cards)."""
     listed = [p for r in manifest.repos if repos is None or (r.org, r.name) in repos for p in r.history]
-    return read_history_parts(data_dir_of(snapshot_dir), listed, table, **options)
+    return read_history_parts(data_dir_of(snapshot_dir), listed, table, of_part, **options)
 
 
-def read_history_parts(data_dir: Path, part_ids: list[str], table: str, **options) -> pa.Table:
+def _read_once(part_id: str, what: str, read):
+    return read()
+
+
+def read_history_parts(data_dir: Path, part_ids: list[str], table: str, of_part=None, **options) -> pa.Table:
     """A history table of these history parts, in order."""
     import pyarrow.parquet as pq
 
-    schema = HISTORY_SCHEMAS[table]
-    tables = [pq.read_table(parts_dir(data_dir) / p / f"{table}.parquet", schema=schema, **options) for p in part_ids]
+    schema, of_part = HISTORY_SCHEMAS[table], of_part or _read_once
+    tables = [
+        of_part(
+            p,
+            f"{table} {options}",
+            lambda p=p: pq.read_table(parts_dir(data_dir) / p / f"{table}.parquet", schema=schema, **options),
+        )
+        for p in part_ids
+    ]
     if not tables:
         empty = schema.empty_table()
         return empty.select(options["columns"]) if "columns" in options else empty
     return pa.concat_tables(tables)
 
 
-def read_commit_vectors(snapshot_dir: Path, manifest: Manifest) -> tuple[np.ndarray, np.ndarray]:
+def read_commit_vectors(snapshot_dir: Path, manifest: Manifest, of_part=None) -> tuple[np.ndarray, np.ndarray]:
     """The vectors of read_history(..., "commits")'s rows, row for row, and each row's model id ("" where its
     part has none): (float32 matrix, object array). The matrix is the first model's width; a part of another
-    width reads as zeros (its rows' model says they are not comparable)."""
-    import pyarrow.parquet as pq
-
-    root = parts_dir(data_dir_of(snapshot_dir))
+    width reads as zeros (its rows' model says they are not comparable). `of_part`: as read_history's."""
+    root, of_part = parts_dir(data_dir_of(snapshot_dir)), of_part or _read_once
     blocks, models, dim = [], [], 0
     for part_id in (p for r in manifest.repos for p in r.history):
-        info = read_history_info(root / part_id)
-        vectors = None
-        if info.model_id:
-            vectors = vector_matrix(pq.read_table(root / part_id / COMMIT_VECTORS))
-            if vectors.shape[0] != info.commits:
-                raise ValueError(f"history part {part_id}: {vectors.shape[0]} vectors for {info.commits} commits")
-            dim = dim or vectors.shape[1]
-        blocks.append((info.commits, vectors))
-        models.extend([info.model_id if vectors is not None else ""] * info.commits)
+        model_id, n, vectors = of_part(part_id, "commit vectors", lambda p=part_id: _commit_vectors(root / p))
+        dim = dim or (vectors.shape[1] if vectors is not None else 0)
+        blocks.append((n, vectors))
+        models.extend([model_id if vectors is not None else ""] * n)
     matrix = np.zeros((len(models), dim), dtype=np.float32)
     at, model = 0, np.array(models, dtype=object)
     for n, vectors in blocks:
@@ -277,6 +292,19 @@ def read_commit_vectors(snapshot_dir: Path, manifest: Manifest) -> tuple[np.ndar
             model[at : at + n] = ""
         at += n
     return matrix, model
+
+
+def _commit_vectors(part: Path) -> tuple[str, int, np.ndarray | None]:
+    """A history part's model, commits and their vectors (None: it has none)."""
+    import pyarrow.parquet as pq
+
+    info = read_history_info(part)
+    if not info.model_id:
+        return info.model_id, info.commits, None
+    vectors = vector_matrix(pq.read_table(part / COMMIT_VECTORS))
+    if vectors.shape[0] != info.commits:
+        raise ValueError(f"history part {part.name}: {vectors.shape[0]} vectors for {info.commits} commits")
+    return info.model_id, info.commits, vectors
 
 
 def history_commits(data_dir: Path, manifest: Manifest) -> int:
