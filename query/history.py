@@ -473,7 +473,7 @@ def _bm25(hist: History, org, repos, words, mask, depth) -> list[tuple[int, floa
     query = Q.boolean_query(must)
     fetch = max(4 * depth, FIRST_FETCH)  # widened while the filters leave too few (each hit's stored key is read)
     while True:
-        result = hist.searcher.search(query, fetch)
+        result = hist.searcher.search(query, fetch, count=False)
         ranked = []
         for score, address in result.hits:
             doc = hist.searcher.doc(address)

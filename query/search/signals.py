@@ -162,7 +162,7 @@ def lexical_hits(
         return []
     fetch = depth
     while True:
-        result = reader.searcher.search(query, fetch)
+        result = reader.searcher.search(query, fetch, count=False)  # counting every match: 15% of a BM25 query at 10M
         ranked = []
         ids = reader.searcher.fast_field_values("row", [address for _, address in result.hits])
         for (score, address), row in zip(result.hits, reader.positions(ids).tolist()):
