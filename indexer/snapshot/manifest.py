@@ -152,7 +152,9 @@ class PartInfo:
     rows: int  # chunk rows
     base: bool  # holds every path of the repo: no older part counts
     card: str
-    edge_inputs: dict  # indexer/build/edges.py: the facts that can couple this repo to another
+    # indexer/build/edges.py: the facts that can couple this repo to another; a part written since EDGE_FACTS
+    # keeps here only PART_INPUTS, and the others in that file
+    edge_inputs: dict
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
