@@ -64,7 +64,7 @@ def serve(
 
     from query.surfaces.guard import is_local
     from query.surfaces.app import app
-    from query.service import Service
+    from query.service import Service, one_thread_numerics
 
     if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
         raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")
@@ -76,6 +76,7 @@ def serve(
     check_tokens(cfg.data_dir)  # a damaged token store is said now, not as an error on every request
     sock = bind(host, port)
     serving_logs()  # an access line per request, a line per snapshot swap
+    one_thread_numerics()
     if store_url:
         from indexer.store import store_for
         from query.replica import Replica

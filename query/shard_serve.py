@@ -19,6 +19,7 @@ from indexer.ray_cluster import join
 from indexer.store import store_for
 from query.front import ShardDown
 from query.replica import Replica
+from query.service import one_thread_numerics
 from query.shard import ANSWERS, Shard, owned
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class ShardReplica:
             name = f"{socket.gethostname()}:shard-{index}-of-{count}"
             keep = max(2, cfg.keep_snapshots)
             Replica(store_for(cfg, store), data_dir, poll, name, keep, owned(index, count)).start()
+        one_thread_numerics()
         self.shard = Shard(data_dir, index, count, model_ids, cfg.exact_search)
         try:
             self.shard.reader()  # opened now, not by the first request; a failure is said by the requests
