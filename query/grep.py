@@ -98,7 +98,7 @@ def matching(
     mask = row_mask(req, reader)
     texts = reader.rows.column("text")
     first_row, first_line = after or (0, 0)
-    rows = candidates(reader.parts, reader.offsets, need_of(pattern, literal), np.flatnonzero(mask))
+    rows = candidates(reader.parts, reader.offsets, need_of(pattern, literal), mask)
     for row in rows[np.searchsorted(rows, first_row) :]:
         text = text_of(texts[int(row)])
         if not compiled.search(text):

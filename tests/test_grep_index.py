@@ -70,7 +70,7 @@ def test_narrowing_never_drops_a_match(tmp_path):
     texts = texts_of(rng, 1200)
     parts = [Part(texts[:700], tmp_path / "a.arrow"), Part(texts[700:], tmp_path / "b.arrow")]
     offsets = np.array([0, 700, 1200])
-    every = np.arange(len(texts))
+    every = np.ones(len(texts), dtype=bool)
     checked = narrowed = 0
     for _ in range(2000):
         pattern = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 4)))
@@ -82,6 +82,10 @@ def test_narrowing_never_drops_a_match(tmp_path):
         kept = set(candidates(parts, offsets, need_of(pattern, literal), every).tolist())
         matching = {i for i, t in enumerate(texts) if compiled.search(t)}
         assert matching <= kept, (pattern, literal, ignore_case, sorted(matching - kept)[:5])
+        some = np.array([rng.random() < 0.5 for _ in texts])  # a filter's rows: only those, in order
+        assert candidates(parts, offsets, need_of(pattern, literal), some).tolist() == sorted(
+            i for i in kept if some[i]
+        )
         checked += 1
         narrowed += len(kept) < len(texts)
     assert checked > 1300 and narrowed > checked // 4  # most patterns read fewer rows, not a filter that keeps all
@@ -125,9 +129,9 @@ def test_the_index_blocks_rows(tmp_path):
     index = Grams(tmp_path / "g.arrow", len(texts))
     assert index.count == -(-100 // BLOCK)
     part = Part(texts, tmp_path / "h.arrow")
-    kept = candidates([part], np.array([0, 100]), need_of("needle"), np.arange(100)).tolist()
+    kept = candidates([part], np.array([0, 100]), need_of("needle"), np.ones(100, bool)).tolist()
     assert kept == list(range(0, 16)) + list(range(32, 48))  # the two blocks that hold it, whole
-    assert candidates([part], np.array([0, 100]), need_of("missing"), np.arange(100)).tolist() == []
+    assert candidates([part], np.array([0, 100]), need_of("missing"), np.ones(100, bool)).tolist() == []
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +188,7 @@ def test_grep_answers_with_the_index_as_without_it(indexed):
 def test_a_selective_pattern_reads_few_rows(indexed):
     corpus, one = indexed
     reader = SnapshotReader(corpus.cfg.data_dir)
-    every = np.arange(len(reader.live))
+    every = np.ones(len(reader.live), dtype=bool)
     assert len(every) > 20 * BLOCK  # enough rows that narrowing is visible
     for pattern in ("Needle_Finder", "haystack.find"):
         kept = candidates(reader.parts, reader.offsets, need_of(pattern), every)
