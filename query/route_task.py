@@ -31,7 +31,8 @@ import numpy as np
 
 from indexer.embed import Embedder
 from indexer.snapshot import read_cards, read_graph, vector_matrix
-from query.reader import Labels, SnapshotReader
+from query.labels import Labels
+from query.reader import SnapshotReader
 from indexer.languages import is_test_file
 from query.history import DamagedHistory, history_of, repo_votes
 from query.localize import asks_for_tests, localize, runner_repos

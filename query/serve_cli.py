@@ -64,7 +64,8 @@ def serve(
 
     from query.surfaces.guard import is_local
     from query.surfaces.app import app
-    from query.service import Service, one_thread_numerics
+    from query.service import Service
+    from query.threads import one_thread_numerics
 
     if not codesearch_prefix.startswith("/") or codesearch_prefix in ("/", "/v1", "/mcp"):
         raise click.BadParameter("use a path like /codesearch, not /, /v1 or /mcp", param_hint="--codesearch-prefix")

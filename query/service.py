@@ -554,19 +554,6 @@ class Service:
         return serving.manifest if serving is not None else None
 
 
-def one_thread_numerics() -> None:
-    """Hold a server's numeric libraries (numpy's OpenBLAS, faiss's OpenBLAS and OpenMP) to one thread each: a
-    search runs BM25 on a thread of its own beside its vector search, and a server answers requests side by side,
-    so their threads (one a core) only took cores from those, spinning after every call. Served alone at 10M
-    chunks on two cores: search p50 / p95 90 / 111 ms with a thread a core, 66 / 78-82 with one. Loaded first:
-    limits reach the libraries loaded (threadpoolctl); the encoder's runtime keeps its own threads."""
-    import faiss  # noqa: F401
-    import numpy  # noqa: F401
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1)
-
-
 def request_thresholds(req: SearchRequest, min_score: float | None, min_score_diff: float | None) -> Thresholds:
     """A request's score threshold, refused (in one sentence on every surface) where it cannot apply."""
     thresholds = Thresholds(min_score=min_score, min_score_diff=min_score_diff)

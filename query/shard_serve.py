@@ -19,7 +19,7 @@ from indexer.ray_cluster import join
 from indexer.store import store_for
 from query.front import ShardDown
 from query.replica import Replica
-from query.service import one_thread_numerics
+from query.threads import one_thread_numerics
 from query.shard import ANSWERS, Shard, owned
 
 log = logging.getLogger(__name__)

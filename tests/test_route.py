@@ -159,7 +159,7 @@ def test_candidates_are_the_first_rows_of_each_repo_and_test_rows_are_judged_per
     import pyarrow as pa
 
     from indexer.languages import is_test_file
-    from query.reader import Labels
+    from query.labels import Labels
     from query.route_task import _first_per_group, _test_rows
 
     groups = np.array([2, 1, 2, 2, 1, 3, 1])

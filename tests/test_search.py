@@ -308,7 +308,7 @@ def test_filter_columns_are_codes_that_answer_like_the_strings_they_stand_for(re
     import numpy as np
     import pyarrow as pa
 
-    from query.reader import Labels
+    from query.labels import Labels
 
     langs = Labels.of(pa.chunked_array([["go", "python"], ["go", "markdown", "python"]]))
     assert langs.codes.dtype == np.uint8 and len(langs) == 5 and sorted(langs.values) == ["go", "markdown", "python"]

@@ -367,7 +367,8 @@ def test_search_code_can_rank_files(service):
 
 NUMERICS = """
 import json
-from query.service import one_thread_numerics
+import faiss, numpy  # noqa: E401, F401  loaded as a server has them
+from query.threads import one_thread_numerics
 from threadpoolctl import threadpool_info
 before = sorted({i["num_threads"] for i in threadpool_info()})
 one_thread_numerics()
