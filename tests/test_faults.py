@@ -99,6 +99,7 @@ def flip_parquet_page(path, column="path", count=16):
 DAMAGE = {
     "part_chunks_truncated": lambda s: truncate(first_part(s) / snapshot.CHUNKS_ARROW),
     "part_info_garbage": lambda s: (first_part(s) / snapshot.PART_INFO).write_text("garbage"),
+    "part_edge_facts_garbage": lambda s: (first_part(s) / snapshot.EDGE_FACTS).write_text("garbage"),
     "part_deleted": lambda s: shutil.rmtree(first_part(s)),
     "tantivy_meta_garbage": lambda s: (s / "lexical" / "meta.json").write_text("garbage"),
     "tantivy_idx_truncated": lambda s: truncate(one(s, "lexical/*.idx")),

@@ -315,6 +315,11 @@ def test_a_run_keeps_an_orgs_edges_while_no_repo_changes_its_facts_and_makes_the
     edges = _rows(path / GRAPH_DIR / "edges.parquet")
     assert edges == _rows(_newest(fresh_copy(cfg, tmp_path / "b")))
     assert not [e for e in edges if e["kind"] == "http_call" and e["to_repo"] == "orders"]
+    (path / GRAPH_DIR / "edges.parquet").write_bytes(b"PAR1 damaged")  # the base's edges do not read: made again
+    gitrepo.commit(orders, {**SERVICES["orders"], "orders/app.py": gone + b"\n# a comment\n"})
+    again = run(cfg, show_progress=False)
+    assert again.published and any("edges of snapshot" in n and "made again" in n for n in again.notes)
+    assert _rows(_newest(cfg)) == edges
 
 
 def _newest(cfg) -> Path:

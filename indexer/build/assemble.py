@@ -301,7 +301,7 @@ def _edges(run: Run, built: Path, states: dict) -> int:
     for key, state in states.items():
         if state.parts:
             by_org[key[0]][key[1]] = state
-    held = read_graph(run.base.path, "edges") if run.base is not None else None
+    held = _base_edges(run)
     tables = []
     for org in sorted(by_org):
         if held is not None and _same_facts(run, org, by_org[org]):
@@ -311,6 +311,18 @@ def _edges(run: Run, built: Path, states: dict) -> int:
     table = pa.concat_tables(tables) if tables else edges_table([])
     write_edges(built, table)
     return table.num_rows
+
+
+def _base_edges(run: Run) -> pa.Table | None:
+    """The base's edges, or None: no base, or its edges do not read (damaged bytes), when every org's are made
+    again from their facts rather than the run failing."""
+    if run.base is None:
+        return None
+    try:
+        return read_graph(run.base.path, "edges")
+    except (OSError, pa.ArrowException) as exc:
+        run.report.notes.append(f"the edges of snapshot {run.base.path.name} do not read ({exc}); made again")
+        return None
 
 
 def _same_facts(run: Run, org: str, repos: dict[str, RepoState]) -> bool:

@@ -50,6 +50,7 @@ from indexer.snapshot import (
     read_history_info,
     read_lance_chunks,
     read_part_chunks,
+    read_edge_facts,
     read_part_info,
     read_part_table,
     store_error,
@@ -321,6 +322,7 @@ def _part_opens(ref: PartRef, manifest: Manifest) -> str | None:
     expected = manifest.chunks
     if ref.part_id is not None:
         info = read_part_info(ref.dir)
+        read_edge_facts(ref.dir)  # what an org's next edges read: damaged, every run of the org would fail
         if (info.model_id, info.dim) != (manifest.model_id, manifest.dim):
             return f"part {where} holds vectors of {info.model_id!r}, the manifest says {manifest.model_id!r}"
         expected = info.rows
