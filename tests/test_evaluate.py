@@ -268,9 +268,12 @@ def test_eval_routing_scores_the_owner(tmp_path):
     for name, word in (("billing", "invoice"), ("auth", "password")):
         repo = gitrepo.init(tmp_path / "src" / name)
         files = {f"{name}/core.py": f"def {word}_check():\n    return '{word}'\n".encode()}
-        gitrepo.commit(repo, files, message="initial import of the code")
+        # One instant for every commit: each case is asked with the history before its own commit, and where
+        # the second repo's commits fell a second after the first's, its case met the first's like-worded fix
+        # (about one run in sixty failed so)
+        gitrepo.commit(repo, files, message="initial import of the code", when=1_700_000_000)
         files = {f"{name}/core.py": files[f"{name}/core.py"] + f"\n\ndef {word}_retry():\n    pass\n".encode()}
-        gitrepo.commit(repo, files, message=f"retry the {word} check when it fails")
+        gitrepo.commit(repo, files, message=f"retry the {word} check when it fails", when=1_700_000_000)
         specs.append(RepoSpec(name=name, url=str(tmp_path / "src" / name)))
     cfg = write_config(tmp_path, specs)
     run(cfg, show_progress=False)
