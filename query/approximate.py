@@ -49,6 +49,11 @@ JOIN_ROWS = 1_000_000  # codes packed for the mapped lists at a time: a start-up
 LEFTOVER_SHARE = 0.25  # codes of parts no snapshot lists, of those the index holds, past which it is rebuilt
 
 
+def settings(fast: bool) -> tuple[int, int]:
+    """(lists probed, candidates rescored a passage) for a codebook of 4-bit codes (`fast`) or 8-bit ones."""
+    return (NPROBE, RESCORE) if fast else (NPROBE_8BIT, RESCORE_8BIT)
+
+
 class Shared:
     """One codebook's IVF-PQ index, shared by the snapshots a server opens in turn. Each part's codes hold the ids
     [base, base + rows) given when they joined; a snapshot's view maps them to its positions. The codes and their
@@ -58,7 +63,7 @@ class Shared:
     def __init__(self, codebook: Codebook, folder: Path):
         self.index = codebook.index  # empty and trained: what the codes join
         self.digest = codebook.digest
-        self.nprobe, self.rescore = (NPROBE, RESCORE) if codebook.fast else (NPROBE_8BIT, RESCORE_8BIT)
+        self.nprobe, self.rescore = settings(codebook.fast)
         self.mapped = MappedLists(self.index, folder) if codebook.fast else None
         self.leftover = 0  # rows of the mapped lists no view lists any more
         self.bases: dict[str, tuple[int, int]] = {}  # part key -> (first id, rows)

@@ -97,7 +97,9 @@ class History:
         self.paths: list[list[tuple]] = []  # what each commit changed: (path, old path, change, added, removed)
         data_dir = data_dir_of(reader.path)
         for part_id in (p for r in reader.manifest.repos for p in r.history):
-            self.paths += reader.of_part(part_id, "commit paths", lambda p=part_id: _commit_paths(data_dir, p))
+            self.paths += reader.of_part(
+                part_id, "commit paths", lambda p=part_id: _commit_paths(data_dir, p, reader.of_part)
+            )
         # each commit's vector and its model ("" where its part has none): rows of the query's model are compared
         self.vectors, self.vector_model = read_commit_vectors(reader.path, reader.manifest, reader.of_part)
         self.has_vectors = bool(self.vector_model.any())
@@ -222,9 +224,9 @@ _SHOWN = (
 )
 
 
-def _commit_paths(data_dir: Path, part_id: str) -> list[list[tuple]]:
-    """What each commit of a history part changed, in the order of its commits table."""
-    commits = read_history_parts(data_dir, [part_id], "commits", columns=["commit_id"])
+def _commit_paths(data_dir: Path, part_id: str, of_part) -> list[list[tuple]]:
+    """What each commit of a history part changed, in the order of its commits table (read as History read it)."""
+    commits = read_history_parts(data_dir, [part_id], "commits", of_part)
     changes = read_history_parts(
         data_dir, [part_id], "commit_changes", columns=["commit_id", "path", "old_path", "change", "added", "removed"]
     )

@@ -129,9 +129,7 @@ def _search(cfg: Config, manifest: Manifest) -> str:
     if cfg.exact_search or not codebook.exists():
         return "exact" + (" (exact_search = true)" if cfg.exact_search else "")
     fast = is_fast(codebook)
-    probed, rescored = (
-        (approximate.NPROBE, approximate.RESCORE) if fast else (approximate.NPROBE_8BIT, approximate.RESCORE_8BIT)
-    )
+    probed, rescored = approximate.settings(fast)
     codes = "4-bit codes, fast-scan" if fast else "8-bit codes"
     return (
         f"approximate past {approximate.EXACT_ROWS:,} allowed chunks: IVF-PQ ({codes}), "

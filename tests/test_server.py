@@ -384,9 +384,9 @@ def test_a_server_holds_numpys_and_faisss_threads_to_one():
         [sys.executable, "-c", NUMERICS],
         capture_output=True,
         text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"},
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
     )
     assert done.returncode == 0, done.stderr
     before, after = json.loads(done.stdout)
-    assert before == [2]  # what the limit is tested against: two threads, as on this machine's two cores
+    assert 2 in before  # OpenMP's pool as the environment set it (OpenBLAS's is capped at the machine's cores)
     assert {api for api, _ in after} >= {"openblas", "openmp"} and {n for _, n in after} == {1}
